@@ -1,0 +1,157 @@
+"""`zfsnas-exporter`: flags in node_exporter's style, wiring sources, collectors and the server."""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import logging
+import platform
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from . import __version__
+from .collector import Collector, Context, ScrapeCollector
+from .collectors import ALL
+from .exposition import render
+from .process import process_families
+from .server import make_server, serve_in_thread
+from .sources.commands import CommandRunner
+from .sources.freebsd import SysctlKstatSource
+from .sources.linux import ProcfsKstatSource
+from .webconfig import WebConfigError, load_web_config
+
+log = logging.getLogger("zfsnas")
+DEFAULT_LISTEN = ":9923"
+LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING,
+              "warning": logging.WARNING, "error": logging.ERROR}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="zfsnas-exporter",
+                                     description="Prometheus exporter for ZFS: ARC/L2ARC, txgs and dirty data, "
+                                                 "datasets, pools and disks.")
+    parser.add_argument("--version", action="version", version=f"zfsnas-exporter {__version__}")
+    parser.add_argument("--web.listen-address", dest="listen_address", default=DEFAULT_LISTEN,
+                        help=f"address to listen on (default {DEFAULT_LISTEN})")
+    parser.add_argument("--web.telemetry-path", dest="telemetry_path", default="/metrics")
+    parser.add_argument("--web.config.file", dest="web_config_file", default=None,
+                        help="exporter-toolkit web config YAML: TLS and basic auth")
+    parser.add_argument("--path.procfs", dest="procfs", default="/proc")
+    parser.add_argument("--path.sysfs", dest="sysfs", default="/sys")
+    parser.add_argument("--path.udev.data", dest="udev_data", default="/run/udev/data")
+    parser.add_argument("--kstat.source", dest="kstat_source", choices=("auto", "procfs", "sysctl"), default="auto",
+                        help="where kstats come from: procfs (Linux), sysctl (FreeBSD); auto picks by platform")
+    parser.add_argument("--path.sysctl-file", dest="sysctl_file", default=None,
+                        help="read FreeBSD sysctl output from this file instead of running sysctl (tests)")
+    parser.add_argument("--zfs.command-prefix", dest="command_prefix", default="",
+                        help="prefix for zfs/zpool/sysctl commands, e.g. 'nsenter --target 1 --mount --' in a container")
+    parser.add_argument("--zfs.command-timeout", dest="command_timeout", type=float, default=30.0,
+                        help="seconds before a zfs/zpool/sysctl command is killed (default 30)")
+    parser.add_argument("--collector.disable-defaults", dest="disable_defaults", action="store_true",
+                        help="enable only collectors named with --collector.<name>")
+    for cls in ALL:
+        parser.add_argument(f"--collector.{cls.name}", dest=f"collector_{cls.name}",
+                            action=argparse.BooleanOptionalAction, default=None,
+                            help=f"{cls.description} (default {'on' if cls.default_enabled else 'off'})")
+        cls.add_arguments(parser)
+    parser.add_argument("--log.level", dest="log_level", default="info",
+                        choices=("debug", "info", "warn", "warning", "error"))
+    return parser
+
+
+def enabled_collectors(args: argparse.Namespace) -> list[type[Collector]]:
+    chosen = []
+    for cls in ALL:
+        flag = getattr(args, f"collector_{cls.name}")
+        default = cls.default_enabled and not args.disable_defaults
+        if (default if flag is None else flag):
+            chosen.append(cls)
+    return chosen
+
+
+def kstat_source(args: argparse.Namespace, runner: CommandRunner):
+    kind = args.kstat_source
+    if kind == "auto":
+        kind = "sysctl" if args.sysctl_file or platform.system() == "FreeBSD" else "procfs"
+    if kind == "sysctl":
+        return SysctlKstatSource(runner, path=args.sysctl_file)
+    return ProcfsKstatSource(args.procfs, args.sysfs)
+
+
+@dataclass
+class Exporter:
+    """`render` is what the server serves; `registry` offers the same to prometheus_client users."""
+
+    collectors: list[Collector]
+    scrape: ScrapeCollector
+    process_metrics: bool = True
+
+    def render(self) -> str:
+        items = self.scrape.scrape()
+        if self.process_metrics:
+            items += process_families().families()
+        return render(items)
+
+    @property
+    def registry(self):
+        from prometheus_client import CollectorRegistry
+
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(self.scrape)
+        return registry
+
+    def start(self) -> None:
+        for collector in self.collectors:
+            collector.start()
+
+    def stop(self) -> None:
+        for collector in self.collectors:
+            collector.stop()
+
+
+def build_exporter(args: argparse.Namespace, process_metrics: bool = True) -> Exporter:
+    runner = CommandRunner(args.command_prefix, args.command_timeout)
+    kstat = kstat_source(args, runner)
+    ctx = Context(kstat=kstat, commands=runner, args=args)
+    collectors = [cls(ctx) for cls in enabled_collectors(args)]
+    return Exporter(collectors, ScrapeCollector(collectors, kstat), process_metrics)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=LOG_LEVELS[args.log_level],
+                        format="%(asctime)s level=%(levelname)s %(message)s", stream=sys.stderr)
+    try:
+        web = load_web_config(args.web_config_file)
+    except WebConfigError as exc:
+        log.error("invalid web config: %s", exc)
+        return 2
+    exporter = build_exporter(args)
+    names = ", ".join(c.name for c in exporter.collectors) or "none"
+    log.info("zfsnas-exporter %s: collectors %s", __version__, names)
+    try:
+        server = make_server(args.listen_address, exporter.render, args.telemetry_path, web)
+    except (OSError, ValueError) as exc:
+        log.error("cannot listen on %s: %s", args.listen_address, exc)
+        return 2
+    exporter.start()
+    # Long-lived objects made so far never become garbage: keep the collector from rescanning them.
+    gc.freeze()
+    log.info("listening on %s%s, metrics at %s", "https://" if web.tls else "http://",
+             args.listen_address, args.telemetry_path)
+    stopped = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stopped.set())
+    serve_in_thread(server)
+    stopped.wait()
+    log.info("shutting down")
+    server.shutdown()
+    exporter.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

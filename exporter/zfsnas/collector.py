@@ -1,0 +1,239 @@
+"""The collector contract and the scrape loop that runs every enabled collector.
+
+Owns: the `Collector` base class (name, flags, collect), `Report` (how a collector says what
+failed without stopping), `Families` (building metric families from values), and `ScrapeCollector`,
+which runs each collector in turn and adds the self metrics
+`zfs_exporter_collector_success`, `zfs_exporter_collector_duration_seconds`,
+`zfs_exporter_source_age_seconds` and `zfs_exporter_source_success`.
+It must not read the OS itself: that is the sources' job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from .exposition import Family, format_le, render
+
+if TYPE_CHECKING:
+    from prometheus_client.core import Metric
+
+    from .refresh import BackgroundRefresher
+    from .sources.commands import CommandRunner
+    from .sources.model import KstatSource
+
+log = logging.getLogger("zfsnas")
+
+
+@dataclass
+class Context:
+    """What collectors are given: the sources and the parsed command line."""
+
+    kstat: "KstatSource"
+    commands: "CommandRunner"
+    args: argparse.Namespace = field(default_factory=argparse.Namespace)
+    # Background sources one collector owns and others read, by name (e.g. "zpool_status",
+    # a BackgroundRefresher whose value is a list[sources.model.VdevStatus]).
+    shared: dict[str, Any] = field(default_factory=dict)
+
+
+class Report:
+    """Collects a collector's failures during one scrape; any failure means success 0."""
+
+    def __init__(self, collector: str):
+        self.collector = collector
+        self.errors: list[str] = []
+
+    @contextmanager
+    def guard(self, what: str) -> Iterator[None]:
+        """Run a block; an exception becomes a recorded failure and the block's output is dropped."""
+        try:
+            yield
+        except Exception as exc:  # the exporter must outlive any bad input
+            self.fail(what, exc)
+
+    def fail(self, what: str, exc: BaseException | str) -> None:
+        reason = str(exc) if isinstance(exc, str) else _one_line(exc)
+        self.errors.append(f"{what}: {reason}")
+        if isinstance(exc, BaseException):
+            log.debug("collector %s: %s", self.collector, what, exc_info=exc)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+class Collector:
+    """One named group of metric families, switched by `--collector.<name>`."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    default_enabled: ClassVar[bool] = True
+    needs_zfs: ClassVar[bool] = True
+
+    def __init__(self, ctx: Context):
+        self.ctx = ctx
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        """Add this collector's own flags (named `--<name>.<option>`)."""
+
+    def collect(self, report: Report) -> Iterable["Metric"]:
+        raise NotImplementedError
+
+    def list_pools(self, report: Report) -> list[str]:
+        """The pools with kstats; a failure to list them is reported and means none."""
+        with report.guard("listing pools"):
+            return self.ctx.kstat.pools()
+        return []
+
+    def sources(self) -> Sequence["BackgroundRefresher"]:
+        """Background sources whose age and success the exporter reports."""
+        return ()
+
+    def start(self) -> None:
+        """Start background work (refresh threads, monitors)."""
+
+    def stop(self) -> None:
+        """Stop background work."""
+
+
+class Families:
+    """Metric families built up sample by sample, in first-use order (see `exposition.Family`)."""
+
+    def __init__(self) -> None:
+        self._families: dict[str, Family] = {}
+
+    def family(self, kind: str, name: str, documentation: str, labelnames: Sequence[str]) -> Family:
+        """The family itself, for hot loops that append (suffix, label values, value) samples directly."""
+        return self._family(kind, name, documentation, labelnames)
+
+    def _family(self, kind: str, name: str, documentation: str, labels: Sequence[str]) -> Family:
+        family = self._families.get(name)
+        if family is None:
+            family = self._families[name] = Family(name, documentation, kind, labels)
+        return family
+
+    def gauge(self, name: str, documentation: str, labels: dict[str, str], value: float) -> None:
+        self._family("gauge", name, documentation, labels).samples.append(("", tuple(labels.values()), value))
+
+    def counter(self, name: str, documentation: str, labels: dict[str, str], value: float) -> None:
+        self._family("counter", name, documentation, labels).samples.append(("", tuple(labels.values()), value))
+
+    def add(self, kind: str, name: str, documentation: str, labels: dict[str, str], value: float) -> None:
+        (self.counter if kind == "counter" else self.gauge)(name, documentation, labels, value)
+
+    def histogram(self, name: str, documentation: str, labels: dict[str, str],
+                  buckets: Sequence[tuple[float, float]], total: float | None) -> None:
+        """`buckets` are (upper bound, cumulative count), the last one +Inf; `total` None leaves out _sum."""
+        samples = self._family("histogram", name, documentation, labels).samples
+        values = tuple(labels.values())
+        samples.extend(("_bucket", (*values, format_le(bound)), count) for bound, count in buckets)
+        samples.append(("_count", values, buckets[-1][1] if buckets else 0))
+        if total is not None:
+            samples.append(("_sum", values, total))
+
+    def families(self) -> list[Family]:
+        return list(self._families.values())
+
+    def __iter__(self) -> Iterator["Metric"]:
+        """prometheus_client Metric objects, for code that wants those."""
+        return (family.to_metric() for family in self._families.values())
+
+
+class ScrapeCollector:
+    """The prometheus_client collector: runs every enabled collector once per scrape, one scrape at a time."""
+
+    def __init__(self, collectors: Sequence[Collector], kstat: "KstatSource | None" = None):
+        self.collectors = list(collectors)
+        self.kstat = kstat
+        self._lock = threading.Lock()
+        self._last_errors: dict[str, list[str]] = {}
+        self._zfs_reason: str | None = None
+
+    def collect(self) -> Iterator["Metric"]:
+        """The prometheus_client collector protocol (slower; the server uses `render`)."""
+        for item in self.scrape():
+            yield item.to_metric() if isinstance(item, Family) else item
+
+    def render(self) -> str:
+        return render(self.scrape())
+
+    def scrape(self) -> list:
+        with self._lock:
+            return self._scrape()
+
+    def _scrape(self) -> list:
+        out: list = []
+        families = Families()
+        zfs_missing = self._zfs_missing()
+        for collector in self.collectors:
+            report = Report(collector.name)
+            started = time.perf_counter()
+            result: Iterable = ()
+            if zfs_missing and collector.needs_zfs:
+                report.fail("zfs", zfs_missing)  # said once by _zfs_missing, not per collector
+            else:
+                with report.guard("collect"):
+                    produced = collector.collect(report)
+                    result = produced.families() if isinstance(produced, Families) else list(produced)
+                self._log_changes(collector.name, report.errors)
+            labels = {"collector": collector.name}
+            families.gauge("zfs_exporter_collector_success",
+                           "1 if the collector's last scrape read everything it tried, else 0.",
+                           labels, 1 if report.ok else 0)
+            families.gauge("zfs_exporter_collector_duration_seconds", "How long the collector took in the last scrape.",
+                           labels, time.perf_counter() - started)
+            out.extend(result)
+        self._source_metrics(families)
+        return out + families.families()
+
+    def _zfs_missing(self) -> str | None:
+        """Why ZFS kstats cannot be read right now (None when they can); said once per change."""
+        reason = None
+        if self.kstat is not None:
+            try:
+                self.kstat.refresh()
+                if not self.kstat.zfs_loaded():
+                    reason = f"no ZFS kernel module found ({self.kstat.kind})"
+            except Exception as exc:
+                reason = f"reading kstats failed: {_one_line(exc)}"
+        if reason != self._zfs_reason:
+            if reason:
+                log.warning("%s; serving self metrics until it is back", reason)
+            else:
+                log.info("ZFS kstats readable")
+            self._zfs_reason = reason
+        return reason
+
+    def _source_metrics(self, families: Families) -> None:
+        for collector in self.collectors:
+            for source in collector.sources():
+                state = source.state()
+                families.gauge("zfs_exporter_source_age_seconds",
+                               "Seconds since the background source last refreshed successfully.",
+                               {"source": source.name}, state.age_seconds)
+                families.gauge("zfs_exporter_source_success",
+                               "1 if the background source's last refresh succeeded, else 0.",
+                               {"source": source.name}, 1 if state.success else 0)
+
+    def _log_changes(self, name: str, errors: list[str]) -> None:
+        """A new failure is logged once as a warning; repeats go to debug; recovery is logged."""
+        before = self._last_errors.get(name, [])
+        for error in errors:
+            level = logging.DEBUG if error in before else logging.WARNING
+            log.log(level, "collector %s failed: %s", name, error)
+        if before and not errors:
+            log.info("collector %s recovered", name)
+        self._last_errors[name] = errors

@@ -1,0 +1,17 @@
+"""Collectors: each turns values from the sources into metric families, one module per name.
+
+`ALL` lists every collector class; `--collector.<name>` / `--no-collector.<name>` switch them.
+"""
+
+from __future__ import annotations
+
+from ..collector import Collector
+from . import arc, objset, poolstats, tunables, txg
+
+ALL: list[type[Collector]] = [
+    arc.ArcCollector,
+    txg.TxgCollector,
+    objset.ObjsetCollector,
+    poolstats.PoolstatsCollector,
+    tunables.TunablesCollector,
+]

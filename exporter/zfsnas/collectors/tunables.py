@@ -1,0 +1,75 @@
+"""Collector `tunables`: the OpenZFS version and every numeric module parameter.
+
+Owns `zfs_version_info{version}` and `zfs_module_parameter{name}`. On Linux `name` is the file
+name under /sys/module/zfs/parameters (`zfs_arc_max`); on FreeBSD it is the sysctl name after
+`vfs.zfs.` (`arc.max`). Non-numeric parameters (strings, lists) are left out.
+A real system has about 300 parameters that change only when someone tunes them, so they are
+read in the background (`--tunables.refresh-interval`, source `module_parameters`), not on
+every scrape.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from prometheus_client.core import Metric
+
+from ..collector import Collector, Families, Report
+from ..refresh import BackgroundRefresher
+
+
+def numeric(text: str) -> int | None:
+    try:
+        return int(text, 10)
+    except ValueError:
+        return None
+
+
+class TunablesCollector(Collector):
+    name = "tunables"
+    description = "OpenZFS version and numeric module parameters"
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--tunables.refresh-interval", dest="tunables_refresh_interval", type=float,
+                            default=30.0, help="seconds between reads of the module parameters (default 30)")
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        interval = getattr(ctx.args, "tunables_refresh_interval", 30.0)
+        self.refresher = BackgroundRefresher("module_parameters", self._read, interval)
+
+    def _read(self) -> tuple[str | None, dict[str, int]]:
+        kstat = self.ctx.kstat
+        parameters = {name: value for name, text in kstat.tunables().items()
+                      if (value := numeric(text.strip())) is not None}
+        return kstat.version(), dict(sorted(parameters.items()))
+
+    def sources(self):
+        return (self.refresher,)
+
+    def start(self) -> None:
+        self.refresher.start()
+
+    def stop(self) -> None:
+        self.refresher.stop()
+
+    def collect(self, report: Report) -> Iterable["Metric"]:
+        state = self.refresher.state()
+        if state.value is None and not state.success:  # not read yet (started without the thread)
+            self.refresher.refresh_now()
+            state = self.refresher.state()
+        if not state.success:
+            report.fail("module parameters", state.error or "not read")
+        families = Families()
+        if state.value is not None:
+            version, parameters = state.value
+            if version:
+                families.gauge("zfs_version_info", "OpenZFS kernel module version.", {"version": version}, 1)
+            for name, value in parameters.items():
+                families.gauge("zfs_module_parameter", "Numeric OpenZFS module parameter (tunable).",
+                               {"name": name}, value)
+        return families

@@ -1,0 +1,179 @@
+"""Collector `txg`: the write path. Txgs per pool, tx-assign latency, write-throttle counters.
+
+Owns `zfs_pool_txg*`, `zfs_pool_tx_assign_seconds`, `zfs_dmu_tx_*_total`,
+`zfs_dirty_data_max_bytes` and `zfs_dirty_data_delay_min_ratio`.
+The txg history ring only holds the last `zfs_txg_history` txgs, so counters are accumulated
+here from the txgs that synced since the previous scrape (`TxgAccumulator`): none is counted
+twice, and txgs that fell out of the ring unseen are counted in `zfs_pool_txgs_missed_total`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from prometheus_client.core import Metric
+
+from ..collector import Collector, Families, Report
+from ..sources.kstat import Txg, histogram_buckets
+
+log = logging.getLogger("zfsnas")
+
+SYNC_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+DIRTY_RATIO_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+# tx-assign buckets published: 2**10 ns (1 us) .. 2**36 ns (69 s); lower ones fold into the first.
+TX_ASSIGN_POWERS = range(10, 37)
+
+
+class Histogram:
+    """A cumulative histogram with fixed upper bounds, fed one observation at a time."""
+
+    def __init__(self, bounds: Sequence[float]):
+        self.bounds = tuple(sorted(bounds))
+        self.counts = [0] * (len(self.bounds) + 1)
+        self.total = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect.bisect_left(self.bounds, value)] += 1
+        self.total += value
+
+    def cumulative(self) -> list[tuple[float, int]]:
+        running, out = 0, []
+        for bound, count in zip((*self.bounds, float("inf")), self.counts):
+            running += count
+            out.append((bound, running))
+        return out
+
+
+def dirty_ratio_bounds(delay_min_dirty_percent: int | None) -> tuple[float, ...]:
+    """The default buckets plus the point where ZFS starts delaying writes."""
+    bounds = set(DIRTY_RATIO_BUCKETS)
+    if delay_min_dirty_percent is not None and 0 < delay_min_dirty_percent <= 100:
+        bounds.add(delay_min_dirty_percent / 100)
+    return tuple(sorted(bounds))
+
+
+class TxgAccumulator:
+    """Counters of one pool's synced txgs, built across scrapes from the history ring."""
+
+    def __init__(self, pool: str, ratio_bounds: Sequence[float]):
+        self.pool = pool
+        self.last_txg: int | None = None
+        self.synced = 0
+        self.written_bytes = 0
+        self.dirty_bytes = 0
+        self.missed = 0
+        self.last_dirty_bytes: int | None = None
+        self.sync_seconds = Histogram(SYNC_BUCKETS)
+        self.dirty_ratio = Histogram(ratio_bounds)
+
+    def update(self, txgs: Iterable[Txg], dirty_data_max: int | None) -> None:
+        ring = sorted(txgs, key=lambda t: t.txg)
+        committed = [t for t in ring if t.committed]
+        if self.last_txg is not None and ring and ring[-1].txg < self.last_txg:
+            log.info("pool %s: txg numbers went back from %d to %d (pool re-created); starting over",
+                     self.pool, self.last_txg, ring[-1].txg)
+            self.last_txg = None
+        new = [t for t in committed if self.last_txg is None or t.txg > self.last_txg]
+        if not new:
+            return
+        if self.last_txg is not None and new[0].txg > self.last_txg + 1:
+            lost = new[0].txg - self.last_txg - 1
+            self.missed += lost
+            log.warning("pool %s: %d txg(s) fell out of the txg history between scrapes; "
+                        "raise zfs_txg_history or scrape more often", self.pool, lost)
+        for txg in new:
+            self.synced += 1
+            self.written_bytes += txg.nwritten
+            self.dirty_bytes += txg.ndirty
+            self.sync_seconds.observe(txg.stime / 1e9)
+            if dirty_data_max:
+                self.dirty_ratio.observe(txg.ndirty / dirty_data_max)
+        self.last_txg = new[-1].txg
+        self.last_dirty_bytes = new[-1].ndirty
+
+
+def tx_assign_buckets(raw: list[tuple[int, int]]) -> list[tuple[float, int]]:
+    """Cumulative (seconds, count) buckets at fixed bounds from the kstat's power-of-two rows."""
+    out, running, index = [], 0, 0
+    for power in TX_ASSIGN_POWERS:
+        while index < len(raw) and raw[index][0] <= 2 ** power:
+            running += raw[index][1]
+            index += 1
+        out.append((2 ** power / 1e9, running))
+    out.append((float("inf"), running + sum(count for _, count in raw[index:])))
+    return out
+
+
+class TxgCollector(Collector):
+    name = "txg"
+    description = "txgs, dirty data, tx-assign latency and write-throttle counters"
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.accumulators: dict[str, TxgAccumulator] = {}
+        self._history_off_logged: set[str] = set()
+
+    def collect(self, report: Report) -> Iterable["Metric"]:
+        kstat = self.ctx.kstat
+        families = Families()
+        dirty_max = delay_percent = None
+        with report.guard("dirty data tunables"):
+            dirty_max = kstat.dirty_data_max()
+            delay_percent = kstat.delay_min_dirty_percent()
+        if dirty_max is not None:
+            families.gauge("zfs_dirty_data_max_bytes", "Dirty data limit per pool (zfs_dirty_data_max).", {}, dirty_max)
+        if delay_percent is not None:
+            families.gauge("zfs_dirty_data_delay_min_ratio",
+                           "Share of zfs_dirty_data_max at which ZFS starts delaying writes "
+                           "(zfs_delay_min_dirty_percent / 100).", {}, delay_percent / 100)
+        with report.guard("dmu_tx"):
+            for field, value in kstat.dmu_tx().values.items():
+                families.counter(f"zfs_{field}_total", f"Transaction assignment events (dmu_tx {field}).", {}, value)
+        pools = self.list_pools(report)
+        for pool in pools:
+            with report.guard(f"pool {pool} txgs"):
+                self._pool(pool, kstat.txgs(pool), dirty_max, delay_percent, families)
+            with report.guard(f"pool {pool} dmu_tx_assign"):
+                named = kstat.tx_assign(pool)
+                if named is not None:
+                    buckets = tx_assign_buckets(histogram_buckets(named, f"{pool}/dmu_tx_assign"))
+                    families.histogram("zfs_pool_tx_assign_seconds",
+                                       "Time to assign a transaction to a txg, including throttle delays "
+                                       "(no _sum: the kstat keeps only bucket counts).",
+                                       {"pool": pool}, buckets, None)
+        for gone in set(self.accumulators) - set(pools):
+            del self.accumulators[gone]
+        return families
+
+    def _pool(self, pool: str, txgs: list[Txg], dirty_max: int | None, delay_percent: int | None,
+              families: Families) -> None:
+        acc = self.accumulators.get(pool)
+        if acc is None:
+            acc = self.accumulators[pool] = TxgAccumulator(pool, dirty_ratio_bounds(delay_percent))
+        if not txgs and pool not in self._history_off_logged:
+            log.warning("pool %s: the txg history is empty (zfs_txg_history=0?); txg metrics stay at zero", pool)
+            self._history_off_logged.add(pool)
+        acc.update(txgs, dirty_max)
+        labels = {"pool": pool}
+        families.counter("zfs_pool_txgs_synced_total", "Txgs synced, counted from the txg history.", labels, acc.synced)
+        families.counter("zfs_pool_txg_written_bytes_total", "Bytes written by synced txgs (txgs nwritten).",
+                         labels, acc.written_bytes)
+        families.counter("zfs_pool_txg_dirty_bytes_total", "Dirty bytes of synced txgs (txgs ndirty).",
+                         labels, acc.dirty_bytes)
+        families.counter("zfs_pool_txgs_missed_total",
+                         "Txgs that left the txg history before a scrape saw them.", labels, acc.missed)
+        families.gauge("zfs_pool_txg_history_length", "Txgs currently held in the txg history ring.", labels, len(txgs))
+        if acc.last_dirty_bytes is not None:
+            families.gauge("zfs_pool_txg_last_dirty_bytes", "Dirty bytes of the newest synced txg.",
+                           labels, acc.last_dirty_bytes)
+        families.histogram("zfs_pool_txg_sync_seconds", "Time each txg spent syncing (txgs stime).",
+                           labels, acc.sync_seconds.cumulative(), acc.sync_seconds.total)
+        if dirty_max:
+            families.histogram("zfs_pool_txg_dirty_ratio",
+                               "Each synced txg's dirty bytes over zfs_dirty_data_max; the delay point "
+                               "(zfs_delay_min_dirty_percent) is a bucket bound.",
+                               labels, acc.dirty_ratio.cumulative(), acc.dirty_ratio.total)

@@ -1,0 +1,173 @@
+"""Pure parsers for the text formats OpenZFS publishes its kernel statistics in.
+
+This module owns turning kstat text into plain values: named kstats (`arcstats`, `dmu_tx`,
+`objset-0x*`, `dmu_tx_assign`, `iostats`), the raw `txgs` table and the old `io` kstat.
+It does no I/O and knows nothing of Prometheus; readers in `linux.py` and `freebsd.py` feed it.
+Every malformed input raises `KstatFormatError` with a one-line reason.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# Kstat data type codes (sys/kstat.h).
+KSTAT_CHAR, KSTAT_INT32, KSTAT_UINT32, KSTAT_INT64, KSTAT_UINT64, KSTAT_LONG, KSTAT_ULONG, KSTAT_STRING = range(8)
+_NUMERIC_TYPES = {KSTAT_INT32, KSTAT_UINT32, KSTAT_INT64, KSTAT_UINT64, KSTAT_LONG, KSTAT_ULONG}
+
+# A named kstat row is "%-31s %-4d %s": the name may itself hold spaces ("1 ns"), so the type
+# column is the first whitespace-separated integer after the name; string data may hold spaces too.
+_NAMED_ROW = re.compile(r"^(?P<name>\S.*?)\s+(?P<type>\d+)(?:\s(?P<data>.*))?$")
+
+
+class KstatFormatError(ValueError):
+    """The text is not in the kstat format we expect; the message says where and why."""
+
+
+@dataclass(frozen=True)
+class NamedKstat:
+    """A named kstat: numeric fields and string fields kept apart."""
+
+    values: dict[str, int]
+    strings: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Txg:
+    """One row of `<pool>/txgs`. Times are nanoseconds; counters are filled in only once synced."""
+
+    txg: int
+    birth: int
+    state: str
+    ndirty: int
+    nread: int
+    nwritten: int
+    reads: int
+    writes: int
+    otime: int
+    qtime: int
+    wtime: int
+    stime: int
+
+    @property
+    def committed(self) -> bool:
+        return self.state == "C"
+
+
+TXG_COLUMNS = ("txg", "birth", "state", "ndirty", "nread", "nwritten", "reads", "writes",
+               "otime", "qtime", "wtime", "stime")
+
+IO_COLUMNS = ("nread", "nwritten", "reads", "writes", "wtime", "wlentime", "wupdate",
+              "rtime", "rlentime", "rupdate", "wcnt", "rcnt")
+
+
+def _is_kstat_header(line: str) -> bool:
+    # "kid type flags ndata data_size crtime snaptime": seven integers, flags in hex.
+    parts = line.split()
+    if len(parts) != 7:
+        return False
+    try:
+        for i, part in enumerate(parts):
+            int(part, 16 if i == 2 else 10)
+    except ValueError:
+        return False
+    return True
+
+
+def parse_named_rows(lines: list[str], where: str) -> NamedKstat:
+    """Parse `name type data` rows (without the two header lines)."""
+    values: dict[str, int] = {}
+    strings: dict[str, str] = {}
+    for lineno, line in enumerate(lines, start=1):
+        parts = line.split(None, 2)
+        if len(parts) == 3 and parts[1].isdigit():  # the common case, without a regex
+            name, code, data = parts[0], int(parts[1]), parts[2]
+        elif not parts:
+            continue
+        else:  # a name with spaces ("1 ns"), or string data that is empty
+            match = _NAMED_ROW.match(line.rstrip("\n"))
+            if match is None:
+                raise KstatFormatError(f"{where}: row {lineno} is not 'name type data': {line.strip()[:60]!r}")
+            name, code, data = match["name"].strip(), int(match["type"]), match["data"] or ""
+        if code in _NUMERIC_TYPES:
+            try:
+                values[name] = int(data)
+            except ValueError:
+                raise KstatFormatError(f"{where}: field {name!r} has non-numeric value {data.strip()[:40]!r}") from None
+        elif code == KSTAT_STRING or code == KSTAT_CHAR:
+            strings[name] = data.strip()
+        else:
+            raise KstatFormatError(f"{where}: field {name!r} has unknown type code {code}")
+    return NamedKstat(values, strings)
+
+
+def parse_named_kstat(text: str, where: str = "kstat") -> NamedKstat:
+    """Parse a Linux named kstat file: kstat header, `name type data`, one row per stat."""
+    lines = text.splitlines()
+    if len(lines) < 2:
+        raise KstatFormatError(f"{where}: truncated, {len(lines)} line(s)")
+    if not _is_kstat_header(lines[0]):
+        raise KstatFormatError(f"{where}: missing kstat header, first line is {lines[0][:60]!r}")
+    if lines[1].split() != ["name", "type", "data"]:
+        raise KstatFormatError(f"{where}: second line is not 'name type data': {lines[1][:60]!r}")
+    return parse_named_rows(lines[2:], where)
+
+
+def _parse_table(text: str, columns: tuple[str, ...], where: str) -> list[list[str]]:
+    """Rows of a whitespace table whose first non-empty line names `columns`."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if lines and _is_kstat_header(lines[0]):
+        lines = lines[1:]
+    if not lines:
+        raise KstatFormatError(f"{where}: empty")
+    header = lines[0].split()
+    if tuple(header) != columns:
+        raise KstatFormatError(f"{where}: unexpected columns {' '.join(header)[:80]!r}")
+    rows = []
+    for lineno, line in enumerate(lines[1:], start=2):
+        parts = line.split()
+        if len(parts) != len(columns):
+            raise KstatFormatError(f"{where}: row {lineno} has {len(parts)} columns, expected {len(columns)}")
+        rows.append(parts)
+    return rows
+
+
+def parse_txgs(text: str, where: str = "txgs") -> list[Txg]:
+    """Parse `<pool>/txgs`: a column line, then one row per txg in the history ring."""
+    txgs = []
+    for parts in _parse_table(text, TXG_COLUMNS, where):
+        try:
+            numbers = [int(value) for i, value in enumerate(parts) if i != 2]
+        except ValueError:
+            raise KstatFormatError(f"{where}: non-numeric value in txg row {' '.join(parts)[:80]!r}") from None
+        txgs.append(Txg(numbers[0], numbers[1], parts[2], *numbers[2:]))
+    return txgs
+
+
+def parse_io_kstat(text: str, where: str = "io") -> dict[str, int]:
+    """Parse the KSTAT_TYPE_IO `<pool>/io` of OpenZFS before 2.1: one row of twelve counters."""
+    rows = _parse_table(text, IO_COLUMNS, where)
+    if len(rows) != 1:
+        raise KstatFormatError(f"{where}: expected one row, found {len(rows)}")
+    try:
+        return {name: int(value) for name, value in zip(IO_COLUMNS, rows[0])}
+    except ValueError:
+        raise KstatFormatError(f"{where}: non-numeric value in {' '.join(rows[0])[:80]!r}") from None
+
+
+_BUCKET_NAME = re.compile(r"^(\d+) ns$")
+
+
+def histogram_buckets(named: NamedKstat, where: str = "dmu_tx_assign") -> list[tuple[int, int]]:
+    """(upper bound in ns, count) pairs of a power-of-two latency kstat, sorted by bound.
+
+    OpenZFS puts an assignment of `n` ns into the first bucket whose bound `2**i` is >= n, so each
+    bound is an inclusive upper edge, which is what a Prometheus `le` bucket means.
+    """
+    buckets = []
+    for name, count in named.values.items():
+        match = _BUCKET_NAME.match(name)
+        if match is None:
+            raise KstatFormatError(f"{where}: bucket name {name!r} is not '<n> ns'")
+        buckets.append((int(match[1]), count))
+    return sorted(buckets)

@@ -1,0 +1,79 @@
+"""The values a kstat source hands to collectors, the same on Linux and FreeBSD."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from .kstat import NamedKstat, Txg
+
+
+class SourceError(RuntimeError):
+    """A source could not read what it was asked for; the message is one clear line."""
+
+
+@dataclass(frozen=True)
+class Objset:
+    """Per-dataset I/O counters from `<pool>/objset-0x<id>`."""
+
+    objset_id: str
+    dataset: str
+    values: dict[str, int]
+
+
+@dataclass(frozen=True)
+class VdevStatus:
+    """One vdev of `zpool status`, shared by the `pools`, `disks` and `vdevlatency` collectors.
+
+    `name` is what `zpool status -P` prints (`raidz2-0`, `mirror-1`, `/dev/disk/by-id/ata-X-part1`),
+    `guid` what `zpool status -g` prints (decimal, like udev's ID_FS_UUID_SUB). `role` is one of
+    data, log, cache, spare, special, dedup. `parent` is the parent vdev's name, "" at the top.
+    """
+
+    pool: str
+    name: str
+    guid: str
+    role: str
+    parent: str
+    state: str
+    read_errors: int
+    write_errors: int
+    checksum_errors: int
+    is_leaf: bool
+
+
+class KstatSource(Protocol):
+    """What the kstat-based collectors need, whatever the platform."""
+
+    kind: str
+
+    def refresh(self) -> None:
+        """Take a fresh snapshot where the platform reads everything at once (sysctl)."""
+
+    def zfs_loaded(self) -> bool: ...
+
+    def arcstats(self) -> NamedKstat: ...
+
+    def dmu_tx(self) -> NamedKstat: ...
+
+    def pools(self) -> list[str]: ...
+
+    def txgs(self, pool: str) -> list[Txg]: ...
+
+    def tx_assign(self, pool: str) -> NamedKstat | None: ...
+
+    def pool_state(self, pool: str) -> str: ...
+
+    def pool_iostats(self, pool: str) -> NamedKstat | None: ...
+
+    def pool_io(self, pool: str) -> dict[str, int] | None: ...
+
+    def objsets(self, pool: str) -> list[Objset]: ...
+
+    def tunables(self) -> dict[str, str]: ...
+
+    def version(self) -> str | None: ...
+
+    def dirty_data_max(self) -> int | None: ...
+
+    def delay_min_dirty_percent(self) -> int | None: ...
