@@ -1,0 +1,58 @@
+"""Collectors `objset`, `poolstats` and `tunables` on the fixture trees."""
+
+import pytest
+
+from tests.conftest import LINUX_VERSIONS, freebsd_sysctl, linux_tree, samples, scrape_text, types, value
+
+
+def scrape(version, *collectors):
+    root = linux_tree(version)
+    flags = ["--collector.disable-defaults"] + [f"--collector.{c}" for c in collectors]
+    return scrape_text("--path.procfs", str(root / "proc"), "--path.sysfs", str(root / "sys"), *flags)
+
+
+@pytest.mark.parametrize("version", LINUX_VERSIONS)
+def test_objset_per_dataset_io(version):
+    text = scrape(version, "objset")
+    assert value(text, "zfs_dataset_written_bytes_total", pool="tank", dataset="tank/media files") == 73_014_444_032
+    assert value(text, "zfs_dataset_read_bytes_total", pool="tank", dataset="tank/media files") == 120_259_084_288
+    assert value(text, "zfs_dataset_writes_total", pool="tank", dataset="tank/media files") == \
+        73_014_444_032 // 131_072 + 7
+    assert value(text, "zfs_dataset_reads_total", pool="backup", dataset="backup/archive") == 3_221_225_472 // 131_072 + 3
+    assert value(text, "zfs_dataset_written_bytes_total", pool="tank", dataset="tank/backups/ünïcode-ß") == 5_368_709_120
+    assert types(text)["zfs_dataset_unlinked_total"] == "counter"
+    assert ("zfs_dataset_zil_commit_total" in types(text)) == (version >= "2.2")
+
+
+@pytest.mark.parametrize("version", LINUX_VERSIONS)
+def test_pool_state(version):
+    text = scrape(version, "poolstats")
+    assert value(text, "zfs_pool_state", pool="tank", state="online") == 1
+    assert value(text, "zfs_pool_state", pool="tank", state="degraded") == 0
+    assert value(text, "zfs_pool_state", pool="backup", state="degraded") == 1
+    states = {dict(labels)["state"] for (name, labels) in samples(text) if name == "zfs_pool_state"}
+    assert states == {"online", "degraded", "faulted", "offline", "removed", "unavail", "suspended"}
+
+
+def test_pool_io_before_2_1_and_iostats_after():
+    old = scrape("2.0.7", "poolstats")
+    assert value(old, "zfs_pool_read_bytes_total", pool="tank") == 120_259_084_288
+    assert value(old, "zfs_pool_run_time_seconds_total", pool="tank") == 88.0
+    assert types(old)["zfs_pool_run_queue_length"] == "gauge"
+    new = scrape("2.3.2", "poolstats")
+    assert "zfs_pool_read_bytes_total" not in types(new)
+    assert value(new, "zfs_pool_arc_write_bytes_total", pool="tank") == 98_784_247_808
+    assert types(new)["zfs_pool_trim_written_bytes_total"] == "counter"
+
+
+def test_tunables_linux_and_freebsd():
+    text = scrape("2.3.2", "tunables")
+    assert value(text, "zfs_version_info", version="2.3.2-2~bpo12+2") == 1
+    assert value(text, "zfs_module_parameter", name="zfs_dirty_data_max") == 4 << 30
+    assert value(text, "zfs_module_parameter", name="zfs_txg_timeout") == 5
+    names = {dict(labels)["name"] for (name, labels) in samples(text) if name == "zfs_module_parameter"}
+    assert "zfs_vdev_raidz_impl" not in names  # a string parameter is left out
+    bsd = scrape_text("--path.sysctl-file", str(freebsd_sysctl("13.2")), "--collector.disable-defaults",
+                      "--collector.tunables")
+    assert value(bsd, "zfs_module_parameter", name="txg.timeout") == 5
+    assert value(bsd, "zfs_version_info", version="2.1.9-FreeBSD_g92e0d9d18") == 1

@@ -1,0 +1,86 @@
+"""A real Prometheus (Debian's `prometheus` package) on 127.0.0.1 for tests: start, query, stop."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+
+def prometheus_binary() -> str:
+    binary = shutil.which("prometheus") or "/usr/bin/prometheus"
+    if not Path(binary).exists():
+        pytest.fail("prometheus is not installed: run ./dev test, which installs Debian's prometheus package")
+    return binary
+
+
+class Prometheus:
+    def __init__(self, workdir: Path, port: int, targets: list[str], scrape_interval: str = "1s",
+                 rule_files: list[str] | None = None, extra_config: str = ""):
+        self.url = f"http://127.0.0.1:{port}"
+        workdir.mkdir(parents=True, exist_ok=True)
+        rules = "".join(f"  - {f}\n" for f in rule_files or [])
+        config = (f"global:\n  scrape_interval: {scrape_interval}\n  evaluation_interval: {scrape_interval}\n"
+                  + (f"rule_files:\n{rules}" if rules else "")
+                  + "scrape_configs:\n  - job_name: zfsnas\n    static_configs:\n"
+                  + f"      - targets: [{', '.join(repr(t) for t in targets)}]\n" + extra_config)
+        (workdir / "prometheus.yml").write_text(config)
+        self.log_path = workdir / "prometheus.log"
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen([prometheus_binary(), f"--config.file={workdir / 'prometheus.yml'}",
+                                      f"--storage.tsdb.path={workdir / 'data'}",
+                                      f"--web.listen-address=127.0.0.1:{port}"],
+                                     stdout=self._log, stderr=self._log)
+        self._wait_ready()
+
+    def _wait_ready(self, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"prometheus exited: {self.log_path.read_text()[-2000:]}")
+            try:
+                urllib.request.urlopen(self.url + "/-/ready", timeout=2)
+                return
+            except OSError:
+                time.sleep(0.2)
+        raise AssertionError("prometheus did not become ready")
+
+    def api(self, path: str, **params) -> dict:
+        url = f"{self.url}/api/v1/{path}?{urllib.parse.urlencode(params)}"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            body = json.load(response)
+        assert body["status"] == "success", body
+        return body["data"]
+
+    def query(self, expr: str) -> list[dict]:
+        return self.api("query", query=expr)["result"]
+
+    def scalar(self, expr: str) -> float:
+        result = self.query(expr)
+        assert len(result) == 1, f"{expr} returned {len(result)} series: {result}"
+        return float(result[0]["value"][1])
+
+    def wait_for(self, expr: str, timeout: float = 30) -> list[dict]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            result = self.query(expr)
+            if result:
+                return result
+            time.sleep(0.5)
+        raise AssertionError(f"{expr} returned nothing within {timeout}s")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
