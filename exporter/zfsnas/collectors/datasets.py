@@ -10,7 +10,8 @@ Labels `pool` and `dataset` are the `objset` collector's, so the two join in Pro
 `zfs list` can take minutes on a NAS with tens of thousands of snapshots, so nothing here runs on
 the scrape path: source `zfs_datasets` refreshes every `--datasets.refresh-interval` seconds and
 `zfs_snapshots` (the count) every `--datasets.snapshot-interval` seconds (`--datasets.snapshots off`
-disables it). Metric families are built in the refresh thread; a scrape only hands them over.
+disables it). Metric families are built and rendered to text in the refresh thread
+(`exposition.FrozenFamily`); a scrape only copies that text.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ if TYPE_CHECKING:
     from prometheus_client.core import Metric
 
 from ..collector import Collector, Families, Report
-from ..exposition import Family
-from ..refresh import BackgroundRefresher
+from ..exposition import Family, FrozenFamily
+from ..refresh import BackgroundRefresher, stop_all
 from ..sources.zfs_datasets import SETTINGS, Dataset, read_datasets, read_snapshot_counts
 
 LABELS = ("pool", "dataset")
@@ -81,7 +82,7 @@ def build_families(datasets: list[Dataset]) -> list[Family]:
     def family(name: str, documentation: str, labels: tuple[str, ...] = LABELS) -> list:
         fam = families.get(name)
         if fam is None:
-            fam = families[name] = Family(name, documentation, "gauge", labels)
+            fam = families[name] = FrozenFamily(name, documentation, "gauge", labels)
         return fam.samples
 
     for ds in datasets:
@@ -100,7 +101,7 @@ def build_families(datasets: list[Dataset]) -> list[Family]:
             settings["recordsize"] = settings.get("volblocksize", "-")
         family("zfs_dataset_info", "Configuration of the dataset (recordsize holds volblocksize for volumes).",
                INFO_LABELS).append(("", (*key, ds.type, *(settings.get(s, "") for s in INFO_SETTINGS)), 1))
-    return list(families.values())
+    return [family.freeze() for family in families.values()]
 
 
 class DatasetsCollector(Collector):
@@ -158,8 +159,7 @@ class DatasetsCollector(Collector):
             source.start()
 
     def stop(self) -> None:
-        for source in self.sources():
-            source.stop()
+        stop_all(self.sources())
 
     def _state(self, source: BackgroundRefresher, report: Report):
         state = source.state()
@@ -187,8 +187,9 @@ class DatasetsCollector(Collector):
         cached_names, cached_counts, family = self._snapshot_cache
         if cached_names is names and cached_counts is counts:
             return family
-        family = Family("zfs_dataset_snapshots", "Number of snapshots of the dataset (refreshed on a slower interval).",
+        family = FrozenFamily("zfs_dataset_snapshots", "Number of snapshots of the dataset (refreshed on a slower interval).",
                         "gauge", LABELS)
         family.samples = [("", (name.split("/", 1)[0], name), counts.get(name, 0)) for name in names]
+        family.freeze()
         self._snapshot_cache = (names, counts, family)
         return family

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from prometheus_client.core import Metric
 
 from ..collector import Collector, Families, Report
-from ..refresh import BackgroundRefresher
+from ..refresh import BackgroundRefresher, stop_all
 from ..sources.zpool import HEALTH_STATES, Pool, PoolStatus, ZpoolStatus, read_pools, read_status
 from .datasets import compile_pattern, pool_selected
 
@@ -90,8 +90,7 @@ class PoolsCollector(Collector):
             source.start()
 
     def stop(self) -> None:
-        for source in self.sources():
-            source.stop()
+        stop_all(self.sources())
 
     def _value(self, source: BackgroundRefresher, report: Report):
         state = source.state()
