@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from ..collector import Collector
-from . import arc, objset, poolstats, tunables, txg
+from . import arc, disks, objset, poolstats, tunables, txg, vdevlatency
 
 ALL: list[type[Collector]] = [
     arc.ArcCollector,
@@ -14,4 +14,6 @@ ALL: list[type[Collector]] = [
     objset.ObjsetCollector,
     poolstats.PoolstatsCollector,
     tunables.TunablesCollector,
+    disks.DisksCollector,
+    vdevlatency.VdevLatencyCollector,
 ]
