@@ -149,7 +149,7 @@ def make_device(name: str, devtype: str, parent: str, sys_path: Path, properties
     if udev_data is not None and not ("USEC_INITIALIZED" in properties or links):
         db = read_udev_db(udev_data, major, minor)
         if db is not None:
-            properties = {**properties, **db[0]}
+            properties = {**db[0], **properties}
             links = links or db[1]
     if devtype == "disk" and (mpath := _multipath_parent(sys_path)):
         devtype, parent = "partition", mpath
