@@ -98,10 +98,20 @@ def test_shared_status_that_failed_or_is_odd_is_ignored():
     assert len(collector.identities()) == 7
 
 
-def test_missing_diskstats_is_a_failure_not_a_crash(tmp_path):
+def test_unreadable_diskstats_is_a_failure_not_a_crash(tmp_path):
+    (tmp_path / "diskstats").mkdir()
     text = scrape_text("--path.procfs", str(tmp_path), *PATHS[2:], "--collector.disable-defaults", "--collector.disks")
     assert value(text, "zfs_exporter_collector_success", collector="disks") == 0
     assert len(info(text)) == 7
+
+
+def test_no_diskstats_no_block_devices_is_not_a_failure(tmp_path):
+    # FreeBSD, or a kstat-only tree: nothing to serve, nothing wrong
+    text = scrape_text("--path.procfs", str(tmp_path), "--path.sysfs", str(tmp_path), "--collector.disable-defaults",
+                       "--collector.disks")
+    assert value(text, "zfs_exporter_collector_success", collector="disks") == 1
+    assert value(text, "zfs_disk_identity_source", source="sysfs") == 0
+    assert "zfs_disk_reads_total" not in text
 
 
 def test_flags_parse():

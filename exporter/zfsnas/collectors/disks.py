@@ -139,7 +139,7 @@ class DisksCollector(Collector):
             identities = self.identities()
         whole = {i.device for i in identities}
         with report.guard("reading diskstats"):
-            for stats in read_diskstats(self.procfs):
+            for stats in read_diskstats(self.procfs) or ():
                 if stats.device in whole or self._unknown_whole_disk(stats.device):
                     self._counters(families, stats)
         for identity in identities:

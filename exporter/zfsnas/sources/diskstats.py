@@ -61,9 +61,12 @@ def parse_diskstats(text: str) -> list[DiskStats]:
     return out
 
 
-def read_diskstats(procfs: str | Path = "/proc") -> list[DiskStats]:
+def read_diskstats(procfs: str | Path = "/proc") -> list[DiskStats] | None:
+    """The parsed file; None where there is none (FreeBSD, a procfs tree without disks)."""
     path = Path(procfs) / "diskstats"
     try:
         return parse_diskstats(path.read_text(encoding="ascii", errors="replace"))
+    except FileNotFoundError:
+        return None
     except OSError as exc:
         raise SourceError(f"{path}: {exc.strerror or exc}") from None
