@@ -134,13 +134,15 @@ class DisksCollector(Collector):
         if not state.success:
             report.fail("block devices", state.error or "not scanned")
         families = Families()
+        devices = self.inventory.devices()
         identities = []
         with report.guard("identifying disks"):
-            identities = self.identities()
+            identities = [i for i in identify(devices, self._vdevs()) if not self.exclude.search(i.device)]
         whole = {i.device for i in identities}
+        known = {d.name for d in devices}
         with report.guard("reading diskstats"):
             for stats in read_diskstats(self.procfs) or ():
-                if stats.device in whole or self._unknown_whole_disk(stats.device):
+                if stats.device in whole or (stats.device not in known and self._new_whole_disk(stats.device)):
                     self._counters(families, stats)
         for identity in identities:
             families.gauge("zfs_disk_info", "Identity of a whole disk and the pool it belongs to; 1.",
@@ -152,10 +154,9 @@ class DisksCollector(Collector):
                            {"source": source}, sources[source])
         return families
 
-    def _unknown_whole_disk(self, device: str) -> bool:
+    def _new_whole_disk(self, device: str) -> bool:
         """A disk plugged in since the last scan, before its hotplug event was seen."""
-        return (not self.exclude.search(device) and (Path(self.sysfs) / "block" / device).exists()
-                and device not in {d.name for d in self.inventory.devices()})
+        return not self.exclude.search(device) and (Path(self.sysfs) / "block" / device).exists()
 
     @staticmethod
     def _counters(families: Families, stats: DiskStats) -> None:
