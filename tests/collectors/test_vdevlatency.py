@@ -15,7 +15,7 @@ WD1 = "/dev/disk/by-id/ata-WDC_WD40EFRX-68N32N0_WD-WCC7K1AAAAAA-part1"
 class RecordedZpool:
     """A CommandRunner that answers from the recorded captures and remembers what it was asked."""
 
-    def __init__(self, version, fail=False):
+    def __init__(self, version, fail=""):
         self.base = FIXTURES / "linux-disks" / f"zpool-{version}"
         self.fail = fail
         self.calls = []
@@ -23,11 +23,11 @@ class RecordedZpool:
     def run(self, argv, timeout=None):
         self.calls.append(list(argv))
         if self.fail:
-            raise SourceError("zpool iostat -HpPvw exited with status 1: no pools available")
+            raise SourceError(f"zpool iostat -HpPvw exited with status 1: {self.fail}")
         return (self.base / f"iostat-{argv[-1][-1]}.txt").read_text()
 
 
-def scrape(version, fail=False):
+def scrape(version, fail=""):
     runner = RecordedZpool(version, fail)
     args = build_parser().parse_args(["--collector.disable-defaults", "--collector.vdevlatency"])
     collector = VdevLatencyCollector(Context(kstat=None, commands=runner, args=args))
@@ -66,7 +66,7 @@ def test_queue_depths(version):
 
 
 def test_failing_zpool_is_reported():
-    text, data, _ = scrape("2.3.2", fail=True)
+    text, data, _ = scrape("2.3.2", fail="cannot open '/dev/zfs': Permission denied")
     assert value(data, "zfs_exporter_collector_success", collector="vdevlatency") == 0
     assert value(data, "zfs_exporter_source_success", source="zpool_iostat") == 0
     assert "zfs_vdev_latency_seconds" not in types(text)
@@ -76,3 +76,9 @@ def test_off_by_default_with_own_interval():
     args = build_parser().parse_args(["--vdevlatency.refresh-interval", "120"])
     assert args.collector_vdevlatency is None and not VdevLatencyCollector.default_enabled
     assert VdevLatencyCollector(Context(kstat=None, commands=None, args=args)).refresher.interval == 120
+
+
+def test_no_pools_is_empty_not_a_failure():
+    text, data, runner = scrape("2.3.2", fail="no pools available")
+    assert value(data, "zfs_exporter_collector_success", collector="vdevlatency") == 1
+    assert "zfs_vdev_queue_pending" not in types(text)

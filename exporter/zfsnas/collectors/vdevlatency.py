@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 from ..collector import Collector, Families, Report
 from ..refresh import BackgroundRefresher
+from ..sources.model import SourceError
 from ..sources.zpool_iostat import VdevLatency, VdevQueues, parse_latency_histograms, parse_queue_depths
 
 NS = 1e-9
@@ -54,7 +55,12 @@ class VdevLatencyCollector(Collector):
     def _read(self) -> tuple[list[VdevLatency], list[VdevQueues]]:
         run = self.ctx.commands.run
         pools = self._known_pools()
-        latency = parse_latency_histograms(run(["zpool", "iostat", "-HpPvw"]), pools)
+        try:
+            latency = parse_latency_histograms(run(["zpool", "iostat", "-HpPvw"]), pools)
+        except SourceError as exc:
+            if str(exc).endswith("no pools available"):  # zpool's exit status 1 with nothing imported
+                return [], []
+            raise
         queues = parse_queue_depths(run(["zpool", "iostat", "-HpPvq"]), pools)
         return latency, queues
 
