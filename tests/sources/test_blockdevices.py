@@ -163,3 +163,17 @@ def test_inventory_hotplug_events():
     assert {d.name: d for d in inventory.devices()}["sdc"].serial == "WD-WCC7K2BBBBBB"
     inventory.handle(FakeDevice(BLOCK / "sdc", "scsi_device", {}, action="remove"))  # not a block device event
     assert "sdc" in names()
+
+
+def test_event_during_a_rescan_is_not_lost():
+    scanned = scan_sysfs(SYS, UDEV)
+    inventory = DeviceInventory(lambda: scanned)
+    inventory.rescan()
+
+    def slow_scan():
+        inventory.apply("remove", None, "sdc")  # the disk is pulled while the scan reads sysfs
+        return scanned
+    inventory._scan = slow_scan
+    inventory.rescan()
+    assert "sdc" not in {d.name for d in inventory.devices()}
+    assert inventory._during_scan is None

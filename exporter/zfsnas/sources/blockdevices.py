@@ -292,14 +292,26 @@ class DeviceInventory:
         self._scan = scan
         self._lock = threading.Lock()
         self._devices: dict[str, BlockDevice] = {}
+        self._during_scan: list[tuple[str, BlockDevice | None, str]] | None = None
         self.scanned = False
         self._monitor_thread: threading.Thread | None = None
         self._stop = threading.Event()
 
     def rescan(self) -> int:
-        devices = self._scan()
+        # Events that arrive while the scan runs are replayed on its result, so none is lost.
         with self._lock:
+            self._during_scan = []
+        try:
+            devices = self._scan()
+        except BaseException:
+            with self._lock:
+                self._during_scan = None
+            raise
+        with self._lock:
+            replay, self._during_scan = self._during_scan or [], None
             self._devices = {d.name: d for d in devices}
+            for event in replay:
+                self._apply(*event)
             self.scanned = True
         return len(devices)
 
@@ -309,14 +321,19 @@ class DeviceInventory:
 
     def apply(self, action: str, device: BlockDevice | None, name: str = "") -> None:
         """One hotplug event: add/change/bind/online put the device in, remove takes it (and its partitions) out."""
-        name = device.name if device is not None else name
         with self._lock:
-            if action == "remove":
-                self._devices.pop(name, None)
-                for other in [n for n, d in self._devices.items() if d.parent == name]:
-                    del self._devices[other]
-            elif device is not None:
-                self._devices[name] = device
+            if self._during_scan is not None:
+                self._during_scan.append((action, device, name))
+            self._apply(action, device, name)
+
+    def _apply(self, action: str, device: BlockDevice | None, name: str) -> None:
+        name = device.name if device is not None else name
+        if action == "remove":
+            self._devices.pop(name, None)
+            for other in [n for n, d in self._devices.items() if d.parent == name]:
+                del self._devices[other]
+        elif device is not None:
+            self._devices[name] = device
 
     # pyudev's Monitor in a thread; kernel events when no udev daemon is running (no /run/udev).
     def start_monitor(self, context: Any, udev_data: str | Path | None, source: str = "udev") -> bool:
