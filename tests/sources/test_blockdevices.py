@@ -102,7 +102,10 @@ def test_choose_by_id_and_wwid():
     links = ["disk/by-id/wwn-0x1", "disk/by-id/scsi-3abc", "disk/by-id/scsi-SATA_X_Y", "disk/by-id/ata-X_Y",
              "disk/by-id/ata-X_Y-part1", "disk/by-path/pci-1"]
     assert choose_by_id(links) == "ata-X_Y"
-    assert choose_by_id(links[:3]) == "scsi-3abc"  # only WWN-like names left: the scsi- one before wwn-
+    assert choose_by_id(links[:3]) == "scsi-SATA_X_Y"  # a SATA disk behind a SAS HBA
+    assert choose_by_id(links[:2]) == "scsi-3abc"  # only WWN-based names left: the scsi- one before wwn-
+    qemu = ["disk/by-id/scsi-0QEMU_QEMU_HARDDISK_SER1", "disk/by-id/scsi-35000c5001", "disk/by-id/wwn-0x5000c5001"]
+    assert choose_by_id(qemu) == "scsi-0QEMU_QEMU_HARDDISK_SER1"
     assert choose_by_id(links, ["wwn-0x1"]) == "wwn-0x1"
     assert choose_by_id(["disk/by-path/x"]) == ""
     assert normalise_wwid("naa.5000C500A1B2C3D4") == "0x5000c500a1b2c3d4"

@@ -12,7 +12,7 @@ Decisions (see docs/disks.md):
 - `by_id` is the name of one `/dev/disk/by-id/` link without that prefix: the one a pool uses
   when `zpool status -P` names a by-id path of this disk, else the first of the transport links
   (ata-, nvme-, scsi-, virtio-, usb-, mmc-; names built from a WWN/EUI such as `scsi-3...`,
-  `nvme-eui.` come after), then `wwn-`, then any other.
+  `nvme-eui.` come after those built from vendor, model and serial), then `wwn-`, then any other.
 - A device-mapper partition map of a multipath device (dm uuid `partN-mpath-...`) is treated
   as a partition of its multipath device.
 """
@@ -32,7 +32,8 @@ log = logging.getLogger("zfsnas")
 
 BY_ID = "disk/by-id/"
 _LINK_RANK = ("ata-", "nvme-", "scsi-", "virtio-", "usb-", "mmc-", "ieee1394-", "wwn-")
-_ID_LIKE = re.compile(r"^(scsi-[0-9]|scsi-SATA_|nvme-eui\.|nvme-nvme\.)")
+# Names made of a WWN/EUI rather than vendor, model and serial (scsi_id designator types 2, 3, 8).
+_ID_LIKE = re.compile(r"^(scsi-[238]|nvme-eui\.|nvme-nvme\.)")
 
 
 @dataclass(frozen=True)
