@@ -180,3 +180,24 @@ def test_event_during_a_rescan_is_not_lost():
     inventory.rescan()
     assert "sdc" not in {d.name for d in inventory.devices()}
     assert inventory._during_scan is None
+
+
+def test_from_pyudev_nvme_and_multipath_shapes():
+    nvme = FakeDevice(BLOCK / "nvme0n1", "disk", {"ID_SERIAL_SHORT": "S4EWNX0N123456", "ID_WWN": "eui.0025385b91b2c3d4",
+                                                 "USEC_INITIALIZED": "9"},
+                      ["disk/by-id/nvme-eui.0025385b91b2c3d4", "disk/by-id/nvme-Samsung_SSD_970_EVO_Plus_1TB_S4EWNX0N123456"])
+    nvme_part = FakeDevice(BLOCK / "nvme0n1" / "nvme0n1p1", "partition",
+                           {"ID_FS_TYPE": "zfs_member", "ID_FS_UUID_SUB": "9803362419451837265", "USEC_INITIALIZED": "9"},
+                           parent=nvme)
+    mpath = FakeDevice(BLOCK / "dm-0", "disk", {"DM_NAME": "mpatha", "USEC_INITIALIZED": "9"},
+                       ["disk/by-id/dm-name-mpatha", "mapper/mpatha"])
+    mpath_part = FakeDevice(BLOCK / "dm-1", "disk", {"DM_NAME": "mpatha1", "ID_FS_TYPE": "zfs_member",
+                                                     "ID_FS_LABEL": "backup", "ID_FS_UUID_SUB": "7", "USEC_INITIALIZED": "9"})
+    records = [from_pyudev(d) for d in (nvme, nvme_part, mpath, mpath_part)]
+    assert (records[1].devtype, records[1].parent, records[1].minor) == ("partition", "nvme0n1", 1)
+    assert (records[3].devtype, records[3].parent) == ("partition", "dm-0")
+    ids = {i.device: i for i in identify(records, [vdev("tank", "x", "9803362419451837265", "cache", "")])}
+    assert set(ids) == {"nvme0n1", "dm-0"}
+    assert (ids["nvme0n1"].pool, ids["nvme0n1"].by_id, ids["nvme0n1"].rotational) == (
+        "tank", "nvme-Samsung_SSD_970_EVO_Plus_1TB_S4EWNX0N123456", "0")
+    assert (ids["dm-0"].pool, ids["dm-0"].vdev_guid, ids["dm-0"].by_id) == ("backup", "7", "dm-name-mpatha")
