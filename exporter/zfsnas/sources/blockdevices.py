@@ -152,9 +152,10 @@ def make_device(name: str, devtype: str, parent: str, sys_path: Path, properties
         if db is not None:
             properties = {**db[0], **properties}
             links = links or db[1]
+    # A partition's rotational flag is its disk's; a dm partition map has its own queue.
+    attrs = sysfs_identity(sys_path if devtype == "disk" else sys_path.parent)
     if devtype == "disk" and (mpath := _multipath_parent(sys_path)):
         devtype, parent = "partition", mpath
-    attrs = sysfs_identity(sys_path if devtype == "disk" else sys_path.parent)
     return BlockDevice(name, devtype, parent, major, minor, properties, links, **attrs)
 
 
