@@ -89,7 +89,7 @@ class Progress:
         c = self.plans[min(index, total) - 1].cell
         elapsed = time.monotonic() - self.started
         line = (f"[{bar}] {done}/{total} {c.job} {c.compression} {c.recordsize} {c.size} "
-                f"elapsed {_hms(elapsed)} ETA {_hms(0 if final else self.eta(index, cell_elapsed))}")
+                f"elapsed {_hms(elapsed)} ETA {_hms(self.eta(index + 1, 0) if final else self.eta(index, cell_elapsed))}")
         if self.tty:
             self.stream.write("\r\033[K" + line + ("\n" if final and index == total else ""))
         else:

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from ..collector import Collector
-from . import arc, objset, poolstats, tunables, txg
+from . import arc, bench, objset, poolstats, tunables, txg
 
 ALL: list[type[Collector]] = [
     arc.ArcCollector,
@@ -14,4 +14,5 @@ ALL: list[type[Collector]] = [
     objset.ObjsetCollector,
     poolstats.PoolstatsCollector,
     tunables.TunablesCollector,
+    bench.BenchCollector,
 ]
