@@ -56,3 +56,13 @@ def fake_zfs(tmp_path, monkeypatch) -> FakeZfs:
     for key, val in fake.env.items():
         monkeypatch.setenv(key, val)
     return fake
+
+
+def free_port_url() -> str:
+    """A URL where nothing listens (Grafana down)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"

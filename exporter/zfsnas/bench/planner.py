@@ -83,7 +83,9 @@ def plan_cell(index: int, cell: Cell, opts: PlanOptions) -> CellPlan:
     if cell.size == "all":
         size = corpus_bytes(cell.corpus) if Path(cell.corpus).is_dir() else 0
     else:
-        size = max(MIN_SIZE, int(parse_size(cell.size, opts.dirty_data_max) * opts.size_scale))
+        size = int(parse_size(cell.size, opts.dirty_data_max) * opts.size_scale)
+        if cell.job != "copy":  # fio needs room for its queue; a corpus prefix can be any size
+            size = max(MIN_SIZE, size)
     props = cell_properties(cell, opts)
     create = ["zfs", "create"]
     if cell.kind == "volume":
