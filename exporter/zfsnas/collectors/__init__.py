@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from ..collector import Collector
-from . import arc, datasets, disks, objset, pools, poolstats, tunables, txg, vdevlatency
+from . import arc, bench, datasets, disks, objset, pools, poolstats, tunables, txg, vdevlatency
 
 ALL: list[type[Collector]] = [
     arc.ArcCollector,
@@ -18,4 +18,5 @@ ALL: list[type[Collector]] = [
     pools.PoolsCollector,
     disks.DisksCollector,
     vdevlatency.VdevLatencyCollector,
+    bench.BenchCollector,
 ]
