@@ -40,7 +40,8 @@ RI = "$__rate_interval"
 # Disks by serial, grouped by pool and vdev: every per-device series joins zfs_disk_info.
 DISK_INFO = f'zfs_disk_info{{{I}, pool=~"$pool", device=~"$disk"}}'
 BENCH = f'{I}, pool=~"$pool"'
-BENCH_CONFIG = "exported_job, compression, recordsize, size"  # fio's `job` label is renamed on scrape
+VDEV = f'{IP}, vdev=~"$vdev"'
+BENCH_CONFIG = "exported_job, compression, recordsize, encryption, size"  # fio's `job` label is renamed on scrape
 
 
 # --- panel helpers -------------------------------------------------------------------------------
@@ -148,7 +149,7 @@ def row(title: str) -> dash.Row:
 
 def label_variable(name: str, label: str, expr: str, description: str) -> dash.QueryVariable:
     return (dash.QueryVariable(name).label(label).description(description).datasource(DATASOURCE)
-            .query(f"label_values({expr}, {name if name != 'disk' else 'device'})")
+            .query(f"label_values({expr}, {'device' if name == 'disk' else name})")
             .refresh(model.VariableRefresh.ON_TIME_RANGE_CHANGED).sort(model.VariableSort.ALPHABETICAL_ASC)
             .multi(True).include_all(True).all_value(".*")
             .current(model.VariableOption(selected=True, text="All", value="$__all")))
@@ -169,6 +170,9 @@ def variables(kind: str) -> list:
     if kind == "disk":
         out.append(label_variable("disk", "Disk", 'zfs_disk_info{instance=~"$instance", pool=~"$pool"}',
                                   "Physical disks (kernel device names) of the selected pools"))
+        out.append(label_variable("vdev", "Vdev", 'zfs_vdev_latency_seconds_bucket{instance=~"$instance", '
+                                  'pool=~"$pool"}', "Vdevs of the latency heatmaps (the root vdev carries the "
+                                  "pool's name and covers the whole pool); needs the vdevlatency collector"))
     return out
 
 
@@ -434,16 +438,18 @@ def disks() -> Board:
                "percentunit", query(per_disk(f"rate(zfs_disk_io_time_seconds_total{{{dev}}}[{RI}])"), legend),
                max_val=1),
         row("Vdev latency (vdevlatency collector)"),
-        heat("Vdev read latency", "Total latency of reads per vdev (zpool iostat -w).", "s",
-             f'sum by (le) (rate(zfs_vdev_latency_seconds_bucket{{{IP}, type="read"}}[{RI}]))'),
-        heat("Vdev write latency", "Total latency of writes per vdev (zpool iostat -w).", "s",
-             f'sum by (le) (rate(zfs_vdev_latency_seconds_bucket{{{IP}, type="write"}}[{RI}]))'),
+        heat("Vdev read latency", "Total wait (queue + disk) of reads on the selected vdevs, from zpool "
+             "iostat -w; pick the root vdev (named like the pool) for the pool as a whole.", "s",
+             f'sum by (le) (rate(zfs_vdev_latency_seconds_bucket{{{VDEV}, type="total_wait", io="read"}}[{RI}]))'),
+        heat("Vdev write latency", "Total wait (queue + disk) of writes on the selected vdevs, from zpool "
+             "iostat -w; pick the root vdev (named like the pool) for the pool as a whole.", "s",
+             f'sum by (le) (rate(zfs_vdev_latency_seconds_bucket{{{VDEV}, type="total_wait", io="write"}}[{RI}]))'),
     ])
 
 
 def benchmarks() -> Board:
     b = BENCH
-    cfg = "{{pool}} {{exported_job}} {{compression}} rs={{recordsize}} {{size}}"
+    cfg = "{{pool}} {{exported_job}} {{compression}} rs={{recordsize}} enc={{encryption}} {{size}}"
     by = f"instance, pool, {BENCH_CONFIG}"
     return Board("benchmarks", "ZFS / Benchmarks", "fio runs of the benchmark runner compared across "
                  "configurations and over time; each run is an annotation region.", panels=[
