@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from ..collector import Collector
-from . import arc, datasets, objset, pools, poolstats, tunables, txg
+from . import arc, bench, datasets, disks, objset, pools, poolstats, tunables, txg, vdevlatency
 
 ALL: list[type[Collector]] = [
     arc.ArcCollector,
@@ -16,4 +16,7 @@ ALL: list[type[Collector]] = [
     tunables.TunablesCollector,
     datasets.DatasetsCollector,
     pools.PoolsCollector,
+    disks.DisksCollector,
+    vdevlatency.VdevLatencyCollector,
+    bench.BenchCollector,
 ]
