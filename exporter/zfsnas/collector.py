@@ -123,7 +123,7 @@ class RefreshingCollector(Collector):
     def stop(self) -> None:
         from .refresh import stop_all
 
-        stop_all(self.sources())
+        stop_all(self.sources(), then=getattr(self.ctx.commands, "close", None))
 
     def current(self, source: "BackgroundRefresher", report: Report) -> Any:
         """The source's last good value (None if none yet); a failed or pending refresh fails the report."""

@@ -1,6 +1,7 @@
 """The exporter process with the `zfs`/`zpool` stand-in: values, slow and hung commands, zfs missing."""
 
 import os
+import subprocess
 import time
 
 import pytest
@@ -113,3 +114,20 @@ def test_zfs_missing(port, tmp_path):
     assert all(len(line) < 200 for line in lines)
     assert "Traceback" not in exp.log()
     assert os.environ.get("PATH")  # the test's own PATH untouched
+
+
+def test_shutdown_kills_hung_commands(port, tmp_path):
+    hang = tmp_path / "hang-at-shutdown"
+    hang.touch()
+    exp = ExporterProcess(port, *KSTAT, *zfs_commands("2.3", "--hang-if", str(hang)), log_path=tmp_path / "log")
+    exp.wait_ready()
+    time.sleep(0.5)  # a command is hanging now
+    assert subprocess.run(["pgrep", "-f", str(hang)], capture_output=True).returncode == 0
+    started = time.monotonic()
+    exp.proc.terminate()
+    exp.proc.wait(30)
+    assert time.monotonic() - started < 3
+    exp.stop()
+    time.sleep(0.2)
+    left = subprocess.run(["pgrep", "-f", str(hang)], capture_output=True, text=True).stdout.split()
+    assert not left, f"stand-in processes left running: {left}"
