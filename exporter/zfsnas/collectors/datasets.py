@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from prometheus_client.core import Metric
 
-from ..collector import Families, RefreshingCollector, Report
+from ..collector import RefreshingCollector, Report
 from ..exposition import Family, FrozenFamily
 from ..refresh import BackgroundRefresher
 from ..sources.zfs_datasets import SETTINGS, Dataset, read_datasets, read_snapshot_counts
