@@ -45,8 +45,9 @@ class VdevQueues:
 
 
 def is_pool_name(name: str, known_pools: set[str] | None = None) -> bool:
-    if known_pools:
-        return name in known_pools
+    """Known pools (from zpool status) are pools; so is any name a vdev cannot have (a pool imported since)."""
+    if known_pools and name in known_pools:
+        return True
     return bool(name) and name[0].isalpha() and "/" not in name and not _VDEV_TYPE.match(name)
 
 
