@@ -82,3 +82,15 @@ def test_no_pools_is_empty_not_a_failure():
     text, data, runner = scrape("2.3.2", fail="no pools available")
     assert value(data, "zfs_exporter_collector_success", collector="vdevlatency") == 1
     assert "zfs_vdev_queue_pending" not in types(text)
+
+
+def test_families_built_once_per_refresh():
+    from zfsnas.collector import Report
+    args = build_parser().parse_args([])
+    collector = VdevLatencyCollector(Context(kstat=None, commands=RecordedZpool("2.3.2"), args=args))
+    first = collector.collect(Report("vdevlatency"))
+    assert collector.collect(Report("vdevlatency")) is first
+    collector.refresher.refresh_now()
+    again = collector.collect(Report("vdevlatency"))
+    assert again is not first
+    assert [f.samples for f in again.families()] == [f.samples for f in first.families()]

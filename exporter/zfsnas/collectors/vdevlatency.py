@@ -42,6 +42,7 @@ class VdevLatencyCollector(Collector):
         super().__init__(ctx)
         interval = getattr(ctx.args, "vdevlatency_refresh_interval", 60.0)
         self.refresher = BackgroundRefresher("zpool_iostat", self._read, interval)
+        self._built, self._built_from = Families(), None
 
     def _known_pools(self) -> set[str] | None:
         shared = self.ctx.shared.get("zpool_status")
@@ -80,10 +81,16 @@ class VdevLatencyCollector(Collector):
             state = self.refresher.state()
         if not state.success:
             report.fail("zpool iostat", state.error or "not read")
-        families = Families()
         if state.value is None:
-            return families
-        latency, queues = state.value
+            return Families()
+        # Thousands of bucket samples that change once a refresh: build them once per refresh.
+        if state.value is not self._built_from:
+            self._built, self._built_from = self._families(*state.value), state.value
+        return self._built
+
+    @staticmethod
+    def _families(latency: list[VdevLatency], queues: list[VdevQueues]) -> Families:
+        families = Families()
         for vdev in latency:
             for (kind, io), buckets in vdev.histograms.items():
                 cumulative, total = [], 0
