@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 from ..collector import Collector, Families, Report
 from ..refresh import BackgroundRefresher
 from ..sources.model import SourceError
-from ..sources.zpool_iostat import VdevLatency, VdevQueues, parse_latency_histograms, parse_queue_depths
+from ..sources.zpool_iostat import (LATENCY_HISTOGRAMS, QUEUE_DEPTHS, VdevLatency, VdevQueues,
+                                    parse_latency_histograms, parse_queue_depths)
 
 NS = 1e-9
 
@@ -57,12 +58,12 @@ class VdevLatencyCollector(Collector):
         run = self.ctx.commands.run
         pools = self._known_pools()
         try:
-            latency = parse_latency_histograms(run(["zpool", "iostat", "-HpPvw"]), pools)
+            latency = parse_latency_histograms(run(list(LATENCY_HISTOGRAMS)), pools)
         except SourceError as exc:
             if str(exc).endswith("no pools available"):  # zpool's exit status 1 with nothing imported
                 return [], []
             raise
-        queues = parse_queue_depths(run(["zpool", "iostat", "-HpPvq"]), pools)
+        queues = parse_queue_depths(run(list(QUEUE_DEPTHS)), pools)
         return latency, queues
 
     def sources(self):

@@ -19,6 +19,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+LATENCY_HISTOGRAMS = ("zpool", "iostat", "-HpPvw")
+QUEUE_DEPTHS = ("zpool", "iostat", "-HpPvq")
+
 # (type, io) of each -w column, in print order; 2.1 stops after trim.
 LATENCY_COLUMNS = (("total_wait", "read"), ("total_wait", "write"), ("disk_wait", "read"), ("disk_wait", "write"),
                    ("syncq_wait", "read"), ("syncq_wait", "write"), ("asyncq_wait", "read"),
