@@ -33,6 +33,14 @@ def matrix(tmp_path) -> Path:
     return path
 
 
+@pytest.fixture
+def small(tmp_path) -> Path:
+    """Two quick size-based cells, for tests about something else than the jobs."""
+    path = tmp_path / "small.toml"
+    path.write_text(TINY.replace('jobs = ["write-size", "seq-write"]', 'jobs = ["write-size"]'))
+    return path
+
+
 def run(fake, db, *args) -> int:
     return main(["run", *args, *fake.flags(db), "--mountpoint", str(fake.root / "tank/scratch"), "--no-direct"])
 
@@ -126,10 +134,10 @@ def test_lock_refuses_a_second_run(fake_zfs, matrix, tmp_path, caplog):
     assert changing(fake_zfs.commands()) == []
 
 
-def test_keep_leaves_children(fake_zfs, matrix, tmp_path):
-    assert run(fake_zfs, tmp_path / "db", str(matrix), "--dataset", "tank/scratch", "--keep") == 0
+def test_keep_leaves_children(fake_zfs, small, tmp_path):
+    assert run(fake_zfs, tmp_path / "db", str(small), "--dataset", "tank/scratch", "--keep") == 0
     kept = [d for d in fake_zfs.datasets() if d.startswith("tank/scratch/zfsnas-bench-")]
-    assert len(kept) == 4
+    assert len(kept) == 2
     assert all((fake_zfs.root / d / "fio.dat").stat().st_size == 4 << 20 for d in kept)
 
 
@@ -150,27 +158,27 @@ def test_copy_job_copies_the_corpus(fake_zfs, tmp_path):
     assert copied.read_bytes() == (corpus / "night1" / "m31_2.fits").read_bytes()
 
 
-def test_annotations_during_a_run_and_grafana_down(fake_zfs, matrix, tmp_path):
+def test_annotations_during_a_run_and_grafana_down(fake_zfs, small, tmp_path):
     token_file = tmp_path / "token"
     token_file.write_text("glsa_abc\n")
     db = tmp_path / "db"
     with FakeGrafana("glsa_abc") as grafana:
-        assert run(fake_zfs, db, str(matrix), "--dataset", "tank/scratch", "--grafana-url", grafana.url,
+        assert run(fake_zfs, db, str(small), "--dataset", "tank/scratch", "--grafana-url", grafana.url,
                    "--grafana-token-file", str(token_file)) == 0
-        assert len(grafana.annotations) == 4
+        assert len(grafana.annotations) == 2
         for aid, region in grafana.annotations.items():
             assert region["timeEnd"] > region["time"] and "MB/s" in region["text"] and "complete" in region["text"]
             assert "zfsnas-bench" in region["tags"] and any(t.startswith("run:") for t in region["tags"])
         assert {r["annotation_id"] for r in rows(db)} == set(grafana.annotations)
         url = grafana.url
     # Grafana is down now: the run goes on, the regions are queued, `annotate --retry` sends them later.
-    assert run(fake_zfs, db, str(matrix), "--dataset", "tank/scratch", "--grafana-url", url,
+    assert run(fake_zfs, db, str(small), "--dataset", "tank/scratch", "--grafana-url", url,
                "--grafana-token-file", str(token_file), "--grafana-timeout", "1") == 0
-    assert [r["status"] for r in rows(db)] == ["complete"] * 8
+    assert [r["status"] for r in rows(db)] == ["complete"] * 4
     with FakeGrafana("glsa_abc") as grafana:
         assert main(["annotate", "--retry", "--db", str(db), "--grafana-url", grafana.url,
                      "--grafana-token-file", str(token_file)]) == 0
-        assert len(grafana.annotations) == 4
+        assert len(grafana.annotations) == 2
         assert all("timeEnd" in a for a in grafana.annotations.values())
     assert "glsa_abc" not in "\n".join(sqlite3.connect(db).iterdump())
 
@@ -200,7 +208,7 @@ def _fio_running(fake) -> bool:
     return bool(list(fake.root.glob("tank/scratch/zfsnas-bench-*/fio.dat")))
 
 
-def test_sigkill_then_next_run_marks_incomplete(fake_zfs, tmp_path, matrix):
+def test_sigkill_then_next_run_marks_incomplete(fake_zfs, tmp_path, small):
     path = tmp_path / "long.toml"
     path.write_text('job = "seq-write"\nsize = "4M"\nruntime = 3\n')
     db = tmp_path / "db"
@@ -215,9 +223,9 @@ def test_sigkill_then_next_run_marks_incomplete(fake_zfs, tmp_path, matrix):
     proc.wait()
     time.sleep(3.5)  # the orphaned fio ends by itself (runtime 3 s)
     assert [r["status"] for r in rows(db)] == ["running"]
-    assert run(fake_zfs, db, str(matrix), "--dataset", "tank/scratch") == 0
+    assert run(fake_zfs, db, str(small), "--dataset", "tank/scratch") == 0
     statuses = [r["status"] for r in rows(db)]
-    assert statuses == ["incomplete"] + ["complete"] * 4
+    assert statuses == ["incomplete"] + ["complete"] * 2
 
 
 def test_init_marks_after_confirmation(fake_zfs, tmp_path, monkeypatch, capsys):
@@ -233,13 +241,13 @@ def test_init_marks_after_confirmation(fake_zfs, tmp_path, monkeypatch, capsys):
     assert main(["init", "tank/nothere", "--yes", *fake_zfs.flags(tmp_path / "db")]) == 2
 
 
-def test_list_and_report(fake_zfs, matrix, tmp_path, capsys):
+def test_list_and_report(fake_zfs, small, tmp_path, capsys):
     db = tmp_path / "db"
-    assert run(fake_zfs, db, str(matrix), "--dataset", "tank/scratch") == 0
+    assert run(fake_zfs, db, str(small), "--dataset", "tank/scratch") == 0
     capsys.readouterr()
     assert main(["list", "--db", str(db)]) == 0
     listing = capsys.readouterr().out.splitlines()
-    assert len(listing) == 5 and listing[1].split("\t")[2:6] == ["complete", "tiny", "write-size", "off"]
+    assert len(listing) == 3 and listing[1].split("\t")[2:6] == ["complete", "tiny", "write-size", "off"]
     png = tmp_path / "chart.png"
     assert main(["report", "--db", str(db), "--png", str(png)]) == 0
     table = capsys.readouterr().out.splitlines()
@@ -248,4 +256,4 @@ def test_list_and_report(fake_zfs, matrix, tmp_path, capsys):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert main(["report", "--db", str(db), "--format", "csv"]) == 0
     csv_lines = capsys.readouterr().out.splitlines()
-    assert csv_lines[0].startswith("matrix,job,compression") and len(csv_lines) == 5
+    assert csv_lines[0].startswith("matrix,job,compression") and len(csv_lines) == 3
