@@ -12,6 +12,7 @@ import logging
 import os
 import re
 import sys
+import sysconfig
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,13 +34,14 @@ log = logging.getLogger("zfsnas.bench")
 
 
 def default_jobs_dir() -> Path:
-    """$ZFSNAS_BENCH_JOBS, else the checkout's benchmark-jobs/, else the installed share/ copy."""
+    """$ZFSNAS_BENCH_JOBS, else the checkout's benchmark-jobs/, else the copy a wheel installs
+    under <data>/share/zfsnas (the venv, /usr/local with Debian's pip, or /usr)."""
     if env := os.environ.get("ZFSNAS_BENCH_JOBS"):
         return Path(env)
-    checkout = Path(__file__).resolve().parents[3] / "benchmark-jobs"
-    if checkout.is_dir():
-        return checkout
-    return Path(sys.prefix) / "share/zfsnas/benchmark-jobs"
+    candidates = [Path(__file__).resolve().parents[3] / "benchmark-jobs"]
+    for root in (sysconfig.get_paths()["data"], sys.prefix, "/usr/local", "/usr"):
+        candidates.append(Path(root) / "share/zfsnas/benchmark-jobs")
+    return next((c for c in candidates if c.is_dir()), candidates[1])
 
 
 def job_names(jobs_dir: Path) -> set[str]:
