@@ -52,7 +52,8 @@ def rows(db) -> list[dict]:
 
 
 def changing(commands) -> list[list[str]]:
-    return [c for c in commands if c[:2] not in (["zfs", "get"], ["zfs", "version"], ["zpool", "status"])]
+    return [c for c in commands if c[:2] not in (["zfs", "get"], ["zfs", "list"], ["zfs", "version"],
+                                                 ["zpool", "status"])]
 
 
 def test_matrix_runs_and_cleans_up(fake_zfs, matrix, tmp_path):
@@ -223,9 +224,17 @@ def test_sigkill_then_next_run_marks_incomplete(fake_zfs, tmp_path, small):
     proc.wait()
     time.sleep(3.5)  # the orphaned fio ends by itself (runtime 3 s)
     assert [r["status"] for r in rows(db)] == ["running"]
+    [left] = [d for d in fake_zfs.datasets() if d.startswith("tank/scratch/zfsnas-bench-")]
+    # A child someone else marked with a run id we do not know stays untouched.
+    state = fake_zfs.read()
+    state["datasets"]["tank/scratch/zfsnas-bench-other-1"] = {
+        "type": "filesystem", "props": {"org.zfsnas:bench-run": "19990101T000000-0000"}}
+    fake_zfs.write(state)
     assert run(fake_zfs, db, str(small), "--dataset", "tank/scratch") == 0
     statuses = [r["status"] for r in rows(db)]
     assert statuses == ["incomplete"] + ["complete"] * 2
+    assert left not in fake_zfs.datasets()          # the dead run's child was cleaned up
+    assert "tank/scratch/zfsnas-bench-other-1" in fake_zfs.datasets()
 
 
 def test_init_marks_after_confirmation(fake_zfs, tmp_path, monkeypatch, capsys):
@@ -257,3 +266,10 @@ def test_list_and_report(fake_zfs, small, tmp_path, capsys):
     assert main(["report", "--db", str(db), "--format", "csv"]) == 0
     csv_lines = capsys.readouterr().out.splitlines()
     assert csv_lines[0].startswith("matrix,job,compression") and len(csv_lines) == 3
+
+
+def test_mountpoint_comes_from_the_scratch_dataset(fake_zfs, small, tmp_path):
+    db = tmp_path / "db"
+    assert main(["run", str(small), "--dataset", "tank/scratch", *fake_zfs.flags(db), "--no-direct", "--keep"]) == 0
+    kept = [d for d in fake_zfs.datasets() if d.startswith("tank/scratch/zfsnas-bench-")]
+    assert all((fake_zfs.root / d / "fio.dat").exists() for d in kept) and len(kept) == 2
