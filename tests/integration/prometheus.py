@@ -22,14 +22,16 @@ def prometheus_binary() -> str:
 
 class Prometheus:
     def __init__(self, workdir: Path, port: int, targets: list[str], scrape_interval: str = "1s",
-                 rule_files: list[str] | None = None, extra_config: str = ""):
+                 rule_files: list[str] | None = None, extra_config: str = "", target_labels: dict | None = None):
         self.url = f"http://127.0.0.1:{port}"
         workdir.mkdir(parents=True, exist_ok=True)
         rules = "".join(f"  - {f}\n" for f in rule_files or [])
         config = (f"global:\n  scrape_interval: {scrape_interval}\n  evaluation_interval: {scrape_interval}\n"
                   + (f"rule_files:\n{rules}" if rules else "")
                   + "scrape_configs:\n  - job_name: zfsnas\n    static_configs:\n"
-                  + f"      - targets: [{', '.join(repr(t) for t in targets)}]\n" + extra_config)
+                  + f"      - targets: [{', '.join(repr(t) for t in targets)}]\n"
+                  + (f"        labels: {json.dumps(target_labels)}\n" if target_labels else "")
+                  + extra_config)
         (workdir / "prometheus.yml").write_text(config)
         self.log_path = workdir / "prometheus.log"
         self._log = open(self.log_path, "wb")
