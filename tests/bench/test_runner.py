@@ -184,42 +184,40 @@ def test_annotations_during_a_run_and_grafana_down(fake_zfs, small, tmp_path):
     assert "glsa_abc" not in "\n".join(sqlite3.connect(db).iterdump())
 
 
-def test_sigterm_stops_fio_destroys_the_child_and_records_aborted(fake_zfs, tmp_path):
+def _start_in_background(fake, tmp_path, matrix: str):
+    """`zfsnas-bench run` in its own process, returned once fio has started writing."""
     path = tmp_path / "long.toml"
-    path.write_text('job = "seq-write"\nsize = "4M"\nruntime = 60\ncompression = ["lz4", "off"]\n')
+    path.write_text(matrix)
     db = tmp_path / "db"
     argv = [sys.executable, "-m", "zfsnas.bench.cli", "run", str(path), "--dataset", "tank/scratch",
-            *fake_zfs.flags(db), "--mountpoint", str(fake_zfs.root / "tank/scratch"), "--no-direct"]
-    proc = subprocess.Popen(argv, env={**os.environ, **fake_zfs.env}, stderr=subprocess.PIPE)
+            *fake.flags(db), "--mountpoint", str(fake.root / "tank/scratch"), "--no-direct"]
+    proc = subprocess.Popen(argv, env={**os.environ, **fake.env}, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 30
-    while not any(c[:2] == ["zfs", "create"] for c in fake_zfs.commands()) or not _fio_running(fake_zfs):
+    while not _fio_file(fake):
         assert time.monotonic() < deadline and proc.poll() is None
-        time.sleep(0.2)
+        time.sleep(0.1)
+    return proc, db
+
+
+def _fio_file(fake) -> list[Path]:
+    return list(fake.root.glob("tank/scratch/zfsnas-bench-*/fio.dat"))
+
+
+def test_sigterm_stops_fio_destroys_the_child_and_records_aborted(fake_zfs, tmp_path):
+    proc, db = _start_in_background(fake_zfs, tmp_path,
+                                    'job = "seq-write"\nsize = "4M"\nruntime = 60\ncompression = ["lz4", "off"]\n')
     started = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 130
     assert time.monotonic() - started < 20        # fio was stopped, not waited for (runtime 60 s)
-    assert [r["status"] for r in rows(db)] == ["aborted"]
+    assert [r["status"] for r in rows(db)] == ["aborted"]   # the second cell never started
     assert sqlite3.connect(db).execute("SELECT status FROM matrix_runs").fetchone()[0] == "aborted"
     assert not [d for d in fake_zfs.datasets() if d.startswith("tank/scratch/zfsnas-bench-")]
-    assert not _fio_running(fake_zfs)
-
-
-def _fio_running(fake) -> bool:
-    return bool(list(fake.root.glob("tank/scratch/zfsnas-bench-*/fio.dat")))
+    assert not _fio_file(fake_zfs)
 
 
 def test_sigkill_then_next_run_marks_incomplete(fake_zfs, tmp_path, small):
-    path = tmp_path / "long.toml"
-    path.write_text('job = "seq-write"\nsize = "4M"\nruntime = 3\n')
-    db = tmp_path / "db"
-    argv = [sys.executable, "-m", "zfsnas.bench.cli", "run", str(path), "--dataset", "tank/scratch",
-            *fake_zfs.flags(db), "--mountpoint", str(fake_zfs.root / "tank/scratch"), "--no-direct"]
-    proc = subprocess.Popen(argv, env={**os.environ, **fake_zfs.env}, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while not _fio_running(fake_zfs):
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    proc, db = _start_in_background(fake_zfs, tmp_path, 'job = "seq-write"\nsize = "4M"\nruntime = 3\n')
     proc.kill()
     proc.wait()
     time.sleep(3.5)  # the orphaned fio ends by itself (runtime 3 s)
