@@ -181,6 +181,14 @@ def test_annotations_during_a_run_and_grafana_down(fake_zfs, small, tmp_path):
                      "--grafana-token-file", str(token_file)]) == 0
         assert len(grafana.annotations) == 2
         assert all("timeEnd" in a for a in grafana.annotations.values())
+    # Down again for a run; the next run with Grafana back sends that run's queue before its own.
+    assert run(fake_zfs, db, str(small), "--dataset", "tank/scratch", "--grafana-url", url,
+               "--grafana-token-file", str(token_file), "--grafana-timeout", "1") == 0
+    with FakeGrafana("glsa_abc") as grafana:
+        assert run(fake_zfs, db, str(small), "--dataset", "tank/scratch", "--grafana-url", grafana.url,
+                   "--grafana-token-file", str(token_file)) == 0
+        assert len(grafana.annotations) == 4
+        assert sqlite3.connect(db).execute("SELECT count(*) FROM annotation_queue WHERE sent IS NULL").fetchone() == (0,)
     assert "glsa_abc" not in "\n".join(sqlite3.connect(db).iterdump())
 
 

@@ -83,3 +83,12 @@ def test_database_is_not_written(store):
     before = store.path.read_bytes()
     scrape(store.path)
     assert store.path.read_bytes() == before
+
+
+def test_median_matches_statistics():
+    import statistics
+
+    from zfsnas.sources.benchdb import median
+
+    for values in ([3.0], [1.0, 5.0], [9.0, 1.0, 4.0], [4.0, 1.0, 3.0, 2.0]):
+        assert median(values) == statistics.median(values)

@@ -179,8 +179,10 @@ def cmd_run(args) -> int:
         try:
             plans = plan_matrix(matrix, dataclasses.replace(opts, key_file=key_file))
             annotator = Annotator(store, _client(args))
-            if annotator.client is not None:
-                annotator.retry()
+            if annotator.client is not None:  # what earlier runs could not send, to today's Grafana
+                sent, failed = annotator.retry(annotator.client.url)
+                if sent or failed:
+                    log.info("queued annotations: %d sent, %d still queued", sent, failed)
             runner = Runner(zfs, store, annotator, RunSettings(matrix.name, scratch, run_id, args.procfs,
                                                                 version_text, args.keep))
             log.info("run %s: matrix %s, %d cells on %s", run_id, matrix.name, len(plans), scratch)
