@@ -256,10 +256,13 @@ class Runner:
                 raise Aborted()
             output = next(a.split("=", 1)[1] for a in step.argv if a.startswith("--output="))
             text = Path(output).read_text() if Path(output).exists() else out
+            detail = (err.strip().splitlines() or ["no error output"])[-1]
             if code != 0:
-                detail = (err.strip().splitlines() or ["no error output"])[-1]
                 raise RunError(f"fio exited with status {code}: {detail}")
-            fio = parse_fio_json(text)
+            try:
+                fio = parse_fio_json(text)
+            except ValueError as exc:  # fio can exit 0 having refused its job file
+                raise RunError(f"fio: {exc} ({detail})") from None
             figures.update(bytes=fio.io_bytes, throughput_bytes_per_second=fio.bw_bytes, iops=fio.iops,
                            clat_ns=fio.clat_percentiles_ns, fio_json=text[text.find("{"):])
         after = probes.snapshot(self.s.procfs)
