@@ -279,3 +279,20 @@ def test_mountpoint_comes_from_the_scratch_dataset(fake_zfs, small, tmp_path):
     assert main(["run", str(small), "--dataset", "tank/scratch", *fake_zfs.flags(db), "--no-direct", "--keep"]) == 0
     kept = [d for d in fake_zfs.datasets() if d.startswith("tank/scratch/zfsnas-bench-")]
     assert all((fake_zfs.root / d / "fio.dat").exists() for d in kept) and len(kept) == 2
+
+
+def test_a_failing_job_is_recorded_and_its_child_destroyed(fake_zfs, tmp_path, caplog):
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    (jobs / "bad.fio").write_text("[bad]\nfilename=${ZFSNAS_FILE}\nsize=${ZFSNAS_SIZE}\nrw=sideways\n")
+    path = tmp_path / "bad.toml"
+    path.write_text('job = "bad"\nsize = "4M"\n')
+    db = tmp_path / "db"
+    code = main(["run", str(path), "--dataset", "tank/scratch", *fake_zfs.flags(db), "--jobs-dir", str(jobs),
+                 "--no-direct"])
+    assert code == 1
+    [row] = rows(db)
+    assert row["status"] == "failed" and "fio" in row["error"]
+    assert row["throughput_bytes_per_second"] is None
+    assert not [d for d in fake_zfs.datasets() if d.startswith("tank/scratch/zfsnas-bench-")]
+    assert "cell 1" in caplog.text
