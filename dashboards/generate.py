@@ -133,6 +133,29 @@ def grid(title: str, description: str, unit: str, *queries, width: int = 24, hei
     return _targets(panel, queries)
 
 
+def by_name(name: str) -> xychart.MatcherConfig:
+    return xychart.MatcherConfig().id("byName").options(name)
+
+
+def xy(title: str, description: str, x_query, y_query, *, width: int = 12, height: int = 8):
+    """An XY chart of two instant table queries merged on their labels: A on x (ratio), B on y (Bps)."""
+    series_config = (xychart.XYSeriesConfig().x(xychart.XychartXYSeriesConfigX().matcher(by_name("compressratio")))
+                     .y(xychart.XychartXYSeriesConfigY().matcher(by_name("throughput"))))
+    panel = (_common(xychart.Panel(), title, description, "Bps", width, height)
+             .mapping(xychart_model().SeriesMapping.MANUAL).series([series_config]).point_size(
+                 xychart.XychartFieldConfigPointSize().fixed(8))
+             .with_transformation(transform("merge"))
+             .with_transformation(transform("organize", excludeByName={"Time": True},
+                                            renameByName={"Value #A": "compressratio", "Value #B": "throughput"}))
+             .override_by_name("compressratio", unit_override("x")))
+    return _targets(panel, [x_query, y_query])
+
+
+def xychart_model():
+    from grafana_foundation_sdk.models import xychart as xychart_models
+    return xychart_models
+
+
 def transform(id_val: str, **options) -> model.DataTransformerConfig:
     return model.DataTransformerConfig(id_val=id_val, options=options)
 
@@ -236,6 +259,19 @@ def overview() -> Board:
         single("Oldest scrub", "Time since the last completed scrub of the pool that waited longest.", "s",
                query(f'max(time() - zfs_pool_scan_end_timestamp_seconds{{{IP}, function="scrub"}})', instant=True),
                steps=((None, "green"), (28 * 86400, "orange"), (35 * 86400, "red"))),
+        single("Vdev errors", "Read, write and checksum errors of all vdevs since import or zpool clear.", "none",
+               query(f"sum(zfs_vdev_errors{{{IP}}}) or vector(0)", instant=True),
+               steps=((None, "green"), (1, "orange"))),
+        single("Permanent data errors", "Files with permanent errors across the pools (zpool status -v).", "none",
+               query(f"sum(zfs_pool_data_errors{{{IP}}}) or vector(0)", instant=True),
+               steps=((None, "green"), (1, "red"))),
+        single("Resilvering", "Pools with a resilver in progress.", "none",
+               query(f'count(zfs_pool_scan_info{{{IP}, function="resilver", state="scanning"}} == 1) or vector(0)',
+                     instant=True), steps=((None, "green"), (1, "orange"))),
+        single("Write throttle delays", "Transactions per second the write throttle delays (dirty data past "
+               "zfs_delay_min_dirty_percent).", "ops",
+               query(f"sum(rate(zfs_dmu_tx_dirty_delay_total{{{I}}}[{RI}]))", instant=True),
+               steps=((None, "green"), (1, "orange"))),
         grid("Pool state", "Current state of every pool (1 = the state the pool is in).", "none",
              query(f"zfs_pool_state{{{IP}}} == 1", instant=True, fmt=PromQueryFormat.TABLE),
              width=12, height=6,
@@ -310,9 +346,11 @@ def arc() -> Board:
                query(f"rate(zfs_l2arc_read_bytes_total{{{I}}}[{RI}])", "{{instance}} read"),
                query(f"rate(zfs_l2arc_written_bytes_total{{{I}}}[{RI}])", "{{instance}} written")),
         series("L2ARC header RAM", "RAM the L2ARC headers take out of the ARC, and their share of the ARC "
-               "(right axis; alert ZfsL2arcHeaderRamHigh).", "bytes",
+               "(right axis; alert ZfsL2arcHeaderRamHigh above 10 %).", "bytes",
                query(f"zfs_l2arc_header_bytes{{{I}}}", "{{instance}} headers"),
-               query(f"instance:zfs_l2arc_header_share:ratio{{{I}}}", "{{instance}} share of ARC")),
+               query(f"instance:zfs_l2arc_header_share:ratio{{{I}}}", "{{instance}} share of ARC"))
+        .override_by_query("B", [model.DynamicConfigValue(id_val="unit", value="percentunit"),
+                                 model.DynamicConfigValue(id_val="custom.axisPlacement", value="right")]),
     ])
 
 
@@ -458,13 +496,11 @@ def benchmarks() -> Board:
                query(f"max by ({by}) (zfs_bench_throughput_bytes_per_second{{{b}}})", cfg), height=9, width=24),
         bars("Latest throughput per configuration", "Latest throughput of each configuration.", "Bps",
              query(f"max by ({by}) (zfs_bench_throughput_bytes_per_second{{{b}}})", cfg, instant=True)),
-        _targets(_common(xychart.Panel(), "Throughput vs compression ratio", "Latest throughput (y) against "
-                         "the compression ratio it achieved (x), one point per configuration.", "Bps", 12, 8)
-                 .with_transformation(transform("joinByField", byField=None, mode="outer")),
-                 [query(f"max by ({by}) (zfs_bench_compressratio{{{b}}})", cfg, instant=True,
-                        fmt=PromQueryFormat.TABLE),
-                  query(f"max by ({by}) (zfs_bench_throughput_bytes_per_second{{{b}}})", cfg, instant=True,
-                        fmt=PromQueryFormat.TABLE)]),
+        xy("Throughput vs compression ratio", "Latest throughput (y) against the compression ratio it "
+           "achieved (x), one point per configuration.",
+           query(f"max by ({by}) (zfs_bench_compressratio{{{b}}})", instant=True, fmt=PromQueryFormat.TABLE),
+           query(f"max by ({by}) (zfs_bench_throughput_bytes_per_second{{{b}}})", instant=True,
+                 fmt=PromQueryFormat.TABLE)),
         series("CPU per configuration", "CPU busy share during the latest run of each configuration.",
                "percentunit", query(f"max by ({by}) (zfs_bench_cpu_busy_ratio{{{b}}})", cfg), max_val=1),
         series("Latest vs previous median", "Latest throughput divided by the median of the configuration's "
