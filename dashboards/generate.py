@@ -58,6 +58,11 @@ def query(expr: str, legend: str = "", *, instant: bool = False, fmt: PromQueryF
     return q
 
 
+def per_instance(*pairs: tuple[str, str]) -> list[prometheus.Dataquery]:
+    """One query per (metric, legend suffix) of plain per-NAS gauges."""
+    return [query(f"{metric}{{{I}}}", f"{{{{instance}}}} {legend}") for metric, legend in pairs]
+
+
 def _targets(panel, queries):
     for n, q in enumerate(queries):
         panel = panel.with_target(q.ref_id(chr(ord("A") + n)))
@@ -304,10 +309,10 @@ def arc() -> Board:
         row("ARC"),
         series("ARC size vs target, min and max", "ARC size against its adaptive target (c) and the c_min / "
                "c_max limits.", "bytes",
-               query(f"zfs_arc_size_bytes{{{I}}}", "{{instance}} size"),
-               query(f"zfs_arc_target_size_bytes{{{I}}}", "{{instance}} target"),
-               query(f"zfs_arc_min_size_bytes{{{I}}}", "{{instance}} min"),
-               query(f"zfs_arc_max_size_bytes{{{I}}}", "{{instance}} max")),
+               *per_instance(("zfs_arc_size_bytes", "size"),
+                             ("zfs_arc_target_size_bytes", "target"),
+                             ("zfs_arc_min_size_bytes", "min"),
+                             ("zfs_arc_max_size_bytes", "max"))),
         series("Hit ratio by access and content", "Share of reads served from the ARC, split demand / prefetch "
                "x data / metadata.", "percentunit",
                query(f'sum by (instance, access, content) (rate(zfs_arc_reads_total{{{I}, result="hit"}}[{RI}]))'
@@ -315,10 +320,10 @@ def arc() -> Board:
                      "{{instance}} {{access}} {{content}}"), max_val=1),
         series("MRU and MFU", "Bytes in the most-recently and most-frequently used lists (and their ghosts' "
                "referenced sizes, which tell how much a larger ARC would have served).", "bytes",
-               query(f"zfs_arc_mru_size_bytes{{{I}}}", "{{instance}} MRU"),
-               query(f"zfs_arc_mfu_size_bytes{{{I}}}", "{{instance}} MFU"),
-               query(f"zfs_arc_mru_ghost_size_bytes{{{I}}}", "{{instance}} MRU ghost"),
-               query(f"zfs_arc_mfu_ghost_size_bytes{{{I}}}", "{{instance}} MFU ghost")),
+               *per_instance(("zfs_arc_mru_size_bytes", "MRU"),
+                             ("zfs_arc_mfu_size_bytes", "MFU"),
+                             ("zfs_arc_mru_ghost_size_bytes", "MRU ghost"),
+                             ("zfs_arc_mfu_ghost_size_bytes", "MFU ghost"))),
         series("Hits by list", "ARC hits per second by the list that served them; ghost hits are misses a "
                "bigger ARC would have avoided.", "ops",
                query(f"sum by (instance, list) (rate(zfs_arc_list_hits_total{{{I}}}[{RI}]))",
@@ -329,11 +334,11 @@ def arc() -> Board:
                query(f"rate(zfs_arc_evict_skip_total{{{I}}}[{RI}])", "{{instance}} skipped"),
                query(f"rate(zfs_arc_evict_not_enough_total{{{I}}}[{RI}])", "{{instance}} not enough")),
         series("ARC contents", "What the ARC holds: data, metadata, headers, dbufs and dnodes.", "bytes",
-               query(f"zfs_arc_data_size_bytes{{{I}}}", "{{instance}} data"),
-               query(f"zfs_arc_metadata_size_bytes{{{I}}}", "{{instance}} metadata"),
-               query(f"zfs_arc_hdr_size_bytes{{{I}}}", "{{instance}} headers"),
-               query(f"zfs_arc_dbuf_size_bytes{{{I}}}", "{{instance}} dbufs"),
-               query(f"zfs_arc_dnode_size_bytes{{{I}}}", "{{instance}} dnodes"), stacked=True),
+               *per_instance(("zfs_arc_data_size_bytes", "data"),
+                             ("zfs_arc_metadata_size_bytes", "metadata"),
+                             ("zfs_arc_hdr_size_bytes", "headers"),
+                             ("zfs_arc_dbuf_size_bytes", "dbufs"),
+                             ("zfs_arc_dnode_size_bytes", "dnodes")), stacked=True),
         row("L2ARC"),
         series("L2ARC size", "Data the L2ARC holds (uncompressed) and the space it takes on the cache devices.",
                "bytes",

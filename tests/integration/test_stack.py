@@ -18,11 +18,9 @@ import json
 import math
 import shlex
 import shutil
-import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -30,6 +28,7 @@ import pytest
 
 from tests.conftest import FIXTURES, free_port, linux_tree
 from tests.dashboards.queries import all_queries
+from tests.integration.daemon import Daemon
 from tests.integration.exporter_process import ExporterProcess
 from tests.integration.prometheus import Prometheus
 from tests.integration.test_prometheus_scrape import TxgWriter
@@ -171,37 +170,6 @@ class Webhook(ThreadingHTTPServer):
 
         super().__init__(("127.0.0.1", port), Handler)
         threading.Thread(target=self.serve_forever, daemon=True).start()
-
-
-class Daemon:
-    """A Debian-packaged daemon on 127.0.0.1, stopped by PID."""
-
-    def __init__(self, argv: list[str], log: Path, ready_url: str):
-        binary = shutil.which(argv[0])
-        if not binary:
-            pytest.fail(f"{argv[0]} is not installed: run ./dev test, which installs it")
-        self._log = open(log, "wb")
-        self.log_path = log
-        self.proc = subprocess.Popen([binary, *argv[1:]], stdout=self._log, stderr=self._log)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, f"{argv[0]} exited: {log.read_text()[-2000:]}"
-            try:
-                urllib.request.urlopen(ready_url, timeout=2)
-                return
-            except OSError:
-                time.sleep(0.2)
-        raise AssertionError(f"{argv[0]} did not answer at {ready_url}")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
 
 
 def alertmanager_config(webhook_port: int) -> str:
