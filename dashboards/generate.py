@@ -221,6 +221,11 @@ def bench_annotations() -> list[dash.AnnotationQuery]:
     ]
 
 
+BENCH_RUNNING_FIELDS = {"step": "15s", "titleFormat": "Benchmark {{exported_job}} {{compression}} rs={{recordsize}}",
+                        "tagKeys": "pool,exported_job,compression,recordsize,encryption,size",
+                        "textFormat": "zfsnas-bench run in progress on {{instance}}", "useValueForTime": False}
+
+
 @dataclass
 class Board:
     key: str
@@ -236,7 +241,11 @@ class Board:
                    .variables(variables(self.variables)).annotations(bench_annotations()))
         for panel in self.panels:
             builder = builder.with_row(panel) if isinstance(panel, dash.Row) else builder.with_panel(panel)
-        return json.loads(json.dumps(builder.build(), cls=JSONEncoder))
+        board = json.loads(json.dumps(builder.build(), cls=JSONEncoder))
+        for annotation in board["annotations"]["list"]:
+            if "expr" in annotation:  # Prometheus annotation fields the SDK has no builder methods for
+                annotation.update(BENCH_RUNNING_FIELDS)
+        return board
 
 
 # --- the dashboards ----------------------------------------------------------------------------
