@@ -2,8 +2,8 @@
 
 Owns every dashboard: panels, their PromQL, units, descriptions, variables, links and benchmark
 annotations. The JSON files next to this script are its output and are committed for users who
-import them by hand; tests/dashboards/ regenerates them and fails on any difference, and runs
-every panel query against a real Prometheus. Run after a change:
+import them by hand; tests/dashboards/ regenerates them and fails on any difference, and
+tests/integration/test_stack.py runs every panel query against a real Prometheus. Run after a change:
 
     .venv/bin/python dashboards/generate.py            # rewrite dashboards/*.json
     .venv/bin/python dashboards/generate.py --check    # exit 1 when the files are stale
@@ -22,7 +22,8 @@ from pathlib import Path
 from grafana_foundation_sdk.builders import bargauge, common as common_builders, dashboard as dash
 from grafana_foundation_sdk.builders import heatmap, prometheus, stat, table, timeseries, xychart
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
-from grafana_foundation_sdk.models import common, dashboard as model
+from grafana_foundation_sdk.models import common, dashboard as model, heatmap as heatmap_model
+from grafana_foundation_sdk.models import xychart as xychart_model
 from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
 OUT = Path(__file__).resolve().parent
@@ -37,11 +38,13 @@ I = 'instance=~"$instance"'
 IP = f'{I}, pool=~"$pool"'
 IPD = f'{IP}, dataset=~"$dataset"'
 RI = "$__rate_interval"
-# Disks by serial, grouped by pool and vdev: every per-device series joins zfs_disk_info.
+# Disks by serial and pool: every per-device series joins zfs_disk_info (see per_disk).
 DISK_INFO = f'zfs_disk_info{{{I}, pool=~"$pool", device=~"$disk"}}'
 BENCH = f'{I}, pool=~"$pool"'
 VDEV = f'{IP}, vdev=~"$vdev"'
-BENCH_CONFIG = "exported_job, compression, recordsize, encryption, size"  # fio's `job` label is renamed on scrape
+# The labels of one benchmark configuration. The exporter's `job` label (the fio job) arrives as
+# `exported_job`: Prometheus keeps `job` for the scrape job.
+BENCH_CONFIG = "exported_job, compression, recordsize, encryption, size"
 
 
 # --- panel helpers -------------------------------------------------------------------------------
@@ -117,15 +120,10 @@ def bars(title: str, description: str, unit: str, *queries, width: int = 12, hei
 def heat(title: str, description: str, unit: str, expr: str, *, width: int = 12, height: int = 8):
     panel = _common(heatmap.Panel(), title, description, unit, width, height).calculate(False) \
         .y_axis(heatmap.YAxisConfig().unit(unit)) \
-        .color(heatmap.HeatmapColorOptions().mode(heatmap_model().HeatmapColorMode.SCHEME).scheme("Oranges")
+        .color(heatmap.HeatmapColorOptions().mode(heatmap_model.HeatmapColorMode.SCHEME).scheme("Oranges")
                .steps(64)) \
         .cell_gap(1).rows_frame(heatmap.RowsHeatmapOptions().layout(common.HeatmapCellLayout.LE))
     return panel.with_target(query(expr, "{{le}}", fmt=PromQueryFormat.HEATMAP))
-
-
-def heatmap_model():
-    from grafana_foundation_sdk.models import heatmap as heatmap_models
-    return heatmap_models
 
 
 def grid(title: str, description: str, unit: str, *queries, width: int = 24, height: int = 8,
@@ -147,18 +145,13 @@ def xy(title: str, description: str, x_query, y_query, *, width: int = 12, heigh
     series_config = (xychart.XYSeriesConfig().x(xychart.XychartXYSeriesConfigX().matcher(by_name("compressratio")))
                      .y(xychart.XychartXYSeriesConfigY().matcher(by_name("throughput"))))
     panel = (_common(xychart.Panel(), title, description, "Bps", width, height)
-             .mapping(xychart_model().SeriesMapping.MANUAL).series([series_config]).point_size(
+             .mapping(xychart_model.SeriesMapping.MANUAL).series([series_config]).point_size(
                  xychart.XychartFieldConfigPointSize().fixed(8))
              .with_transformation(transform("merge"))
              .with_transformation(transform("organize", excludeByName={"Time": True},
                                             renameByName={"Value #A": "compressratio", "Value #B": "throughput"}))
              .override_by_name("compressratio", unit_override("x")))
     return _targets(panel, [x_query, y_query])
-
-
-def xychart_model():
-    from grafana_foundation_sdk.models import xychart as xychart_models
-    return xychart_models
 
 
 def transform(id_val: str, **options) -> model.DataTransformerConfig:
