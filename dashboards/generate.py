@@ -76,16 +76,18 @@ def _common(panel, title: str, description: str, unit: str, width: int, height: 
     return panel.title(title).description(description).unit(unit).datasource(DATASOURCE).span(width).height(height)
 
 
+def _range(panel, min_val: float | None, max_val: float | None):
+    if min_val is not None:
+        panel = panel.min(min_val)
+    return panel if max_val is None else panel.max(max_val)
+
+
 def series(title: str, description: str, unit: str, *queries, width: int = 12, height: int = 8,
            stacked: bool = False, min_val: float | None = 0, max_val: float | None = None):
     panel = _common(timeseries.Panel(), title, description, unit, width, height).fill_opacity(10).line_width(1)
     if stacked:
         panel = panel.stacking(common_builders.StackingConfig().mode(common.StackingMode.NORMAL)).fill_opacity(40)
-    if min_val is not None:
-        panel = panel.min(min_val)
-    if max_val is not None:
-        panel = panel.max(max_val)
-    panel = panel.legend(common_builders.VizLegendOptions().show_legend(True).display_mode(
+    panel = _range(panel, min_val, max_val).legend(common_builders.VizLegendOptions().show_legend(True).display_mode(
         common.LegendDisplayMode.TABLE).placement(common.LegendPlacement.BOTTOM).calcs(["mean", "max", "lastNotNull"]))
     return _targets(panel, queries)
 
@@ -96,12 +98,10 @@ def thresholds(*steps: tuple[float | None, str]) -> dash.ThresholdsConfig:
 
 
 def single(title: str, description: str, unit: str, *queries, width: int = 6, height: int = 4,
-           steps=((None, "green"),), mappings=None):
+           steps=((None, "green"),)):
     panel = _common(stat.Panel(), title, description, unit, width, height).thresholds(thresholds(*steps)) \
         .color_mode(common.BigValueColorMode.BACKGROUND).graph_mode(common.BigValueGraphMode.NONE) \
         .reduce_options(common_builders.ReduceDataOptions().calcs(["lastNotNull"]).values(False))
-    if mappings:
-        panel = panel.mappings(mappings)
     return _targets(panel, queries)
 
 
@@ -110,11 +110,7 @@ def bars(title: str, description: str, unit: str, *queries, width: int = 12, hei
     panel = _common(bargauge.Panel(), title, description, unit, width, height).thresholds(thresholds(*steps)) \
         .display_mode(common.BarGaugeDisplayMode.GRADIENT).orientation(common.VizOrientation.HORIZONTAL) \
         .reduce_options(common_builders.ReduceDataOptions().calcs(["lastNotNull"]).values(False))
-    if min_val is not None:
-        panel = panel.min(min_val)
-    if max_val is not None:
-        panel = panel.max(max_val)
-    return _targets(panel, queries)
+    return _targets(_range(panel, min_val, max_val), queries)
 
 
 def heat(title: str, description: str, unit: str, expr: str, *, width: int = 12, height: int = 8):
@@ -242,11 +238,6 @@ class Board:
 
 
 # --- the dashboards ----------------------------------------------------------------------------
-
-STATE_MAPPINGS = [model.ValueMap(options={
-    "0": model.ValueMappingResult(text="ONLINE", color="green", index=0),
-    "1": model.ValueMappingResult(text="NOT ONLINE", color="red", index=1)})]
-
 
 def overview() -> Board:
     return Board("overview", "ZFS / Overview", "Pool health and capacity, ARC, throughput, dirty data, alerts, "
