@@ -124,8 +124,9 @@ class DisksCollector(Collector):
         value = getattr(value, "vdevs", value)
         return [v for v in value or () if hasattr(v, "guid") and hasattr(v, "pool")]
 
-    def identities(self) -> list[DiskIdentity]:
-        return [i for i in identify(self.inventory.devices(), self._vdevs()) if not self.exclude.search(i.device)]
+    def identities(self, devices=None) -> list[DiskIdentity]:
+        devices = self.inventory.devices() if devices is None else devices
+        return [i for i in identify(devices, self._vdevs()) if not self.exclude.search(i.device)]
 
     def collect(self, report: Report) -> Iterable["Metric"]:
         if not self.inventory.scanned:  # not scanned yet (started without the thread)
@@ -137,7 +138,7 @@ class DisksCollector(Collector):
         devices = self.inventory.devices()
         identities = []
         with report.guard("identifying disks"):
-            identities = [i for i in identify(devices, self._vdevs()) if not self.exclude.search(i.device)]
+            identities = self.identities(devices)
         whole = {i.device for i in identities}
         known = {d.name for d in devices}
         with report.guard("reading diskstats"):
