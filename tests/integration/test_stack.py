@@ -228,6 +228,9 @@ def stack(tmp_path_factory):
         txgs.join()
 
 
+FALLBACK = " or vector(0)"
+
+
 def has_data(result: list[dict]) -> bool:
     return any(math.isfinite(float(r["value"][1])) for r in result)
 
@@ -244,6 +247,9 @@ def test_every_dashboard_query_returns_data(stack):
             continue
         if not has_data(result):
             empty.append(f"{query.dashboard} / {query.where}: {query.promql()}")
+        elif query.promql().endswith(FALLBACK):  # the fallback must not hide a misspelt metric
+            if not has_data(prom.query(query.promql().removesuffix(FALLBACK))):
+                empty.append(f"{query.dashboard} / {query.where} without its fallback: {query.promql()}")
     assert not errors, "queries failed:\n" + "\n".join(errors)
     assert not empty, f"{len(empty)} queries return no data:\n" + "\n".join(empty)
 
