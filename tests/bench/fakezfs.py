@@ -97,6 +97,15 @@ def zfs(state: dict, args: list[str]) -> None:
                 val, source = value(state, name, prop)
                 row = {"name": name, "property": prop, "value": val, "source": source}
                 print("\t".join(row[c] for c in columns))
+    elif cmd == "list":
+        depth = int(rest[rest.index("-d") + 1]) if "-d" in rest else 99
+        top = rest[-1]
+        if top not in datasets:
+            fail(f"cannot open '{top}': dataset does not exist")
+        for name in sorted(datasets):
+            if (name == top or name.startswith(top + "/")) and "@" not in name \
+                    and name.count("/") - top.count("/") <= depth:
+                print(name)
     elif cmd == "create":
         props, kind = {}, "filesystem"
         while rest[0].startswith("-"):

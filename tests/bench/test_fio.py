@@ -9,15 +9,17 @@ from pathlib import Path
 import pytest
 
 from zfsnas.bench.fio import fio_version, parse_fio_json, pattern_warning
+from zfsnas.bench.planner import fio_time
 
 JOBS = Path(__file__).parents[2] / "benchmark-jobs"
 pytestmark = pytest.mark.skipif(shutil.which("fio") is None, reason="fio not installed (./dev test installs it)")
 
 
-def run_job(tmp_path, job, size=8 << 20, runtime=1, compress=50):
+def run_job(tmp_path, job, size=8 << 20, runtime=1.0, compress=50):
     out = tmp_path / f"{job}.json"
     env = {**os.environ, "ZFSNAS_FILE": str(tmp_path / "fio.dat"), "ZFSNAS_SIZE": str(size),
-           "ZFSNAS_RUNTIME": str(runtime), "ZFSNAS_RAMP": "0", "ZFSNAS_COMPRESS": str(compress), "ZFSNAS_DIRECT": "0"}
+           "ZFSNAS_RUNTIME": fio_time(runtime), "ZFSNAS_RAMP": "0s", "ZFSNAS_COMPRESS": str(compress),
+           "ZFSNAS_DIRECT": "0"}
     subprocess.run(["fio", "--output-format=json", f"--output={out}", str(JOBS / f"{job}.fio")], env=env,
                    check=True, timeout=60, capture_output=True)
     return out.read_text()
@@ -67,3 +69,12 @@ def test_buffer_pattern_warning():
     assert "512 bytes" in pattern_warning((3, 33), job)
     assert pattern_warning((3, 34), job) is None
     assert pattern_warning((3, 33), "[a]\nbuffer_compress_percentage=50\n") is None
+
+
+@pytest.mark.parametrize("job", sorted(p.stem for p in JOBS.glob("*.fio")))
+def test_every_shipped_job_runs_in_its_direction(tmp_path, job):
+    result = parse_fio_json(run_job(tmp_path, job, size=4 << 20, runtime=0.3))
+    direction = "read" if job.endswith("read") else "write"
+    assert set(result.directions) == {direction} and result.io_bytes > 0
+    if job != "write-size":
+        assert 0.25 <= result.runtime_seconds <= 2      # time based: 300 ms, not 0 and not forever

@@ -72,7 +72,7 @@ def test_scratch_accepted_returns_mark():
     ({"origin": Prop("tank/base@s1", "-")}, "clone of tank/base@s1"),
     ({"org.zfsnas:scratch": None}, "not marked as scratch"),
     ({"org.zfsnas:scratch": Prop("-", "-")}, "not marked as scratch"),
-    ({"org.zfsnas:scratch": Prop("init-x", "inherited from tank")}, "inherited from tank, not set on the dataset"),
+    ({"org.zfsnas:scratch": Prop("init-x", "inherited from tank")}, "inherited from tank, not set on the dataset itself"),
     ({"org.zfsnas:scratch": Prop("init-x", "received")}, "received, not set on the dataset"),
     ({"org.zfsnas:scratch": Prop("init-x", "default")}, "default, not set"),
 ])
@@ -94,7 +94,7 @@ def test_own_child_accepted():
 
 @pytest.mark.parametrize("change, reason", [
     ({"type": None}, "does not exist"),
-    ({"type": Prop("snapshot", "-")}, "is a snapshot"),
+    ({"type": Prop("snapshot", "-")}, "is a snapshot, not a filesystem or volume"),
     ({"origin": Prop("tank/scratch/x@s", "-")}, "clone"),
     ({"org.zfsnas:bench-run": None}, "not created by zfsnas-bench"),
     ({"org.zfsnas:bench-run": Prop(RUN, "inherited from tank/scratch")}, "inherited from tank/scratch"),

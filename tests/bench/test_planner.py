@@ -29,8 +29,8 @@ def test_fio_cell_exact_steps():
     fio = plan.steps[1]
     assert fio.argv == ("fio", "--output-format=json", f"--output=/var/lib/zfsnas/fio/{RUN}/zfsnas-bench-{RUN}-1.json",
                         str(JOBS / "seq-write.fio"))
-    assert dict(fio.env) == {"ZFSNAS_FILE": f"/{CHILD}/fio.dat", "ZFSNAS_SIZE": str(2 << 30), "ZFSNAS_RUNTIME": "180",
-                             "ZFSNAS_RAMP": "15", "ZFSNAS_COMPRESS": "40", "ZFSNAS_DIRECT": "1"}
+    assert dict(fio.env) == {"ZFSNAS_FILE": f"/{CHILD}/fio.dat", "ZFSNAS_SIZE": str(2 << 30), "ZFSNAS_RUNTIME": "180s",
+                             "ZFSNAS_RAMP": "15s", "ZFSNAS_COMPRESS": "40", "ZFSNAS_DIRECT": "1"}
     assert plan.steps[2].argv == ("zpool", "sync", "tank")
     assert plan.steps[3].argv == ("zfs", "get", "-Hp", "-o", "property,value",
                                   "compressratio,used,logicalused,referenced,logicalreferenced", CHILD)
@@ -43,8 +43,11 @@ def test_scales_keep_mountpoint_and_direct():
                 runtime=100, ramp_time=10)
     plan = plan_cell(2, cell, opts(size_scale=0.01, time_scale=0.1, keep=True, direct=False, mountpoint="/mnt/s/"))
     env = dict(plan.steps[1].env)
-    assert env["ZFSNAS_SIZE"] == str(int((1 << 30) * 0.01)) and env["ZFSNAS_RUNTIME"] == "10"
-    assert env["ZFSNAS_RAMP"] == "1" and env["ZFSNAS_DIRECT"] == "0"
+    assert env["ZFSNAS_SIZE"] == str(int((1 << 30) * 0.01)) and env["ZFSNAS_RUNTIME"] == "10s"
+    assert env["ZFSNAS_RAMP"] == "1s" and env["ZFSNAS_DIRECT"] == "0"
+    # fio reads "0.3" as 0: fractions of a second go as milliseconds
+    short = plan_cell(3, cell, opts(time_scale=0.003))
+    assert dict(short.steps[1].env)["ZFSNAS_RUNTIME"] == "300ms" and dict(short.steps[1].env)["ZFSNAS_RAMP"] == "30ms"
     assert env["ZFSNAS_FILE"] == f"/mnt/s/zfsnas-bench-{RUN}-2/fio.dat"
     assert "destroy" not in [s.kind for s in plan.steps]
 

@@ -33,6 +33,14 @@ def matrix(tmp_path) -> Path:
     return path
 
 
+@pytest.fixture
+def small(tmp_path) -> Path:
+    """Two quick size-based cells, for tests about something else than the jobs."""
+    path = tmp_path / "small.toml"
+    path.write_text(TINY.replace('jobs = ["write-size", "seq-write"]', 'jobs = ["write-size"]'))
+    return path
+
+
 def run(fake, db, *args) -> int:
     return main(["run", *args, *fake.flags(db), "--mountpoint", str(fake.root / "tank/scratch"), "--no-direct"])
 
@@ -44,7 +52,8 @@ def rows(db) -> list[dict]:
 
 
 def changing(commands) -> list[list[str]]:
-    return [c for c in commands if c[:2] not in (["zfs", "get"], ["zfs", "version"], ["zpool", "status"])]
+    return [c for c in commands if c[:2] not in (["zfs", "get"], ["zfs", "list"], ["zfs", "version"],
+                                                 ["zpool", "status"])]
 
 
 def test_matrix_runs_and_cleans_up(fake_zfs, matrix, tmp_path):
@@ -126,10 +135,10 @@ def test_lock_refuses_a_second_run(fake_zfs, matrix, tmp_path, caplog):
     assert changing(fake_zfs.commands()) == []
 
 
-def test_keep_leaves_children(fake_zfs, matrix, tmp_path):
-    assert run(fake_zfs, tmp_path / "db", str(matrix), "--dataset", "tank/scratch", "--keep") == 0
+def test_keep_leaves_children(fake_zfs, small, tmp_path):
+    assert run(fake_zfs, tmp_path / "db", str(small), "--dataset", "tank/scratch", "--keep") == 0
     kept = [d for d in fake_zfs.datasets() if d.startswith("tank/scratch/zfsnas-bench-")]
-    assert len(kept) == 4
+    assert len(kept) == 2
     assert all((fake_zfs.root / d / "fio.dat").stat().st_size == 4 << 20 for d in kept)
 
 
@@ -150,74 +159,88 @@ def test_copy_job_copies_the_corpus(fake_zfs, tmp_path):
     assert copied.read_bytes() == (corpus / "night1" / "m31_2.fits").read_bytes()
 
 
-def test_annotations_during_a_run_and_grafana_down(fake_zfs, matrix, tmp_path):
+def test_annotations_during_a_run_and_grafana_down(fake_zfs, small, tmp_path):
     token_file = tmp_path / "token"
     token_file.write_text("glsa_abc\n")
     db = tmp_path / "db"
     with FakeGrafana("glsa_abc") as grafana:
-        assert run(fake_zfs, db, str(matrix), "--dataset", "tank/scratch", "--grafana-url", grafana.url,
+        assert run(fake_zfs, db, str(small), "--dataset", "tank/scratch", "--grafana-url", grafana.url,
                    "--grafana-token-file", str(token_file)) == 0
-        assert len(grafana.annotations) == 4
+        assert len(grafana.annotations) == 2
         for aid, region in grafana.annotations.items():
             assert region["timeEnd"] > region["time"] and "MB/s" in region["text"] and "complete" in region["text"]
             assert "zfsnas-bench" in region["tags"] and any(t.startswith("run:") for t in region["tags"])
         assert {r["annotation_id"] for r in rows(db)} == set(grafana.annotations)
         url = grafana.url
     # Grafana is down now: the run goes on, the regions are queued, `annotate --retry` sends them later.
-    assert run(fake_zfs, db, str(matrix), "--dataset", "tank/scratch", "--grafana-url", url,
+    assert run(fake_zfs, db, str(small), "--dataset", "tank/scratch", "--grafana-url", url,
                "--grafana-token-file", str(token_file), "--grafana-timeout", "1") == 0
-    assert [r["status"] for r in rows(db)] == ["complete"] * 8
+    assert [r["status"] for r in rows(db)] == ["complete"] * 4
     with FakeGrafana("glsa_abc") as grafana:
         assert main(["annotate", "--retry", "--db", str(db), "--grafana-url", grafana.url,
                      "--grafana-token-file", str(token_file)]) == 0
-        assert len(grafana.annotations) == 4
+        assert len(grafana.annotations) == 2
         assert all("timeEnd" in a for a in grafana.annotations.values())
+    # Down again for a run; the next run with Grafana back sends that run's queue before its own.
+    assert run(fake_zfs, db, str(small), "--dataset", "tank/scratch", "--grafana-url", url,
+               "--grafana-token-file", str(token_file), "--grafana-timeout", "1") == 0
+    with FakeGrafana("glsa_abc") as grafana:
+        assert run(fake_zfs, db, str(small), "--dataset", "tank/scratch", "--grafana-url", grafana.url,
+                   "--grafana-token-file", str(token_file)) == 0
+        assert len(grafana.annotations) == 4
+        assert sqlite3.connect(db).execute("SELECT count(*) FROM annotation_queue WHERE sent IS NULL").fetchone() == (0,)
     assert "glsa_abc" not in "\n".join(sqlite3.connect(db).iterdump())
 
 
-def test_sigterm_stops_fio_destroys_the_child_and_records_aborted(fake_zfs, tmp_path):
+def _start_in_background(fake, tmp_path, matrix: str):
+    """`zfsnas-bench run` in its own process, returned once fio has started writing."""
     path = tmp_path / "long.toml"
-    path.write_text('job = "seq-write"\nsize = "4M"\nruntime = 60\ncompression = ["lz4", "off"]\n')
+    path.write_text(matrix)
     db = tmp_path / "db"
     argv = [sys.executable, "-m", "zfsnas.bench.cli", "run", str(path), "--dataset", "tank/scratch",
-            *fake_zfs.flags(db), "--mountpoint", str(fake_zfs.root / "tank/scratch"), "--no-direct"]
-    proc = subprocess.Popen(argv, env={**os.environ, **fake_zfs.env}, stderr=subprocess.PIPE)
+            *fake.flags(db), "--mountpoint", str(fake.root / "tank/scratch"), "--no-direct"]
+    proc = subprocess.Popen(argv, env={**os.environ, **fake.env}, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 30
-    while not any(c[:2] == ["zfs", "create"] for c in fake_zfs.commands()) or not _fio_running(fake_zfs):
+    while not _fio_file(fake):
         assert time.monotonic() < deadline and proc.poll() is None
-        time.sleep(0.2)
+        time.sleep(0.1)
+    return proc, db
+
+
+def _fio_file(fake) -> list[Path]:
+    return list(fake.root.glob("tank/scratch/zfsnas-bench-*/fio.dat"))
+
+
+def test_sigterm_stops_fio_destroys_the_child_and_records_aborted(fake_zfs, tmp_path):
+    proc, db = _start_in_background(fake_zfs, tmp_path,
+                                    'job = "seq-write"\nsize = "4M"\nruntime = 60\ncompression = ["lz4", "off"]\n')
     started = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 130
     assert time.monotonic() - started < 20        # fio was stopped, not waited for (runtime 60 s)
-    assert [r["status"] for r in rows(db)] == ["aborted"]
+    assert [r["status"] for r in rows(db)] == ["aborted"]   # the second cell never started
     assert sqlite3.connect(db).execute("SELECT status FROM matrix_runs").fetchone()[0] == "aborted"
     assert not [d for d in fake_zfs.datasets() if d.startswith("tank/scratch/zfsnas-bench-")]
-    assert not _fio_running(fake_zfs)
+    assert not _fio_file(fake_zfs)
 
 
-def _fio_running(fake) -> bool:
-    return bool(list(fake.root.glob("tank/scratch/zfsnas-bench-*/fio.dat")))
-
-
-def test_sigkill_then_next_run_marks_incomplete(fake_zfs, tmp_path, matrix):
-    path = tmp_path / "long.toml"
-    path.write_text('job = "seq-write"\nsize = "4M"\nruntime = 3\n')
-    db = tmp_path / "db"
-    argv = [sys.executable, "-m", "zfsnas.bench.cli", "run", str(path), "--dataset", "tank/scratch",
-            *fake_zfs.flags(db), "--mountpoint", str(fake_zfs.root / "tank/scratch"), "--no-direct"]
-    proc = subprocess.Popen(argv, env={**os.environ, **fake_zfs.env}, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while not _fio_running(fake_zfs):
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+def test_sigkill_then_next_run_marks_incomplete(fake_zfs, tmp_path, small):
+    proc, db = _start_in_background(fake_zfs, tmp_path, 'job = "seq-write"\nsize = "4M"\nruntime = 3\n')
     proc.kill()
     proc.wait()
     time.sleep(3.5)  # the orphaned fio ends by itself (runtime 3 s)
     assert [r["status"] for r in rows(db)] == ["running"]
-    assert run(fake_zfs, db, str(matrix), "--dataset", "tank/scratch") == 0
+    [left] = [d for d in fake_zfs.datasets() if d.startswith("tank/scratch/zfsnas-bench-")]
+    # A child someone else marked with a run id we do not know stays untouched.
+    state = fake_zfs.read()
+    state["datasets"]["tank/scratch/zfsnas-bench-other-1"] = {
+        "type": "filesystem", "props": {"org.zfsnas:bench-run": "19990101T000000-0000"}}
+    fake_zfs.write(state)
+    assert run(fake_zfs, db, str(small), "--dataset", "tank/scratch") == 0
     statuses = [r["status"] for r in rows(db)]
-    assert statuses == ["incomplete"] + ["complete"] * 4
+    assert statuses == ["incomplete"] + ["complete"] * 2
+    assert left not in fake_zfs.datasets()          # the dead run's child was cleaned up
+    assert "tank/scratch/zfsnas-bench-other-1" in fake_zfs.datasets()
 
 
 def test_init_marks_after_confirmation(fake_zfs, tmp_path, monkeypatch, capsys):
@@ -233,13 +256,13 @@ def test_init_marks_after_confirmation(fake_zfs, tmp_path, monkeypatch, capsys):
     assert main(["init", "tank/nothere", "--yes", *fake_zfs.flags(tmp_path / "db")]) == 2
 
 
-def test_list_and_report(fake_zfs, matrix, tmp_path, capsys):
+def test_list_and_report(fake_zfs, small, tmp_path, capsys):
     db = tmp_path / "db"
-    assert run(fake_zfs, db, str(matrix), "--dataset", "tank/scratch") == 0
+    assert run(fake_zfs, db, str(small), "--dataset", "tank/scratch") == 0
     capsys.readouterr()
     assert main(["list", "--db", str(db)]) == 0
     listing = capsys.readouterr().out.splitlines()
-    assert len(listing) == 5 and listing[1].split("\t")[2:6] == ["complete", "tiny", "write-size", "off"]
+    assert len(listing) == 3 and listing[1].split("\t")[2:6] == ["complete", "tiny", "write-size", "off"]
     png = tmp_path / "chart.png"
     assert main(["report", "--db", str(db), "--png", str(png)]) == 0
     table = capsys.readouterr().out.splitlines()
@@ -248,4 +271,28 @@ def test_list_and_report(fake_zfs, matrix, tmp_path, capsys):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert main(["report", "--db", str(db), "--format", "csv"]) == 0
     csv_lines = capsys.readouterr().out.splitlines()
-    assert csv_lines[0].startswith("matrix,job,compression") and len(csv_lines) == 5
+    assert csv_lines[0].startswith("matrix,job,compression") and len(csv_lines) == 3
+
+
+def test_mountpoint_comes_from_the_scratch_dataset(fake_zfs, small, tmp_path):
+    db = tmp_path / "db"
+    assert main(["run", str(small), "--dataset", "tank/scratch", *fake_zfs.flags(db), "--no-direct", "--keep"]) == 0
+    kept = [d for d in fake_zfs.datasets() if d.startswith("tank/scratch/zfsnas-bench-")]
+    assert all((fake_zfs.root / d / "fio.dat").exists() for d in kept) and len(kept) == 2
+
+
+def test_a_failing_job_is_recorded_and_its_child_destroyed(fake_zfs, tmp_path, caplog):
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    (jobs / "bad.fio").write_text("[bad]\nfilename=${ZFSNAS_FILE}\nsize=${ZFSNAS_SIZE}\nrw=sideways\n")
+    path = tmp_path / "bad.toml"
+    path.write_text('job = "bad"\nsize = "4M"\n')
+    db = tmp_path / "db"
+    code = main(["run", str(path), "--dataset", "tank/scratch", *fake_zfs.flags(db), "--jobs-dir", str(jobs),
+                 "--no-direct"])
+    assert code == 1
+    [row] = rows(db)
+    assert row["status"] == "failed" and "fio" in row["error"]
+    assert row["throughput_bytes_per_second"] is None
+    assert not [d for d in fake_zfs.datasets() if d.startswith("tank/scratch/zfsnas-bench-")]
+    assert "cell 1" in caplog.text

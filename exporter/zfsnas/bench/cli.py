@@ -11,7 +11,10 @@ import dataclasses
 import logging
 import os
 import re
+import shutil
 import sys
+import sysconfig
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,13 +36,14 @@ log = logging.getLogger("zfsnas.bench")
 
 
 def default_jobs_dir() -> Path:
-    """$ZFSNAS_BENCH_JOBS, else the checkout's benchmark-jobs/, else the installed share/ copy."""
+    """$ZFSNAS_BENCH_JOBS, else the checkout's benchmark-jobs/, else the copy a wheel installs
+    under <data>/share/zfsnas (the venv, /usr/local with Debian's pip, or /usr)."""
     if env := os.environ.get("ZFSNAS_BENCH_JOBS"):
         return Path(env)
-    checkout = Path(__file__).resolve().parents[3] / "benchmark-jobs"
-    if checkout.is_dir():
-        return checkout
-    return Path(sys.prefix) / "share/zfsnas/benchmark-jobs"
+    candidates = [Path(__file__).resolve().parents[3] / "benchmark-jobs"]
+    for root in (sysconfig.get_paths()["data"], sys.prefix, "/usr/local", "/usr"):
+        candidates.append(Path(root) / "share/zfsnas/benchmark-jobs")
+    return next((c for c in candidates if c.is_dir()), candidates[1])
 
 
 def job_names(jobs_dir: Path) -> set[str]:
@@ -146,41 +150,58 @@ def cmd_run(args) -> int:
     check_dataset_name(scratch)
     zfs = _zfs(args)
     dry = args.command == "plan" or args.dry_run
+    mountpoint = args.mountpoint
+    if not dry:  # refuse an unmarked dataset before anything else, and learn where it is mounted
+        mountpoint = mountpoint or zfs.scratch(scratch)["mountpoint"].value
     run_id = new_run_id()
-    results_dir = Path(args.db).parent / "fio" / run_id
+    results_dir = Path(tempfile.gettempdir()) / f"zfsnas-bench-{run_id}"
     dirty = args.dirty_data_max or zfs.dirty_data_max()
     encrypted = any(c.encryption != "off" for c in matrix.cells)
-    key_file = "" if dry or not encrypted else make_key_file()
     opts = PlanOptions(scratch=scratch, run_id=run_id, jobs_dir=jobs_dir, results_dir=results_dir,
-                       mountpoint=args.mountpoint, dirty_data_max=dirty, size_scale=args.size_scale,
+                       mountpoint=mountpoint, dirty_data_max=dirty, size_scale=args.size_scale,
                        time_scale=args.time_scale, keep=args.keep, direct=args.direct, zvol_root=args.zvol_root,
-                       key_file=key_file, fio=args.fio)
-    try:
-        plans = plan_matrix(matrix, opts)
-        if dry:
-            sys.stdout.write(render_plan(matrix, plans))
-            return 0
-        version_text, version = fio_version(args.fio)
-        for job in {c.job for c in matrix.cells if c.job != "copy"}:
-            if warning := pattern_warning(version, (jobs_dir / f"{job}.fio").read_text()):
-                log.warning("%s: %s", job, warning)
-        results_dir.mkdir(parents=True, exist_ok=True)
-        store = Store(args.db)
-        with RunLock(args.lock or f"{args.db}.lock"):
-            if stale := store.mark_stale(holding_lock=True):
-                log.warning("%d result(s) left running by a run that died were marked incomplete", stale)
+                       fio=args.fio)
+    if dry:
+        sys.stdout.write(render_plan(matrix, plan_matrix(matrix, opts)))
+        return 0
+    version_text, version = fio_version(args.fio)
+    for job in {c.job for c in matrix.cells if c.job != "copy"}:
+        if warning := pattern_warning(version, (jobs_dir / f"{job}.fio").read_text()):
+            log.warning("%s: %s", job, warning)
+    store = Store(args.db)
+    with RunLock(args.lock or f"{args.db}.lock"):
+        if stale := store.mark_stale(holding_lock=True):
+            log.warning("%d result(s) left running by a run that died were marked incomplete", stale)
+        for child in zfs.destroy_leftovers(scratch, store.dead_runs()):
+            log.warning("destroyed %s, left behind by a run that died", child)
+        key_file = make_key_file() if encrypted else ""
+        results_dir.mkdir(mode=0o700)
+        try:
+            plans = plan_matrix(matrix, dataclasses.replace(opts, key_file=key_file))
             annotator = Annotator(store, _client(args))
-            if annotator.client is not None:
-                annotator.retry()
+            if annotator.client is not None:  # what earlier runs could not send, to today's Grafana
+                sent, failed = annotator.retry(annotator.client.url)
+                if sent or failed:
+                    log.info("queued annotations: %d sent, %d still queued", sent, failed)
             runner = Runner(zfs, store, annotator, RunSettings(matrix.name, scratch, run_id, args.procfs,
                                                                 version_text, args.keep))
             log.info("run %s: matrix %s, %d cells on %s", run_id, matrix.name, len(plans), scratch)
-            status = runner.run(plans, key_file)
-        log.info("run %s %s; results in %s", run_id, status, args.db)
-        return {"complete": 0, "aborted": 130}.get(status, 1)
-    finally:
-        if key_file:
-            os.unlink(key_file)
+            status = runner.run(plans)
+        finally:
+            shutil.rmtree(results_dir, ignore_errors=True)
+            if key_file:
+                os.unlink(key_file)
+    log.info("run %s %s; results in %s", run_id, status, args.db)
+    return {"complete": 0, "aborted": 130}.get(status, 1)
+
+
+def _settle(args, store: Store) -> None:
+    """Mark rows of dead runs incomplete when no run holds the lock (so list/report are honest)."""
+    try:
+        with RunLock(args.lock if getattr(args, "lock", None) else f"{args.db}.lock"):
+            store.mark_stale(holding_lock=True)
+    except (RunError, OSError):
+        pass
 
 
 def cmd_list(args) -> int:
@@ -188,6 +209,7 @@ def cmd_list(args) -> int:
         print(f"no database at {args.db}")
         return 0
     store = Store(args.db)
+    _settle(args, store)
     rows = store.results(status=None)
     if not args.all:
         rows = rows[-50:]
@@ -205,7 +227,9 @@ def cmd_report(args) -> int:
     if not Path(args.db).exists():
         print(f"no database at {args.db}", file=sys.stderr)
         return 1
-    rows = summarise(Store(args.db).results("complete", args.matrix))
+    store = Store(args.db)
+    _settle(args, store)
+    rows = summarise(store.results("complete", args.matrix))
     sys.stdout.write(markdown(rows) if args.format == "markdown" else to_csv(rows))
     if args.png:
         chart(rows, args.png)

@@ -69,45 +69,44 @@ def check_child_name(scratch: str, child: str) -> None:
         raise GuardError(f"{child!r} was not named by zfsnas-bench ({CHILD_PREFIX}*): refused")
 
 
-def check_scratch(name: str, props: dict[str, Prop]) -> str:
-    """Refuse unless `name` is a scratch filesystem marked by `init`; return the mark's value."""
-    check_dataset_name(name)
+def _check_plain(name: str, props: dict[str, Prop], kinds: tuple[str, ...]) -> None:
+    """Exists, is one of `kinds`, and is not a clone."""
     kind = props.get("type")
     if kind is None:
         raise GuardError(f"{name!r}: dataset does not exist")
-    if kind.value != "filesystem":
-        raise GuardError(f"{name!r} is a {kind.value}, not a filesystem: refused")
+    if kind.value not in kinds:
+        raise GuardError(f"{name!r} is a {kind.value}, not a {' or '.join(kinds)}: refused")
     origin = props.get("origin")
     if origin is not None and origin.value not in ("-", ""):
         raise GuardError(f"{name!r} is a clone of {origin.value}: refused")
-    mark = props.get(SCRATCH_PROPERTY)
+
+
+def _local_mark(name: str, props: dict[str, Prop], prop: str, missing: str) -> str:
+    """The value of user property `prop`, which must be set on `name` itself (source local)."""
+    mark = props.get(prop)
     if mark is None or mark.value in ("-", ""):
-        raise GuardError(f"{name!r} is not marked as scratch; run `zfsnas-bench init {name}` first")
+        raise GuardError(f"{name!r} {missing}")
     if mark.source != "local":
         where = mark.source if mark.source not in ("-", "") else "not set here"
-        raise GuardError(f"{name!r}: {SCRATCH_PROPERTY} is {where}, not set on the dataset itself by "
-                         f"`zfsnas-bench init`: refused")
+        raise GuardError(f"{name!r}: {prop} is {where}, not set on the dataset itself: refused")
     return mark.value
+
+
+def check_scratch(name: str, props: dict[str, Prop]) -> str:
+    """Refuse unless `name` is a scratch filesystem marked by `init`; return the mark's value."""
+    check_dataset_name(name)
+    _check_plain(name, props, ("filesystem",))
+    return _local_mark(name, props, SCRATCH_PROPERTY,
+                       f"is not marked as scratch; run `zfsnas-bench init {name}` first")
 
 
 def check_own_child(scratch: str, child: str, run_id: str, props: dict[str, Prop]) -> None:
     """Refuse to write to or destroy `child` unless this run created it."""
     check_child_name(scratch, child)
-    kind = props.get("type")
-    if kind is None:
-        raise GuardError(f"{child!r} does not exist")
-    if kind.value not in ("filesystem", "volume"):
-        raise GuardError(f"{child!r} is a {kind.value}: refused")
-    origin = props.get("origin")
-    if origin is not None and origin.value not in ("-", ""):
-        raise GuardError(f"{child!r} is a clone of {origin.value}: refused")
-    mark = props.get(RUN_PROPERTY)
-    if mark is None or mark.value in ("-", ""):
-        raise GuardError(f"{child!r} was not created by zfsnas-bench (no {RUN_PROPERTY}): refused")
-    if mark.source != "local":
-        raise GuardError(f"{child!r}: {RUN_PROPERTY} is {mark.source}, not set on the child itself: refused")
-    if mark.value != run_id:
-        raise GuardError(f"{child!r} belongs to run {mark.value}, not to this run {run_id}: refused")
+    _check_plain(child, props, ("filesystem", "volume"))
+    mark = _local_mark(child, props, RUN_PROPERTY, f"was not created by zfsnas-bench (no {RUN_PROPERTY}): refused")
+    if mark != run_id:
+        raise GuardError(f"{child!r} belongs to run {mark}, not to this run {run_id}: refused")
 
 
 def child_name(scratch: str, run_id: str, index: int) -> str:

@@ -68,6 +68,11 @@ class PlanOptions:
     extra_env: dict[str, str] = field(default_factory=dict)
 
 
+def fio_time(seconds: float) -> str:
+    """fio reads "0.5" as 0 (and then refuses time_based): whole seconds, else milliseconds."""
+    return f"{int(seconds)}s" if seconds == int(seconds) else f"{round(seconds * 1000)}ms"
+
+
 def cell_properties(cell: Cell, opts: PlanOptions) -> tuple[tuple[str, str], ...]:
     props = [(RUN_PROPERTY, opts.run_id), ("compression", cell.compression)]
     props.append(("volblocksize" if cell.kind == "volume" else "recordsize", cell.recordsize))
@@ -105,8 +110,8 @@ def plan_cell(index: int, cell: Cell, opts: PlanOptions) -> CellPlan:
         steps.append(Step("copy", ("zfsnas-bench-copy", cell.corpus, target, str(size))))
         estimate = 0.0
     else:
-        env = {"ZFSNAS_FILE": target, "ZFSNAS_SIZE": str(size), "ZFSNAS_RUNTIME": f"{runtime:g}",
-               "ZFSNAS_RAMP": f"{ramp:g}", "ZFSNAS_COMPRESS": str(cell.compressibility),
+        env = {"ZFSNAS_FILE": target, "ZFSNAS_SIZE": str(size), "ZFSNAS_RUNTIME": fio_time(runtime),
+               "ZFSNAS_RAMP": fio_time(ramp), "ZFSNAS_COMPRESS": str(cell.compressibility),
                "ZFSNAS_DIRECT": "1" if opts.direct else "0", **opts.extra_env}
         output = str(opts.results_dir / f"{leaf}.json")
         steps.append(Step("fio", (opts.fio, "--output-format=json", f"--output={output}",

@@ -128,7 +128,7 @@ class Runner:
         if self.fio is not None:
             self.fio.stop()
 
-    def run(self, plans: list[CellPlan], key_file: str = "") -> str:
+    def run(self, plans: list[CellPlan]) -> str:
         """Run every cell; returns the matrix status (complete, aborted, failed)."""
         props = self.zfs.scratch(self.s.scratch)
         self._check_space(plans, int(props["available"].value))
@@ -146,7 +146,7 @@ class Runner:
                 started = time.monotonic()
                 ticker = _Ticker(progress, plan.index, started)
                 try:
-                    cell_status = self._cell(plan, key_file)
+                    cell_status = self._cell(plan)
                 finally:
                     ticker.stop()
                 progress.done_seconds.append(time.monotonic() - started)
@@ -170,7 +170,7 @@ class Runner:
             raise RunError(f"{self.s.scratch} has {available / 2**30:.1f} GiB available, the matrix needs "
                            f"{need / 2**30:.1f} GiB{' (--keep keeps every child)' if self.s.keep else ''}: refused")
 
-    def _cell(self, plan: CellPlan, key_file: str) -> str:
+    def _cell(self, plan: CellPlan) -> str:
         config = plan.config
         started = time.time()
         result_id = self.store.start_result(self.s.run_id, plan.index, self.s.matrix, config, plan.cell.encryption,
@@ -205,7 +205,10 @@ class Runner:
         except Aborted:
             status = "aborted"
         except (GuardError, RunError, OSError, ValueError, RuntimeError) as exc:
-            status = "failed"
+            if self.stop.is_set():  # the job broke off because we stopped it
+                status = "aborted"
+            else:
+                status = "failed"
             figures["error"] = str(exc)
             log.error("cell %d (%s) failed: %s", plan.index, _describe(plan), exc)
         if created and status != "complete" and not self.s.keep:
@@ -222,7 +225,12 @@ class Runner:
         return status
 
     def _prepare_target(self, plan: CellPlan) -> None:
-        if plan.cell.kind == "volume":
+        if plan.cell.kind == "volume":  # udev creates /dev/zvol/... a moment after `zfs create`
+            deadline = time.monotonic() + 30
+            while not Path(plan.target).exists():
+                if time.monotonic() > deadline:
+                    raise RunError(f"{plan.target} did not appear within 30 s of creating {plan.child}")
+                time.sleep(0.2)
             return
         mountpoint = self.zfs.get(plan.child, "mountpoint").get("mountpoint")
         expected = str(Path(plan.target).parent)
@@ -248,10 +256,13 @@ class Runner:
                 raise Aborted()
             output = next(a.split("=", 1)[1] for a in step.argv if a.startswith("--output="))
             text = Path(output).read_text() if Path(output).exists() else out
+            detail = (err.strip().splitlines() or ["no error output"])[-1]
             if code != 0:
-                detail = (err.strip().splitlines() or ["no error output"])[-1]
                 raise RunError(f"fio exited with status {code}: {detail}")
-            fio = parse_fio_json(text)
+            try:
+                fio = parse_fio_json(text)
+            except ValueError as exc:  # fio can exit 0 having refused its job file
+                raise RunError(f"fio: {exc} ({detail})") from None
             figures.update(bytes=fio.io_bytes, throughput_bytes_per_second=fio.bw_bytes, iops=fio.iops,
                            clat_ns=fio.clat_percentiles_ns, fio_json=text[text.find("{"):])
         after = probes.snapshot(self.s.procfs)

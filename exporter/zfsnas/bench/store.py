@@ -145,6 +145,11 @@ class Store:
             args.append(matrix)
         return list(self.db.execute(query + " ORDER BY started, id", args))
 
+    def dead_runs(self) -> set[str]:
+        """Ids of this host's runs that ended without cleaning up (crashed, or marked incomplete)."""
+        rows = self.db.execute("SELECT id FROM matrix_runs WHERE host=? AND status='incomplete'", (self.host,))
+        return {row["id"] for row in rows}
+
     def matrix_runs(self) -> list[sqlite3.Row]:
         return list(self.db.execute("SELECT * FROM matrix_runs ORDER BY started"))
 

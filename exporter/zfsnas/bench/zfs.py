@@ -13,7 +13,7 @@ from pathlib import Path
 from ..sources.commands import CommandRunner
 from ..sources.kstat import parse_txgs
 from ..sources.model import SourceError
-from .guard import GuardError, Prop, check_child_name, check_own_child, check_scratch
+from .guard import CHILD_PREFIX, RUN_PROPERTY, GuardError, Prop, check_child_name, check_own_child, check_scratch
 
 
 class ZfsOps:
@@ -60,6 +60,22 @@ class ZfsOps:
     def destroy(self, scratch: str, child: str, run_id: str) -> None:
         check_own_child(scratch, child, run_id, self.get(child, "type,origin,org.zfsnas:bench-run"))
         self.runner.run(["zfs", "destroy", child], timeout=600)
+
+    def destroy_leftovers(self, scratch: str, dead_runs: set[str]) -> list[str]:
+        """Destroy children that runs which died (power cut, kill -9) left; each passes the guard
+        with its own run's id. Children of live or unknown runs are left alone."""
+        if not dead_runs:
+            return []
+        out = self.runner.run(["zfs", "list", "-H", "-o", "name", "-d", "1", "-t", "filesystem,volume", scratch])
+        destroyed = []
+        for child in out.split():
+            if not child.startswith(f"{scratch}/{CHILD_PREFIX}"):
+                continue
+            mark = self.get(child, RUN_PROPERTY).get(RUN_PROPERTY)
+            if mark is not None and mark.source == "local" and mark.value in dead_runs:
+                self.destroy(scratch, child, mark.value)
+                destroyed.append(child)
+        return destroyed
 
     def space(self, argv: tuple[str, ...]) -> dict[str, str]:
         out = self.runner.run(list(argv))

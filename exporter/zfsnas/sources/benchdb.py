@@ -10,7 +10,6 @@ is not an error (no benchmark has run yet).
 from __future__ import annotations
 
 import os
-import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,8 +68,15 @@ def read_bench_db(path: str | Path) -> list[BenchConfig]:
             cpu_busy_ratio=latest["cpu_busy_ratio"] if latest else None,
             duration_seconds=latest["duration_seconds"] if latest else None,
             last_run_timestamp=latest["finished"] if latest else None,
-            previous_median_throughput=statistics.median(earlier) if earlier else None))
+            previous_median_throughput=median(earlier) if earlier else None))
     return configs
+
+
+def median(values: list[float]) -> float:
+    """The median (statistics.median, without importing `statistics` into the exporter)."""
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def default_bench_db() -> str:
