@@ -115,3 +115,31 @@ def test_vdev_labels_match_the_pools_collector(version):
     roots = {(pool, pool) for pool, _ in status}
     assert served - roots == status - roots
     assert ("tank", "12897061293381947325") in served  # the missing disk, named by its guid
+
+
+def test_a_hung_zpool_never_holds_a_scrape():
+    import threading
+    import time as clock
+
+    from zfsnas.collector import Report
+    release = threading.Event()
+
+    class Hung(RecordedZpool):
+        def run(self, argv, timeout=None):
+            release.wait(10)
+            return super().run(argv, timeout)
+    collector = VdevLatencyCollector(Context(kstat=None, commands=Hung("2.3.2"), args=build_parser().parse_args([])))
+    collector.start()
+    try:
+        started = clock.monotonic()
+        report = Report("vdevlatency")
+        assert list(collector.collect(report).families()) == []
+        assert clock.monotonic() - started < 1 and not report.ok  # "not refreshed yet", at once
+        release.set()
+        deadline = clock.monotonic() + 10
+        while collector.refresher.state().value is None and clock.monotonic() < deadline:
+            clock.sleep(0.05)
+        assert collector.collect(Report("vdevlatency")).families()
+    finally:
+        release.set()
+        collector.stop()

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from prometheus_client.core import Metric
 
-from ..collector import Collector, Families, Report
+from ..collector import Families, RefreshingCollector, Report
 from ..refresh import BackgroundRefresher
 from ..sources.model import SourceError
 from ..sources.zpool_iostat import (LATENCY_HISTOGRAMS, QUEUE_DEPTHS, VdevLatency, VdevQueues,
@@ -29,7 +29,7 @@ from ..sources.zpool_iostat import (LATENCY_HISTOGRAMS, QUEUE_DEPTHS, VdevLatenc
 NS = 1e-9
 
 
-class VdevLatencyCollector(Collector):
+class VdevLatencyCollector(RefreshingCollector):
     name = "vdevlatency"
     description = "per-vdev latency histograms and queue depths from zpool iostat -w/-q"
     default_enabled = False
@@ -69,24 +69,13 @@ class VdevLatencyCollector(Collector):
     def sources(self):
         return (self.refresher,)
 
-    def start(self) -> None:
-        self.refresher.start()
-
-    def stop(self) -> None:
-        self.refresher.stop()
-
     def collect(self, report: Report) -> Iterable["Metric"]:
-        state = self.refresher.state()
-        if state.value is None and not state.success:
-            self.refresher.refresh_now()
-            state = self.refresher.state()
-        if not state.success:
-            report.fail("zpool iostat", state.error or "not read")
-        if state.value is None:
+        value = self.current(self.refresher, report)  # never runs zpool on the scrape path once started
+        if value is None:
             return Families()
         # Thousands of bucket samples that change once a refresh: build them once per refresh.
-        if state.value is not self._built_from:
-            self._built, self._built_from = self._families(*state.value), state.value
+        if value is not self._built_from:
+            self._built, self._built_from = self._families(*value), value
         return self._built
 
     @staticmethod
