@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from prometheus_client.core import Metric
 
 from ..collector import Families, RefreshingCollector, Report
+from ..exposition import Family, FrozenFamily
 from ..refresh import BackgroundRefresher
 from ..sources.model import SourceError
 from ..sources.zpool_iostat import (LATENCY_HISTOGRAMS, QUEUE_DEPTHS, VdevLatency, VdevQueues,
@@ -42,8 +43,7 @@ class VdevLatencyCollector(RefreshingCollector):
     def __init__(self, ctx):
         super().__init__(ctx)
         interval = getattr(ctx.args, "vdevlatency_refresh_interval", 60.0)
-        self.refresher = BackgroundRefresher("zpool_iostat", self._read, interval)
-        self._built, self._built_from = Families(), None
+        self.refresher = BackgroundRefresher("zpool_iostat", self._fetch, interval)
 
     def _known_pools(self) -> set[str] | None:
         shared = self.ctx.shared.get("zpool_status")
@@ -66,17 +66,17 @@ class VdevLatencyCollector(RefreshingCollector):
         queues = parse_queue_depths(run(list(QUEUE_DEPTHS)), pools)
         return latency, queues
 
+    def _fetch(self) -> list[FrozenFamily]:
+        """Thousands of bucket samples that change once a refresh: built and rendered here, in the
+        refresh thread, so a scrape only copies their text."""
+        families = self._families(*self._read())
+        return [_frozen(family) for family in families.families()]
+
     def sources(self):
         return (self.refresher,)
 
     def collect(self, report: Report) -> Iterable["Metric"]:
-        value = self.current(self.refresher, report)  # never runs zpool on the scrape path once started
-        if value is None:
-            return Families()
-        # Thousands of bucket samples that change once a refresh: build them once per refresh.
-        if value is not self._built_from:
-            self._built, self._built_from = self._families(*value), value
-        return self._built
+        return self.current(self.refresher, report) or []  # never runs zpool on the scrape path once started
 
     @staticmethod
     def _families(latency: list[VdevLatency], queues: list[VdevQueues]) -> Families:
@@ -99,3 +99,9 @@ class VdevLatencyCollector(RefreshingCollector):
                 families.gauge("zfs_vdev_queue_active", "I/Os issued to the vdev's disks, by class (zpool iostat -q).",
                                {"pool": vdev.pool, "vdev": vdev.vdev, "class": cls}, value)
         return families
+
+
+def _frozen(family: Family) -> FrozenFamily:
+    frozen = FrozenFamily(family.name, family.documentation, family.kind, family.labelnames)
+    frozen.samples = family.samples
+    return frozen.freeze()
