@@ -5,7 +5,8 @@ syncq_wait, asyncq_wait with io read/write, and scrub, trim, rebuild with io "")
 `zfs_vdev_queue_pending{pool,vdev,class}` / `zfs_vdev_queue_active{...}`. Values come from
 `zpool iostat -HpPvw` and `-HpPvq`, which take the pool configuration lock, so they run in the
 background every `--vdevlatency.refresh-interval` seconds (source `zpool_iostat`), never on the
-scrape path. Histogram counts run since pool import: `rate()` of the buckets gives the heatmap.
+scrape path; the refresh also renders the families' text (11 histograms of 38 buckets per vdev),
+so a scrape only copies it. Histogram counts run since pool import: `rate()` of the buckets gives the heatmap.
 There is no `_sum`: zpool reports only bucket counts. Vdev names are those of `zpool status -P`
 (root vdev named like the pool, `raidz2-0`, full paths of leaves), as in the `pools` collector.
 """
