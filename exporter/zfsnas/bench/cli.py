@@ -183,8 +183,9 @@ def cmd_run(args) -> int:
                 sent, failed = annotator.retry(annotator.client.url)
                 if sent or failed:
                     log.info("queued annotations: %d sent, %d still queued", sent, failed)
-            runner = Runner(zfs, store, annotator, RunSettings(matrix.name, scratch, run_id, args.procfs,
-                                                                version_text, args.keep))
+            runner = Runner(zfs, store, annotator, RunSettings(matrix.name, scratch, run_id, procfs=args.procfs,
+                                                                sysfs=args.sysfs, fio_version=version_text,
+                                                                keep=args.keep))
             log.info("run %s: matrix %s, %d cells on %s", run_id, matrix.name, len(plans), scratch)
             status = runner.run(plans)
         finally:

@@ -109,6 +109,7 @@ class RunSettings:
     run_id: str
     procfs: str = "/proc"
     fio_version: str = ""
+    sysfs: str = "/sys"
     keep: bool = False
 
 
@@ -240,7 +241,7 @@ class Runner:
                            f"or pass --mountpoint): refused")
 
     def _job(self, plan: CellPlan, step) -> dict:
-        before = probes.snapshot(self.s.procfs)
+        before = probes.snapshot(self.s.procfs, self.s.sysfs)
         started = time.monotonic()
         figures: dict = {}
         if step.kind == "copy":
@@ -265,7 +266,7 @@ class Runner:
                 raise RunError(f"fio: {exc} ({detail})") from None
             figures.update(bytes=fio.io_bytes, throughput_bytes_per_second=fio.bw_bytes, iops=fio.iops,
                            clat_ns=fio.clat_percentiles_ns, fio_json=text[text.find("{"):])
-        after = probes.snapshot(self.s.procfs)
+        after = probes.snapshot(self.s.procfs, self.s.sysfs)
         d = probes.deltas(before, after)
         figures.update(duration_seconds=seconds, cpu_busy_ratio=d.cpu_busy_ratio, cpu_iowait_ratio=d.cpu_iowait_ratio,
                        disks=d.disks, dmu_tx=d.dmu_tx)
