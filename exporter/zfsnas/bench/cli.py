@@ -214,13 +214,13 @@ def cmd_list(args) -> int:
     rows = store.results(status=None)
     if not args.all:
         rows = rows[-50:]
-    print("id\tstarted (UTC)\tstatus\tmatrix\tjob\tcompression\trecordsize\tsize\tpool\tMB/s\tratio")
+    print("id\tstarted (UTC)\tstatus\tmatrix\tjob\tcompression\trecordsize\tencryption\tsize\tpool\tMB/s\tratio")
     for r in rows:
         mbs = "" if r["throughput_bytes_per_second"] is None else f"{r['throughput_bytes_per_second'] / 1e6:.1f}"
         ratio = "" if r["compressratio"] is None else f"{r['compressratio']:.2f}"
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r["started"]))
         print(f"{r['id']}\t{when}\t{r['status']}\t{r['matrix']}\t{r['job']}\t{r['compression']}\t{r['recordsize']}"
-              f"\t{r['size']}\t{r['pool']}\t{mbs}\t{ratio}")
+              f"\t{r['encryption']}\t{r['size']}\t{r['pool']}\t{mbs}\t{ratio}")
     return 0
 
 
