@@ -267,7 +267,7 @@ def test_list_and_report(fake_zfs, small, tmp_path, capsys):
     assert main(["report", "--db", str(db), "--png", str(png)]) == 0
     table = capsys.readouterr().out.splitlines()
     assert table[0].startswith("| matrix | job | compression | recordsize | encryption | size | pool | runs | MB/s |")
-    assert table[2].startswith("| small | write-size | off | 128K | off | 4M | tank | 1 | ")
+    assert table[2].startswith("| tiny | write-size | off | 128K | off | 4M | tank | 1 | ")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert main(["report", "--db", str(db), "--format", "csv"]) == 0
     csv_lines = capsys.readouterr().out.splitlines()
