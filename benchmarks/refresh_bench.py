@@ -16,7 +16,6 @@ with the small fixture (9 datasets, 9 snapshots), all in the same run:
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import shutil
 import socket
@@ -35,7 +34,7 @@ KSTAT = ROOT / "tests/fixtures/linux-zfs-2.3.2"
 sys.path.insert(0, str(ROOT / "exporter"))
 from zfsnas.collectors.datasets import build_families  # noqa: E402
 from zfsnas.sources.commands import CommandRunner  # noqa: E402
-from zfsnas.sources.zfs_datasets import LIST_DATASETS, LIST_SNAPSHOTS, count_snapshots, read_datasets  # noqa: E402
+from zfsnas.sources.zfs_datasets import LIST_SNAPSHOTS, count_snapshots, read_datasets  # noqa: E402
 from zfsnas.sources.zpool import read_pools, read_status  # noqa: E402
 
 DATASETS = 5_000

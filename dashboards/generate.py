@@ -2,8 +2,8 @@
 
 Owns every dashboard: panels, their PromQL, units, descriptions, variables, links and benchmark
 annotations. The JSON files next to this script are its output and are committed for users who
-import them by hand; tests/dashboards/ regenerates them and fails on any difference, and runs
-every panel query against a real Prometheus. Run after a change:
+import them by hand; tests/dashboards/ regenerates them and fails on any difference, and
+tests/integration/test_stack.py runs every panel query against a real Prometheus. Run after a change:
 
     .venv/bin/python dashboards/generate.py            # rewrite dashboards/*.json
     .venv/bin/python dashboards/generate.py --check    # exit 1 when the files are stale
@@ -22,7 +22,8 @@ from pathlib import Path
 from grafana_foundation_sdk.builders import bargauge, common as common_builders, dashboard as dash
 from grafana_foundation_sdk.builders import heatmap, prometheus, stat, table, timeseries, xychart
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
-from grafana_foundation_sdk.models import common, dashboard as model
+from grafana_foundation_sdk.models import common, dashboard as model, heatmap as heatmap_model
+from grafana_foundation_sdk.models import xychart as xychart_model
 from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
 OUT = Path(__file__).resolve().parent
@@ -37,11 +38,13 @@ I = 'instance=~"$instance"'
 IP = f'{I}, pool=~"$pool"'
 IPD = f'{IP}, dataset=~"$dataset"'
 RI = "$__rate_interval"
-# Disks by serial, grouped by pool and vdev: every per-device series joins zfs_disk_info.
+# Disks by serial and pool: every per-device series joins zfs_disk_info (see per_disk).
 DISK_INFO = f'zfs_disk_info{{{I}, pool=~"$pool", device=~"$disk"}}'
 BENCH = f'{I}, pool=~"$pool"'
 VDEV = f'{IP}, vdev=~"$vdev"'
-BENCH_CONFIG = "exported_job, compression, recordsize, encryption, size"  # fio's `job` label is renamed on scrape
+# The labels of one benchmark configuration. The exporter's `job` label (the fio job) arrives as
+# `exported_job`: Prometheus keeps `job` for the scrape job.
+BENCH_CONFIG = "exported_job, compression, recordsize, encryption, size"
 
 
 # --- panel helpers -------------------------------------------------------------------------------
@@ -58,6 +61,11 @@ def query(expr: str, legend: str = "", *, instant: bool = False, fmt: PromQueryF
     return q
 
 
+def per_instance(*pairs: tuple[str, str]) -> list[prometheus.Dataquery]:
+    """One query per (metric, legend suffix) of plain per-NAS gauges."""
+    return [query(f"{metric}{{{I}}}", f"{{{{instance}}}} {legend}") for metric, legend in pairs]
+
+
 def _targets(panel, queries):
     for n, q in enumerate(queries):
         panel = panel.with_target(q.ref_id(chr(ord("A") + n)))
@@ -68,16 +76,18 @@ def _common(panel, title: str, description: str, unit: str, width: int, height: 
     return panel.title(title).description(description).unit(unit).datasource(DATASOURCE).span(width).height(height)
 
 
+def _range(panel, min_val: float | None, max_val: float | None):
+    if min_val is not None:
+        panel = panel.min(min_val)
+    return panel if max_val is None else panel.max(max_val)
+
+
 def series(title: str, description: str, unit: str, *queries, width: int = 12, height: int = 8,
            stacked: bool = False, min_val: float | None = 0, max_val: float | None = None):
     panel = _common(timeseries.Panel(), title, description, unit, width, height).fill_opacity(10).line_width(1)
     if stacked:
         panel = panel.stacking(common_builders.StackingConfig().mode(common.StackingMode.NORMAL)).fill_opacity(40)
-    if min_val is not None:
-        panel = panel.min(min_val)
-    if max_val is not None:
-        panel = panel.max(max_val)
-    panel = panel.legend(common_builders.VizLegendOptions().show_legend(True).display_mode(
+    panel = _range(panel, min_val, max_val).legend(common_builders.VizLegendOptions().show_legend(True).display_mode(
         common.LegendDisplayMode.TABLE).placement(common.LegendPlacement.BOTTOM).calcs(["mean", "max", "lastNotNull"]))
     return _targets(panel, queries)
 
@@ -88,12 +98,10 @@ def thresholds(*steps: tuple[float | None, str]) -> dash.ThresholdsConfig:
 
 
 def single(title: str, description: str, unit: str, *queries, width: int = 6, height: int = 4,
-           steps=((None, "green"),), mappings=None):
+           steps=((None, "green"),)):
     panel = _common(stat.Panel(), title, description, unit, width, height).thresholds(thresholds(*steps)) \
         .color_mode(common.BigValueColorMode.BACKGROUND).graph_mode(common.BigValueGraphMode.NONE) \
         .reduce_options(common_builders.ReduceDataOptions().calcs(["lastNotNull"]).values(False))
-    if mappings:
-        panel = panel.mappings(mappings)
     return _targets(panel, queries)
 
 
@@ -102,25 +110,16 @@ def bars(title: str, description: str, unit: str, *queries, width: int = 12, hei
     panel = _common(bargauge.Panel(), title, description, unit, width, height).thresholds(thresholds(*steps)) \
         .display_mode(common.BarGaugeDisplayMode.GRADIENT).orientation(common.VizOrientation.HORIZONTAL) \
         .reduce_options(common_builders.ReduceDataOptions().calcs(["lastNotNull"]).values(False))
-    if min_val is not None:
-        panel = panel.min(min_val)
-    if max_val is not None:
-        panel = panel.max(max_val)
-    return _targets(panel, queries)
+    return _targets(_range(panel, min_val, max_val), queries)
 
 
 def heat(title: str, description: str, unit: str, expr: str, *, width: int = 12, height: int = 8):
     panel = _common(heatmap.Panel(), title, description, unit, width, height).calculate(False) \
         .y_axis(heatmap.YAxisConfig().unit(unit)) \
-        .color(heatmap.HeatmapColorOptions().mode(heatmap_model().HeatmapColorMode.SCHEME).scheme("Oranges")
+        .color(heatmap.HeatmapColorOptions().mode(heatmap_model.HeatmapColorMode.SCHEME).scheme("Oranges")
                .steps(64)) \
         .cell_gap(1).rows_frame(heatmap.RowsHeatmapOptions().layout(common.HeatmapCellLayout.LE))
     return panel.with_target(query(expr, "{{le}}", fmt=PromQueryFormat.HEATMAP))
-
-
-def heatmap_model():
-    from grafana_foundation_sdk.models import heatmap as heatmap_models
-    return heatmap_models
 
 
 def grid(title: str, description: str, unit: str, *queries, width: int = 24, height: int = 8,
@@ -131,6 +130,24 @@ def grid(title: str, description: str, unit: str, *queries, width: int = 24, hei
     for name, properties in overrides:
         panel = panel.override_by_name(name, properties)
     return _targets(panel, queries)
+
+
+def by_name(name: str) -> xychart.MatcherConfig:
+    return xychart.MatcherConfig().id("byName").options(name)
+
+
+def xy(title: str, description: str, x_query, y_query, *, width: int = 12, height: int = 8):
+    """An XY chart of two instant table queries merged on their labels: A on x (ratio), B on y (Bps)."""
+    series_config = (xychart.XYSeriesConfig().x(xychart.XychartXYSeriesConfigX().matcher(by_name("compressratio")))
+                     .y(xychart.XychartXYSeriesConfigY().matcher(by_name("throughput"))))
+    panel = (_common(xychart.Panel(), title, description, "Bps", width, height)
+             .mapping(xychart_model.SeriesMapping.MANUAL).series([series_config]).point_size(
+                 xychart.XychartFieldConfigPointSize().fixed(8))
+             .with_transformation(transform("merge"))
+             .with_transformation(transform("organize", excludeByName={"Time": True},
+                                            renameByName={"Value #A": "compressratio", "Value #B": "throughput"}))
+             .override_by_name("compressratio", unit_override("x")))
+    return _targets(panel, [x_query, y_query])
 
 
 def transform(id_val: str, **options) -> model.DataTransformerConfig:
@@ -193,6 +210,11 @@ def bench_annotations() -> list[dash.AnnotationQuery]:
     ]
 
 
+BENCH_RUNNING_FIELDS = {"step": "15s", "titleFormat": "Benchmark {{exported_job}} {{compression}} rs={{recordsize}}",
+                        "tagKeys": "pool,exported_job,compression,recordsize,encryption,size",
+                        "textFormat": "zfsnas-bench run in progress on {{instance}}", "useValueForTime": False}
+
+
 @dataclass
 class Board:
     key: str
@@ -208,15 +230,14 @@ class Board:
                    .variables(variables(self.variables)).annotations(bench_annotations()))
         for panel in self.panels:
             builder = builder.with_row(panel) if isinstance(panel, dash.Row) else builder.with_panel(panel)
-        return json.loads(json.dumps(builder.build(), cls=JSONEncoder))
+        board = json.loads(json.dumps(builder.build(), cls=JSONEncoder))
+        for annotation in board["annotations"]["list"]:
+            if "expr" in annotation:  # Prometheus annotation fields the SDK has no builder methods for
+                annotation.update(BENCH_RUNNING_FIELDS)
+        return board
 
 
 # --- the dashboards ----------------------------------------------------------------------------
-
-STATE_MAPPINGS = [model.ValueMap(options={
-    "0": model.ValueMappingResult(text="ONLINE", color="green", index=0),
-    "1": model.ValueMappingResult(text="NOT ONLINE", color="red", index=1)})]
-
 
 def overview() -> Board:
     return Board("overview", "ZFS / Overview", "Pool health and capacity, ARC, throughput, dirty data, alerts, "
@@ -236,6 +257,19 @@ def overview() -> Board:
         single("Oldest scrub", "Time since the last completed scrub of the pool that waited longest.", "s",
                query(f'max(time() - zfs_pool_scan_end_timestamp_seconds{{{IP}, function="scrub"}})', instant=True),
                steps=((None, "green"), (28 * 86400, "orange"), (35 * 86400, "red"))),
+        single("Vdev errors", "Read, write and checksum errors of all vdevs since import or zpool clear.", "none",
+               query(f"sum(zfs_vdev_errors{{{IP}}}) or vector(0)", instant=True),
+               steps=((None, "green"), (1, "orange"))),
+        single("Permanent data errors", "Files with permanent errors across the pools (zpool status -v).", "none",
+               query(f"sum(zfs_pool_data_errors{{{IP}}}) or vector(0)", instant=True),
+               steps=((None, "green"), (1, "red"))),
+        single("Resilvering", "Pools with a resilver in progress.", "none",
+               query(f'count(zfs_pool_scan_info{{{IP}, function="resilver", state="scanning"}} == 1) or vector(0)',
+                     instant=True), steps=((None, "green"), (1, "orange"))),
+        single("Write throttle delays", "Transactions per second the write throttle delays (dirty data past "
+               "zfs_delay_min_dirty_percent).", "ops",
+               query(f"sum(rate(zfs_dmu_tx_dirty_delay_total{{{I}}}[{RI}]))", instant=True),
+               steps=((None, "green"), (1, "orange"))),
         grid("Pool state", "Current state of every pool (1 = the state the pool is in).", "none",
              query(f"zfs_pool_state{{{IP}}} == 1", instant=True, fmt=PromQueryFormat.TABLE),
              width=12, height=6,
@@ -268,10 +302,10 @@ def arc() -> Board:
         row("ARC"),
         series("ARC size vs target, min and max", "ARC size against its adaptive target (c) and the c_min / "
                "c_max limits.", "bytes",
-               query(f"zfs_arc_size_bytes{{{I}}}", "{{instance}} size"),
-               query(f"zfs_arc_target_size_bytes{{{I}}}", "{{instance}} target"),
-               query(f"zfs_arc_min_size_bytes{{{I}}}", "{{instance}} min"),
-               query(f"zfs_arc_max_size_bytes{{{I}}}", "{{instance}} max")),
+               *per_instance(("zfs_arc_size_bytes", "size"),
+                             ("zfs_arc_target_size_bytes", "target"),
+                             ("zfs_arc_min_size_bytes", "min"),
+                             ("zfs_arc_max_size_bytes", "max"))),
         series("Hit ratio by access and content", "Share of reads served from the ARC, split demand / prefetch "
                "x data / metadata.", "percentunit",
                query(f'sum by (instance, access, content) (rate(zfs_arc_reads_total{{{I}, result="hit"}}[{RI}]))'
@@ -279,10 +313,10 @@ def arc() -> Board:
                      "{{instance}} {{access}} {{content}}"), max_val=1),
         series("MRU and MFU", "Bytes in the most-recently and most-frequently used lists (and their ghosts' "
                "referenced sizes, which tell how much a larger ARC would have served).", "bytes",
-               query(f"zfs_arc_mru_size_bytes{{{I}}}", "{{instance}} MRU"),
-               query(f"zfs_arc_mfu_size_bytes{{{I}}}", "{{instance}} MFU"),
-               query(f"zfs_arc_mru_ghost_size_bytes{{{I}}}", "{{instance}} MRU ghost"),
-               query(f"zfs_arc_mfu_ghost_size_bytes{{{I}}}", "{{instance}} MFU ghost")),
+               *per_instance(("zfs_arc_mru_size_bytes", "MRU"),
+                             ("zfs_arc_mfu_size_bytes", "MFU"),
+                             ("zfs_arc_mru_ghost_size_bytes", "MRU ghost"),
+                             ("zfs_arc_mfu_ghost_size_bytes", "MFU ghost"))),
         series("Hits by list", "ARC hits per second by the list that served them; ghost hits are misses a "
                "bigger ARC would have avoided.", "ops",
                query(f"sum by (instance, list) (rate(zfs_arc_list_hits_total{{{I}}}[{RI}]))",
@@ -293,11 +327,11 @@ def arc() -> Board:
                query(f"rate(zfs_arc_evict_skip_total{{{I}}}[{RI}])", "{{instance}} skipped"),
                query(f"rate(zfs_arc_evict_not_enough_total{{{I}}}[{RI}])", "{{instance}} not enough")),
         series("ARC contents", "What the ARC holds: data, metadata, headers, dbufs and dnodes.", "bytes",
-               query(f"zfs_arc_data_size_bytes{{{I}}}", "{{instance}} data"),
-               query(f"zfs_arc_metadata_size_bytes{{{I}}}", "{{instance}} metadata"),
-               query(f"zfs_arc_hdr_size_bytes{{{I}}}", "{{instance}} headers"),
-               query(f"zfs_arc_dbuf_size_bytes{{{I}}}", "{{instance}} dbufs"),
-               query(f"zfs_arc_dnode_size_bytes{{{I}}}", "{{instance}} dnodes"), stacked=True),
+               *per_instance(("zfs_arc_data_size_bytes", "data"),
+                             ("zfs_arc_metadata_size_bytes", "metadata"),
+                             ("zfs_arc_hdr_size_bytes", "headers"),
+                             ("zfs_arc_dbuf_size_bytes", "dbufs"),
+                             ("zfs_arc_dnode_size_bytes", "dnodes")), stacked=True),
         row("L2ARC"),
         series("L2ARC size", "Data the L2ARC holds (uncompressed) and the space it takes on the cache devices.",
                "bytes",
@@ -310,9 +344,11 @@ def arc() -> Board:
                query(f"rate(zfs_l2arc_read_bytes_total{{{I}}}[{RI}])", "{{instance}} read"),
                query(f"rate(zfs_l2arc_written_bytes_total{{{I}}}[{RI}])", "{{instance}} written")),
         series("L2ARC header RAM", "RAM the L2ARC headers take out of the ARC, and their share of the ARC "
-               "(right axis; alert ZfsL2arcHeaderRamHigh).", "bytes",
+               "(right axis; alert ZfsL2arcHeaderRamHigh above 10 %).", "bytes",
                query(f"zfs_l2arc_header_bytes{{{I}}}", "{{instance}} headers"),
-               query(f"instance:zfs_l2arc_header_share:ratio{{{I}}}", "{{instance}} share of ARC")),
+               query(f"instance:zfs_l2arc_header_share:ratio{{{I}}}", "{{instance}} share of ARC"))
+        .override_by_query("B", [model.DynamicConfigValue(id_val="unit", value="percentunit"),
+                                 model.DynamicConfigValue(id_val="custom.axisPlacement", value="right")]),
     ])
 
 
@@ -458,13 +494,11 @@ def benchmarks() -> Board:
                query(f"max by ({by}) (zfs_bench_throughput_bytes_per_second{{{b}}})", cfg), height=9, width=24),
         bars("Latest throughput per configuration", "Latest throughput of each configuration.", "Bps",
              query(f"max by ({by}) (zfs_bench_throughput_bytes_per_second{{{b}}})", cfg, instant=True)),
-        _targets(_common(xychart.Panel(), "Throughput vs compression ratio", "Latest throughput (y) against "
-                         "the compression ratio it achieved (x), one point per configuration.", "Bps", 12, 8)
-                 .with_transformation(transform("joinByField", byField=None, mode="outer")),
-                 [query(f"max by ({by}) (zfs_bench_compressratio{{{b}}})", cfg, instant=True,
-                        fmt=PromQueryFormat.TABLE),
-                  query(f"max by ({by}) (zfs_bench_throughput_bytes_per_second{{{b}}})", cfg, instant=True,
-                        fmt=PromQueryFormat.TABLE)]),
+        xy("Throughput vs compression ratio", "Latest throughput (y) against the compression ratio it "
+           "achieved (x), one point per configuration.",
+           query(f"max by ({by}) (zfs_bench_compressratio{{{b}}})", instant=True, fmt=PromQueryFormat.TABLE),
+           query(f"max by ({by}) (zfs_bench_throughput_bytes_per_second{{{b}}})", instant=True,
+                 fmt=PromQueryFormat.TABLE)),
         series("CPU per configuration", "CPU busy share during the latest run of each configuration.",
                "percentunit", query(f"max by ({by}) (zfs_bench_cpu_busy_ratio{{{b}}})", cfg), max_val=1),
         series("Latest vs previous median", "Latest throughput divided by the median of the configuration's "

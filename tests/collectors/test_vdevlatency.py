@@ -82,3 +82,36 @@ def test_no_pools_is_empty_not_a_failure():
     text, data, runner = scrape("2.3.2", fail="no pools available")
     assert value(data, "zfs_exporter_collector_success", collector="vdevlatency") == 1
     assert "zfs_vdev_queue_pending" not in types(text)
+
+
+def test_families_built_once_per_refresh():
+    from zfsnas.collector import Report
+    args = build_parser().parse_args([])
+    collector = VdevLatencyCollector(Context(kstat=None, commands=RecordedZpool("2.3.2"), args=args))
+    first = collector.collect(Report("vdevlatency"))
+    assert collector.collect(Report("vdevlatency")) is first
+    collector.refresher.refresh_now()
+    again = collector.collect(Report("vdevlatency"))
+    assert again is not first
+    assert [f.samples for f in again.families()] == [f.samples for f in first.families()]
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.3"])
+def test_vdev_labels_match_the_pools_collector(version):
+    """The same vdev names as `zpool status -P` in the pools collector's recordings (spares have no I/O)."""
+    from zfsnas.sources.zpool import parse_status
+
+    base = FIXTURES / "commands" / f"zfs-{version}"
+    status = {(v.pool, v.name) for p in parse_status((base / "zpool-status-P.txt").read_text()) for v in p.vdevs
+              if v.role != "spare"}
+
+    class Recorded:
+        def run(self, argv, timeout=None):
+            return (base / f"zpool-iostat-{argv[-1][-1]}.txt").read_text()
+    collector = VdevLatencyCollector(Context(kstat=None, commands=Recorded(), args=build_parser().parse_args([])))
+    latency, queues = collector._read()
+    served = {(v.pool, v.vdev) for v in latency}
+    assert served == {(v.pool, v.vdev) for v in queues}
+    roots = {(pool, pool) for pool, _ in status}
+    assert served - roots == status - roots
+    assert ("tank", "12897061293381947325") in served  # the missing disk, named by its guid

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.daemon import stop_process, wait_ready
+
 
 def prometheus_binary() -> str:
     binary = shutil.which("prometheus") or "/usr/bin/prometheus"
@@ -42,16 +44,7 @@ class Prometheus:
         self._wait_ready()
 
     def _wait_ready(self, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"prometheus exited: {self.log_path.read_text()[-2000:]}")
-            try:
-                urllib.request.urlopen(self.url + "/-/ready", timeout=2)
-                return
-            except OSError:
-                time.sleep(0.2)
-        raise AssertionError("prometheus did not become ready")
+        wait_ready(self.proc, self.url + "/-/ready", self.log_path, timeout)
 
     def api(self, path: str, **params) -> dict:
         url = f"{self.url}/api/v1/{path}?{urllib.parse.urlencode(params)}"
@@ -78,11 +71,5 @@ class Prometheus:
         raise AssertionError(f"{expr} returned nothing within {timeout}s")
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         self._log.close()

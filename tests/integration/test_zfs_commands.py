@@ -1,7 +1,7 @@
 """The exporter process with the `zfs`/`zpool` stand-in: values, slow and hung commands, zfs missing."""
 
-import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -112,4 +112,33 @@ def test_zfs_missing(port, tmp_path):
     assert sorted(sources) == sorted(f"{s} failed: {s.split('_')[0]}: command not found" for s in SOURCES)
     assert all(len(line) < 200 for line in lines)
     assert "Traceback" not in exp.log()
-    assert os.environ.get("PATH")  # the test's own PATH untouched
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """PIDs whose command line contains `text` (what `pgrep -f` does, without needing procps)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if text.encode() in (entry / "cmdline").read_bytes():
+                    pids.append(int(entry.name))
+            except OSError:
+                pass
+    return pids
+
+
+def test_shutdown_kills_hung_commands(port, tmp_path):
+    hang = tmp_path / "hang-at-shutdown"
+    hang.touch()
+    exp = ExporterProcess(port, *KSTAT, *zfs_commands("2.3", "--hang-if", str(hang)), log_path=tmp_path / "log")
+    exp.wait_ready()
+    time.sleep(0.5)  # a command is hanging now
+    assert processes_mentioning(str(hang))
+    started = time.monotonic()
+    exp.proc.terminate()
+    exp.proc.wait(30)
+    assert time.monotonic() - started < 3
+    exp.stop()
+    time.sleep(0.2)
+    left = processes_mentioning(str(hang))
+    assert not left, f"stand-in processes left running: {left}"

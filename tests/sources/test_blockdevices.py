@@ -201,3 +201,15 @@ def test_from_pyudev_nvme_and_multipath_shapes():
     assert (ids["nvme0n1"].pool, ids["nvme0n1"].by_id, ids["nvme0n1"].rotational) == (
         "tank", "nvme-Samsung_SSD_970_EVO_Plus_1TB_S4EWNX0N123456", "0")
     assert (ids["dm-0"].pool, ids["dm-0"].vdev_guid, ids["dm-0"].by_id) == ("backup", "7", "dm-name-mpatha")
+
+
+def test_partition_not_reread_since_zpool_create_found_by_its_by_id_link():
+    # udev knows the disk, but its partition shows no ZFS label until `udevadm trigger`
+    disk = BlockDevice("sdx", "disk", "", 8, 96, {"ID_SERIAL_SHORT": "X1", "USEC_INITIALIZED": "1"},
+                       ("disk/by-id/wwn-0x50014ee", "disk/by-id/ata-WDC_X1"))
+    part = BlockDevice("sdx1", "partition", "sdx", 8, 97, {"USEC_INITIALIZED": "1"},
+                       ("disk/by-id/ata-WDC_X1-part1", "disk/by-id/wwn-0x50014ee-part1"))
+    (ident,) = identify([disk, part], [vdev("tank", "/dev/disk/by-id/wwn-0x50014ee-part1", "77")])
+    assert (ident.pool, ident.vdev_guid, ident.by_id) == ("tank", "77", "wwn-0x50014ee")
+    (ident,) = identify([disk, part], [vdev("tank", "/dev/disk/by-id/ata-WDC_X2-part1", "78")])
+    assert (ident.pool, ident.vdev_guid, ident.by_id) == ("", "", "ata-WDC_X1")

@@ -7,7 +7,7 @@ import pytest
 from tests.conftest import FIXTURES
 from zfsnas.sources.model import SourceError
 from zfsnas.sources.zpool import (parse_bytes, parse_ctime, parse_duration, parse_list, parse_scan, parse_status,
-                                  read_status)
+                                  read_pools, read_status)
 
 COMMANDS = FIXTURES / "commands"
 VERSIONS = ("2.1", "2.3")
@@ -133,3 +133,15 @@ def test_tree_changed_between_the_two_commands():
 def test_no_pools():
     assert parse_status("no pools available\n") == []
     assert read_status(lambda argv: "no pools available\n") == []
+    assert parse_list("no pools available\n") == []
+
+    def exits_1(argv):
+        raise SourceError(f"{' '.join(argv)} exited with status 1: no pools available")
+
+    assert read_pools(exits_1) == [] and read_status(exits_1).pools == []
+
+
+def test_shared_value_is_a_vdev_list_with_pools():
+    shared = status("2.3")
+    assert shared.vdevs is shared and len(shared) == 20 + 4 + 2
+    assert [p.name for p in shared.pools] == ["backup", "scratch", "tank"]

@@ -59,4 +59,5 @@ def test_pool_names():
     assert is_pool_name("tank") and is_pool_name("logs") and is_pool_name("my pool")
     assert not is_pool_name("raidz2-0") and not is_pool_name("mirror-1") and not is_pool_name("draid2:4d:8c:1s-0")
     assert not is_pool_name("/dev/sdb1") and not is_pool_name("12345678901234567")
-    assert is_pool_name("mirrorpool", {"mirrorpool"}) and not is_pool_name("tank", {"backup"})
+    assert is_pool_name("indirectly", {"indirectly"}) and not is_pool_name("indirectly")
+    assert is_pool_name("tank", {"backup"})  # imported after the last zpool status

@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from prometheus_client.core import Metric
 
-from ..collector import Collector, Families, Report
+from ..collector import RefreshingCollector, Report
 from ..exposition import Family, FrozenFamily
-from ..refresh import BackgroundRefresher, stop_all
+from ..refresh import BackgroundRefresher
 from ..sources.zfs_datasets import SETTINGS, Dataset, read_datasets, read_snapshot_counts
 
 LABELS = ("pool", "dataset")
@@ -104,7 +104,7 @@ def build_families(datasets: list[Dataset]) -> list[Family]:
     return [family.freeze() for family in families.values()]
 
 
-class DatasetsCollector(Collector):
+class DatasetsCollector(RefreshingCollector):
     name = "datasets"
     description = "space, compression and settings of every dataset, snapshot counts (zfs list, in the background)"
 
@@ -134,7 +134,6 @@ class DatasetsCollector(Collector):
         if getattr(args, "datasets_snapshots", "count") == "count":
             self.snapshots = BackgroundRefresher("zfs_snapshots", self._read_snapshots,
                                                  getattr(args, "datasets_snapshot_interval", 900.0))
-        self._started = False
         self._snapshot_cache: tuple = (None, None, None)
 
     def _selected(self, name: str) -> bool:
@@ -153,31 +152,14 @@ class DatasetsCollector(Collector):
     def sources(self):
         return tuple(s for s in (self.datasets, self.snapshots) if s is not None)
 
-    def start(self) -> None:
-        self._started = True
-        for source in self.sources():
-            source.start()
-
-    def stop(self) -> None:
-        stop_all(self.sources())
-
-    def _state(self, source: BackgroundRefresher, report: Report):
-        state = source.state()
-        if state.value is None and not state.success and not self._started:
-            source.refresh_now()  # no refresh thread (tests, one-shot renders): read once, in line
-            state = source.state()
-        if not state.success:
-            report.fail(f"source {source.name}", state.error or "not read yet")
-        return state.value
-
     def collect(self, report: Report) -> Iterable["Metric"]:
-        value = self._state(self.datasets, report)
+        value = self.current(self.datasets, report)
         if value is None:
             return []
         names, families = value
         out = list(families)
         if self.snapshots is not None:
-            counts = self._state(self.snapshots, report)
+            counts = self.current(self.snapshots, report)
             if counts is not None:
                 out.append(self._snapshot_family(names, counts))
         return out

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from prometheus_client.core import Metric
 
-from ..collector import Collector, Families, Report
-from ..refresh import BackgroundRefresher, stop_all
+from ..collector import Families, RefreshingCollector, Report
+from ..refresh import BackgroundRefresher
 from ..sources.zpool import HEALTH_STATES, Pool, PoolStatus, ZpoolStatus, read_pools, read_status
 from .datasets import compile_pattern, pool_selected
 
@@ -48,7 +48,7 @@ SCAN = (
 ERROR_TYPES = (("read", "read_errors"), ("write", "write_errors"), ("checksum", "checksum_errors"))
 
 
-class PoolsCollector(Collector):
+class PoolsCollector(RefreshingCollector):
     name = "pools"
     description = "pool space and health, vdev states and errors, scrub/resilver status (zpool, in the background)"
 
@@ -71,7 +71,6 @@ class PoolsCollector(Collector):
         self.pool_list = BackgroundRefresher("zpool_list", self._read_list, interval)
         self.status = BackgroundRefresher("zpool_status", self._read_status, interval)
         ctx.shared["zpool_status"] = self.status
-        self._started = False
 
     def _read_list(self) -> list[Pool]:
         with self.command_lock:
@@ -84,32 +83,15 @@ class PoolsCollector(Collector):
     def sources(self):
         return (self.pool_list, self.status)
 
-    def start(self) -> None:
-        self._started = True
-        for source in self.sources():
-            source.start()
-
-    def stop(self) -> None:
-        stop_all(self.sources())
-
-    def _value(self, source: BackgroundRefresher, report: Report):
-        state = source.state()
-        if state.value is None and not state.success and not self._started:
-            source.refresh_now()  # no refresh thread (tests, one-shot renders): read once, in line
-            state = source.state()
-        if not state.success:
-            report.fail(f"source {source.name}", state.error or "not read yet")
-        return state.value
-
     def _selected(self, pool: str) -> bool:
         return pool_selected(pool, self.include, self.exclude)
 
     def collect(self, report: Report) -> Iterable["Metric"]:
         families = Families()
-        for pool in self._value(self.pool_list, report) or ():
+        for pool in self.current(self.pool_list, report) or ():
             if self._selected(pool.name):
                 self._pool(families, pool)
-        status = self._value(self.status, report)
+        status = self.current(self.status, report)
         for pool_status in (status.pools if status is not None else ()):
             if self._selected(pool_status.name):
                 self._vdevs(families, pool_status)

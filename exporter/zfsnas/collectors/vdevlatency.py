@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 from ..collector import Collector, Families, Report
 from ..refresh import BackgroundRefresher
 from ..sources.model import SourceError
-from ..sources.zpool_iostat import VdevLatency, VdevQueues, parse_latency_histograms, parse_queue_depths
+from ..sources.zpool_iostat import (LATENCY_HISTOGRAMS, QUEUE_DEPTHS, VdevLatency, VdevQueues,
+                                    parse_latency_histograms, parse_queue_depths)
 
 NS = 1e-9
 
@@ -42,6 +43,7 @@ class VdevLatencyCollector(Collector):
         super().__init__(ctx)
         interval = getattr(ctx.args, "vdevlatency_refresh_interval", 60.0)
         self.refresher = BackgroundRefresher("zpool_iostat", self._read, interval)
+        self._built, self._built_from = Families(), None
 
     def _known_pools(self) -> set[str] | None:
         shared = self.ctx.shared.get("zpool_status")
@@ -56,12 +58,12 @@ class VdevLatencyCollector(Collector):
         run = self.ctx.commands.run
         pools = self._known_pools()
         try:
-            latency = parse_latency_histograms(run(["zpool", "iostat", "-HpPvw"]), pools)
+            latency = parse_latency_histograms(run(list(LATENCY_HISTOGRAMS)), pools)
         except SourceError as exc:
             if str(exc).endswith("no pools available"):  # zpool's exit status 1 with nothing imported
                 return [], []
             raise
-        queues = parse_queue_depths(run(["zpool", "iostat", "-HpPvq"]), pools)
+        queues = parse_queue_depths(run(list(QUEUE_DEPTHS)), pools)
         return latency, queues
 
     def sources(self):
@@ -80,10 +82,16 @@ class VdevLatencyCollector(Collector):
             state = self.refresher.state()
         if not state.success:
             report.fail("zpool iostat", state.error or "not read")
-        families = Families()
         if state.value is None:
-            return families
-        latency, queues = state.value
+            return Families()
+        # Thousands of bucket samples that change once a refresh: build them once per refresh.
+        if state.value is not self._built_from:
+            self._built, self._built_from = self._families(*state.value), state.value
+        return self._built
+
+    @staticmethod
+    def _families(latency: list[VdevLatency], queues: list[VdevQueues]) -> Families:
+        families = Families()
         for vdev in latency:
             for (kind, io), buckets in vdev.histograms.items():
                 cumulative, total = [], 0

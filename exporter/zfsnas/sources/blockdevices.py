@@ -229,7 +229,9 @@ def choose_by_id(links: Iterable[str], preferred: Iterable[str] = ()) -> str:
 def identify(devices: Sequence[BlockDevice], vdevs: Sequence[Any] = ()) -> list[DiskIdentity]:
     """One identity per whole disk. `vdevs` are `sources.model.VdevStatus` of every pool (may be empty)."""
     pool_of_guid = {v.guid: v for v in vdevs if getattr(v, "guid", "")}
-    leaf_paths = {v.name: v for v in vdevs if getattr(v, "is_leaf", False) and v.name.startswith("/")}
+    # Each leaf path zpool prints, with the kernel name it resolves to here (once per call: syscalls).
+    leaf_paths = {v.name: (v, _resolve(v.name)) for v in vdevs
+                  if getattr(v, "is_leaf", False) and v.name.startswith("/")}
     parts: dict[str, list[BlockDevice]] = {}
     for dev in devices:
         if dev.devtype == "partition":
@@ -269,9 +271,9 @@ def _membership(family: Sequence[BlockDevice], pool_of_guid: Mapping[str, Any],
             # Cache and spare devices carry no label: their pool comes from zpool status.
             pool = props.get("ID_FS_LABEL") or (vdev.pool if vdev else "")
             return pool, guid, vdev.name if vdev else ""
-    # No udev labels (no database): match the paths zpool status prints against our names.
-    for path, vdev in leaf_paths.items():
-        resolved = _resolve(path)
+    # No udev labels (no database, or partitions not re-read since zpool create): match the paths
+    # zpool status prints against our names and links.
+    for path, (vdev, resolved) in leaf_paths.items():
         for dev in family:
             if resolved == dev.name or path[5:] in dev.links:
                 return vdev.pool, vdev.guid, path

@@ -22,24 +22,41 @@ class CommandRunner:
     def __init__(self, prefix: Sequence[str] | str = (), timeout: float = 30.0):
         self.prefix = shlex.split(prefix) if isinstance(prefix, str) else list(prefix)
         self.timeout = timeout
+        self._running: set[subprocess.Popen] = set()
+        self._closed = False
+
+    def close(self) -> None:
+        """Shutdown: kill every command still running and refuse new ones, so a hung `zpool` neither
+        outlives the exporter nor holds up its exit."""
+        self._closed = True
+        for proc in list(self._running):
+            _signal_group(proc)
+
+    def _start(self, full: list[str], **kwargs) -> subprocess.Popen:
+        if self._closed:
+            raise SourceError("exporter shutting down: command not started")
+        try:
+            proc = subprocess.Popen(full, stdin=subprocess.DEVNULL, start_new_session=True,
+                                    env={**os.environ, "LC_ALL": "C"}, **kwargs)
+        except FileNotFoundError:
+            raise SourceError(f"{full[0]}: command not found") from None
+        except OSError as exc:
+            raise SourceError(f"{full[0]}: {exc.strerror or exc}") from None
+        self._running.add(proc)
+        return proc
 
     def run(self, argv: Sequence[str], timeout: float | None = None) -> str:
         """Run `argv` (after the prefix); return stdout or raise SourceError with one clear line."""
         full = [*self.prefix, *argv]
         limit = self.timeout if timeout is None else timeout
-        try:
-            proc = subprocess.Popen(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    stdin=subprocess.DEVNULL, start_new_session=True,
-                                    env={**os.environ, "LC_ALL": "C"})
-        except FileNotFoundError:
-            raise SourceError(f"{full[0]}: command not found") from None
-        except OSError as exc:
-            raise SourceError(f"{full[0]}: {exc.strerror or exc}") from None
+        proc = self._start(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             out, err = proc.communicate(timeout=limit)
         except subprocess.TimeoutExpired:
             _kill_group(proc)
             raise SourceError(f"{shlex.join(argv)} timed out after {limit:g}s and was killed") from None
+        finally:
+            self._running.discard(proc)
         if proc.returncode != 0:
             message = err.decode("utf-8", "replace").strip().splitlines()
             detail = message[-1] if message else "no error output"
@@ -52,13 +69,7 @@ class CommandRunner:
         full = [*self.prefix, *argv]
         limit = self.timeout if timeout is None else timeout
         with tempfile.TemporaryFile() as err:  # a file, not a pipe: stderr can never block stdout
-            try:
-                proc = subprocess.Popen(full, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL,
-                                        start_new_session=True, env={**os.environ, "LC_ALL": "C"})
-            except FileNotFoundError:
-                raise SourceError(f"{full[0]}: command not found") from None
-            except OSError as exc:
-                raise SourceError(f"{full[0]}: {exc.strerror or exc}") from None
+            proc = self._start(full, stdout=subprocess.PIPE, stderr=err)
             timed_out = threading.Event()
 
             def expire() -> None:
@@ -74,6 +85,7 @@ class CommandRunner:
                     yield raw.decode("utf-8", "replace").rstrip("\n")
                 proc.wait()
             finally:
+                self._running.discard(proc)
                 timer.cancel()
                 if proc.poll() is None:  # the caller stopped early
                     _signal_group(proc)

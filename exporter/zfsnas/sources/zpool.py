@@ -34,6 +34,7 @@ LIST_POOLS = ("zpool", "list", "-Hp", "-o", "name,size,alloc,free,frag,cap,dedup
 STATUS_PATHS = ("zpool", "status", "-Pp")
 STATUS_GUIDS = ("zpool", "status", "-gp")
 HEALTH_STATES = ("ONLINE", "DEGRADED", "FAULTED", "OFFLINE", "UNAVAIL", "REMOVED", "SUSPENDED")
+NO_POOLS = "no pools available"
 SECTION_ROLES = {"logs": "log", "cache": "cache", "spares": "spare", "special": "special", "dedup": "dedup"}
 
 
@@ -84,6 +85,10 @@ class ZpoolStatus(list):
         super().__init__(v for p in pools for v in p.vdevs)
         self.pools = pools
 
+    @property
+    def vdevs(self) -> list[VdevStatus]:
+        return self
+
 
 def _ratio(text: str, scale: float) -> float | None:
     text = text.rstrip("%x")
@@ -93,7 +98,7 @@ def _ratio(text: str, scale: float) -> float | None:
 def parse_list(text: str) -> list[Pool]:
     pools = []
     for number, line in enumerate(text.splitlines(), 1):
-        if not line:
+        if not line or line == NO_POOLS:
             continue
         fields = line.split("\t")
         if len(fields) != 8:
@@ -296,11 +301,21 @@ def merge_guids(by_path: list[PoolStatus], by_guid: list[PoolStatus]) -> list[Po
     return by_path
 
 
+def _run_or_no_pools(run: Callable[[list[str]], str], argv: tuple[str, ...]) -> str:
+    """Nothing imported is no error: some zpool versions say so with a non-zero exit status."""
+    try:
+        return run(list(argv))
+    except SourceError as exc:
+        if str(exc).endswith(NO_POOLS):
+            return ""
+        raise
+
+
 def read_pools(run: Callable[[list[str]], str]) -> list[Pool]:
-    return parse_list(run(list(LIST_POOLS)))
+    return parse_list(_run_or_no_pools(run, LIST_POOLS))
 
 
 def read_status(run: Callable[[list[str]], str]) -> ZpoolStatus:
-    by_path = parse_status(run(list(STATUS_PATHS)))
-    by_guid = parse_status(run(list(STATUS_GUIDS)))
+    by_path = parse_status(_run_or_no_pools(run, STATUS_PATHS))
+    by_guid = parse_status(_run_or_no_pools(run, STATUS_GUIDS))
     return ZpoolStatus(merge_guids(by_path, by_guid))

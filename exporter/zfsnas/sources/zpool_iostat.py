@@ -19,6 +19,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+LATENCY_HISTOGRAMS = ("zpool", "iostat", "-HpPvw")
+QUEUE_DEPTHS = ("zpool", "iostat", "-HpPvq")
+
 # (type, io) of each -w column, in print order; 2.1 stops after trim.
 LATENCY_COLUMNS = (("total_wait", "read"), ("total_wait", "write"), ("disk_wait", "read"), ("disk_wait", "write"),
                    ("syncq_wait", "read"), ("syncq_wait", "write"), ("asyncq_wait", "read"),
@@ -45,8 +48,9 @@ class VdevQueues:
 
 
 def is_pool_name(name: str, known_pools: set[str] | None = None) -> bool:
-    if known_pools:
-        return name in known_pools
+    """Known pools (from zpool status) are pools; so is any name a vdev cannot have (a pool imported since)."""
+    if known_pools and name in known_pools:
+        return True
     return bool(name) and name[0].isalpha() and "/" not in name and not _VDEV_TYPE.match(name)
 
 
