@@ -250,6 +250,8 @@ class Runner:
             figures.update(bytes=result.bytes, throughput_bytes_per_second=result.bytes / seconds if seconds else 0.0)
         else:
             self.fio = FioProcess(list(step.argv), dict(step.env))
+            if self.stop.is_set():  # a signal that came while fio was starting found no fio to stop
+                self.fio.stop()
             code, out, err = self.fio.wait()
             self.fio = None
             seconds = time.monotonic() - started
