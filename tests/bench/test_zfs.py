@@ -72,7 +72,7 @@ def test_get_parses_and_missing_dataset_is_empty():
 
 
 def test_destroy_asks_the_guard_every_time():
-    answers = {("zfs", "get"): f"type\tfilesystem\t-\norigin\t-\t-\norg.zfsnas:bench-run\tsomeone-else\tlocal\n",
+    answers = {("zfs", "get"): "type\tfilesystem\t-\norigin\t-\t-\norg.zfsnas:bench-run\tsomeone-else\tlocal\n",
                ("zfs", "destroy"): ""}
     runner = Runner(answers)
     with pytest.raises(GuardError, match="belongs to run someone-else"):
