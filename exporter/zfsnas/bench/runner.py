@@ -157,6 +157,9 @@ class Runner:
                     break
                 if cell_status == "failed":
                     status = "failed"
+        except BaseException:
+            status = "failed"  # something unforeseen (the database, a bug): never recorded as complete
+            raise
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
