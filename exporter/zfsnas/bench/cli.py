@@ -164,6 +164,9 @@ def cmd_run(args) -> int:
     if dry:
         sys.stdout.write(render_plan(matrix, plan_matrix(matrix, opts)))
         return 0
+    for corpus in {c.corpus for c in matrix.cells if c.job == "copy"}:
+        if not Path(corpus).is_dir():
+            raise MatrixError(f"corpus {corpus} is not a directory (give your files with --corpus DIR)")
     version_text, version = fio_version(args.fio)
     for job in {c.job for c in matrix.cells if c.job != "copy"}:
         if warning := pattern_warning(version, (jobs_dir / f"{job}.fio").read_text()):
