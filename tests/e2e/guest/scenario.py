@@ -1,0 +1,399 @@
+#!/usr/bin/env python3
+"""The end-to-end scenario, run inside the QEMU guest (python3 scenario.py <share>).
+
+Builds pools like our users' from the disks the host attached (config.json on the share), starts
+the exporter from the project wheel, changes the pools step by step and, at each moment, captures
+into <share>/results/<moment>/ as close together in time as possible:
+  commands/*.txt      zfs get -Hp all, zpool list -Hp, zpool status -gP/-P/-p, zpool iostat ...
+  metrics.txt         the exporter's /metrics, scraped once every background source had refreshed
+                      after the commands ran
+  tree/               /proc/spl/kstat/zfs and /sys/module/zfs read right after that scrape
+                      (same layout as tests/fixtures/linux-zfs-*; `--path.procfs tree/proc`)
+  tree_before/        the kstats read right before the scrape (counters lie in between)
+  udev/<dev>.txt      udevadm info --query=all for every disk and partition
+  times.json          when each part was taken
+The write moment also records anon_size samples (kstat and served) while a file is written.
+The host's pytest (tests/e2e/test_*.py) compares these; this script only asserts what it needs to
+go on. Standard library only: it runs on the guest's python3 before anything else is trusted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import traceback
+import urllib.request
+from pathlib import Path
+
+SHARE = Path(sys.argv[1] if len(sys.argv) > 1 else "/mnt/share")
+RESULTS = SHARE / "results"
+CONFIG = json.loads((SHARE / "config.json").read_text())
+PORT = CONFIG["port"]
+T0 = time.time()
+MiB = 1 << 20
+BENCH_DB = "/var/lib/zfsnas/bench.sqlite"
+
+# name, compression, recordsize, what is written (compressible corpus / random bytes)
+DATASETS = [
+    ("tank/lz4", "lz4", "128K", "corpus"),
+    ("tank/zstd-fast", "zstd-fast", "128K", "corpus"),
+    ("tank/zstd-1", "zstd-1", "128K", "corpus"),
+    ("tank/zstd-3", "zstd-3", "128K", "corpus"),
+    ("tank/rs256k", "zstd-1", "256K", "corpus"),
+    ("tank/rs512k", "lz4", "512K", "corpus"),
+    ("tank/rs1m", "zstd-3", "1M", "corpus"),
+    ("tank/random", "lz4", "1M", "random"),
+    ("fast/db", "lz4", "128K", "random"),
+    ("fast/nocomp", "off", "1M", None),
+]
+DATA_BYTES = int(CONFIG.get("data_mib", 8)) * MiB
+WRITE_BYTES = int(CONFIG.get("write_mib", 192)) * MiB
+
+COMMANDS = {
+    "zfs_get.txt": ["zfs", "get", "-Hp", "all"],
+    "zfs_list.txt": ["zfs", "list", "-Hp", "-t", "all", "-o", "name,used,avail,refer,written,compressratio,type"],
+    "zpool_list.txt": ["zpool", "list", "-Hp"],
+    "zpool_list_v.txt": ["zpool", "list", "-Hpv"],
+    "zpool_get.txt": ["zpool", "get", "-Hp", "all"],
+    "zpool_status_gP.txt": ["zpool", "status", "-gP"],
+    "zpool_status_P.txt": ["zpool", "status", "-P"],
+    "zpool_status_p.txt": ["zpool", "status", "-p"],
+    "zpool_status_gPp.txt": ["zpool", "status", "-gPp"],
+    "zpool_iostat_w.txt": ["zpool", "iostat", "-Hpvw"],
+    "zpool_iostat_q.txt": ["zpool", "iostat", "-Hpvq"],
+}
+
+
+def log(msg: str) -> None:
+    print(f"{time.time() - T0:8.2f} {msg}", flush=True)
+
+
+def run(argv: list[str], check: bool = True, **kwargs) -> subprocess.CompletedProcess:
+    started = time.time()
+    proc = subprocess.run(argv, capture_output=True, text=True, **kwargs)
+    log(f"$ {' '.join(argv)} -> {proc.returncode} ({time.time() - started:.2f} s)")
+    if check and proc.returncode:
+        log(proc.stdout + proc.stderr)
+        raise RuntimeError(f"command failed: {argv}: {proc.stderr.strip()}")
+    return proc
+
+
+def metrics() -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{PORT}/metrics", timeout=60) as response:
+        return response.read().decode()
+
+
+def source_ages(text: str) -> dict[str, float]:
+    ages = {}
+    for line in text.splitlines():
+        if line.startswith("zfs_exporter_source_age_seconds{"):
+            labels, _, val = line.rpartition(" ")
+            name = labels.split('source="', 1)[1].split('"', 1)[0]
+            ages[name] = float(val)
+    return ages
+
+
+def fresh_metrics(since: float, timeout: float = 60) -> tuple[str, float]:
+    """A scrape in which every background source last refreshed after `since`."""
+    deadline = time.time() + timeout
+    while True:
+        scraped = time.time()
+        text = metrics()
+        stale = {s: a for s, a in source_ages(text).items() if scraped - a < since}
+        if not stale or time.time() > deadline:
+            if stale:
+                log(f"sources still stale after {timeout} s: {stale}")
+            return text, scraped
+        time.sleep(0.3)
+
+
+def copy_tree(dest: Path) -> None:
+    """/proc/spl/kstat/zfs and /sys/module/zfs/{version,parameters} in the fixtures' layout."""
+    for src_root in (Path("/proc/spl/kstat/zfs"), Path("/sys/module/zfs/parameters")):
+        for dirpath, _, files in os.walk(src_root):
+            for name in files:
+                src = Path(dirpath) / name
+                out = dest / str(src).lstrip("/")
+                out.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    out.write_bytes(src.read_bytes())
+                except OSError:
+                    pass
+    version = dest / "sys/module/zfs/version"
+    version.write_bytes(Path("/sys/module/zfs/version").read_bytes())
+
+
+def block_devices() -> list[str]:
+    names = []
+    for entry in sorted(Path("/sys/class/block").iterdir()):
+        if entry.name.startswith(("sd", "vd")):
+            names.append(entry.name)
+    return names
+
+
+def capture(name: str, udev: bool = True) -> Path:
+    out = RESULTS / name
+    (out / "commands").mkdir(parents=True, exist_ok=True)
+    times: dict[str, float] = {"commands_start": time.time()}
+    for filename, argv in COMMANDS.items():
+        proc = run(argv, check=False)
+        (out / "commands" / filename).write_text(proc.stdout)
+        if proc.returncode:
+            (out / "commands" / (filename + ".stderr")).write_text(f"exit {proc.returncode}\n{proc.stderr}")
+    times["commands_end"] = time.time()
+    text, scraped = fresh_metrics(times["commands_end"])
+    times["sources_fresh"] = scraped
+    copy_tree(out / "tree_before")
+    times["tree_before"] = time.time()
+    text = metrics()
+    times["metrics"] = time.time()
+    (out / "metrics.txt").write_text(text)
+    copy_tree(out / "tree")
+    times["tree"] = time.time()
+    if udev:
+        (out / "udev").mkdir(exist_ok=True)
+        for dev in block_devices():
+            proc = run(["udevadm", "info", "--query=all", f"--name=/dev/{dev}"], check=False)
+            (out / "udev" / f"{dev}.txt").write_text(proc.stdout)
+    times["end"] = time.time()
+    (out / "times.json").write_text(json.dumps(times, indent=1))
+    log(f"captured {name} in {times['end'] - times['commands_start']:.1f} s "
+        f"(metrics {times['metrics'] - times['commands_end']:.1f} s after the commands)")
+    return out
+
+
+def disk_path(serial: str) -> str:
+    for link in sorted(Path("/dev/disk/by-id").iterdir()):
+        if serial in link.name and "-part" not in link.name and not link.name.startswith("wwn-"):
+            return str(link)
+    raise RuntimeError(f"no /dev/disk/by-id link for serial {serial}: {os.listdir('/dev/disk/by-id')}")
+
+
+def start_exporter() -> subprocess.Popen:
+    helptext = run(["zfsnas-exporter", "--help"]).stdout
+    argv = ["zfsnas-exporter", f"--web.listen-address=0.0.0.0:{PORT}"]
+    optional = [("--collector.vdevlatency", None), ("--datasets.refresh-interval", "2"),
+                ("--datasets.snapshot-interval", "2"), ("--pools.refresh-interval", "2"),
+                ("--vdevlatency.refresh-interval", "2"), ("--bench.db", BENCH_DB)]
+    for flag, val in optional:
+        if flag in helptext:
+            argv.append(flag if val is None else f"{flag}={val}")
+    log(f"exporter: {' '.join(argv)}")
+    logfile = open(RESULTS / "exporter.log", "wb")
+    proc = subprocess.Popen(argv, stdout=logfile, stderr=logfile)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            metrics()
+            return proc
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError("exporter exited; see exporter.log")
+            time.sleep(0.3)
+    raise RuntimeError("exporter did not answer within 60 s")
+
+
+def create_pools() -> dict:
+    disks = CONFIG["disks"]
+    paths = {d["serial"]: disk_path(d["serial"]) for d in disks}
+
+    def members(pool, role):
+        return [paths[d["serial"]] for d in disks if d["pool"] == pool and d["role"] == role]
+
+    tank = ["zpool", "create", "-f", "-O", "atime=off", "tank", "raidz2", *members("tank", "data")]
+    tank += ["cache", *members("tank", "cache"), "spare", *members("tank", "spare")]
+    run(tank)
+    fast = ["zpool", "create", "-f", "-O", "atime=off", "fast"]
+    mirrors: dict[str, list[str]] = {}
+    for d in disks:
+        if d["pool"] == "fast":
+            mirrors.setdefault(d["group"], []).append(paths[d["serial"]])
+    for group in sorted(mirrors):
+        fast += ["mirror", *mirrors[group]]
+    run(fast)
+    # partitions show their ZFS labels only after a change event
+    run(["udevadm", "trigger", "--action=change", "--subsystem-match=block"])
+    run(["udevadm", "settle", "--timeout=60"])
+    return paths
+
+
+def corpus(size: int) -> bytes:
+    """Real text (Python sources of the guest): compressible, like documents on a NAS."""
+    chunks, total = [], 0
+    for path in sorted(Path("/usr/lib").glob("python3*/**/*.py")):
+        data = path.read_bytes()
+        chunks.append(data)
+        total += len(data)
+        if total >= size:
+            break
+    return b"".join(chunks)[:size]
+
+
+def write_file(path: str, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def create_datasets() -> dict:
+    text = corpus(DATA_BYTES)
+    random = os.urandom(DATA_BYTES)
+    expect = {}
+    for name, compression, recordsize, content in DATASETS:
+        run(["zfs", "create", "-o", f"compression={compression}", "-o", f"recordsize={recordsize}", name])
+        if content:
+            write_file(f"/{name}/data.bin", text if content == "corpus" else random)
+            expect[name] = {"compression": compression, "recordsize": recordsize, "content": content,
+                            "written_bytes": DATA_BYTES}
+    run(["zpool", "sync"])
+    run(["zfs", "snapshot", "-r", "tank@e2e-1"])
+    with open("/tank/lz4/data.bin", "ab") as f:
+        f.write(text[: 2 * MiB])
+    expect["tank/lz4"]["written_bytes"] += 2 * MiB
+    run(["zfs", "snapshot", "tank/lz4@e2e-2"])
+    run(["zfs", "snapshot", "fast/db@e2e-1"])
+    run(["zpool", "sync"])
+    return expect
+
+
+def arcstat(field: str) -> int:
+    for line in Path("/proc/spl/kstat/zfs/arcstats").read_text().splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0] == field:
+            return int(parts[2])
+    raise KeyError(field)
+
+
+def served(text: str, metric: str) -> float | None:
+    for line in text.splitlines():
+        if line.startswith(metric + " "):
+            return float(line.split()[1])
+    return None
+
+
+def write_phase() -> None:
+    """Write WRITE_BYTES into fast/nocomp while sampling anon_size from kstat and /metrics."""
+    samples = []
+    done = threading.Event()
+
+    def writer():
+        block = b"\xa5" * MiB
+        with open("/fast/nocomp/big.bin", "wb") as f:
+            for _ in range(WRITE_BYTES // MiB):
+                f.write(block)
+        done.set()
+
+    for _ in range(3):
+        samples.append({"phase": "rest", "t": time.time(), "kstat": arcstat("anon_size"),
+                        "served": served(metrics(), "zfs_arc_anon_size_bytes")})
+        time.sleep(0.2)
+    started = time.time()
+    thread = threading.Thread(target=writer)
+    thread.start()
+    while not done.is_set():
+        k = arcstat("anon_size")
+        text = metrics()
+        samples.append({"phase": "write", "t": time.time(), "kstat": k, "kstat_after": arcstat("anon_size"),
+                        "served": served(text, "zfs_arc_anon_size_bytes")})
+    thread.join()
+    write_seconds = time.time() - started
+    run(["zpool", "sync", "fast"])
+    (RESULTS / "write").mkdir(exist_ok=True)
+    (RESULTS / "write" / "anon_samples.json").write_text(json.dumps(
+        {"write_bytes": WRITE_BYTES, "write_seconds": write_seconds, "samples": samples}, indent=1))
+    log(f"write of {WRITE_BYTES // MiB} MiB in {write_seconds:.1f} s, {len(samples)} anon samples, "
+        f"max served {max((s['served'] or 0) for s in samples)}")
+
+
+def bench_phase() -> None:
+    """zfsnas-bench on a scratch dataset: a smoke matrix, its cleanup, its refusal elsewhere."""
+    out = RESULTS / "bench"
+    out.mkdir(exist_ok=True)
+    record = {"present": shutil.which("zfsnas-bench") is not None}
+    matrix = SHARE / "benchmark-jobs" / "matrices" / "smoke.toml"
+    record["matrix_present"] = matrix.exists()
+    if not record["present"] or not matrix.exists():
+        (out / "record.json").write_text(json.dumps(record, indent=1))
+        log(f"bench skipped: {record}")
+        return
+    os.makedirs(os.path.dirname(BENCH_DB), exist_ok=True)
+    run(["zfs", "create", "fast/scratch"])
+    steps = {
+        "init": ["zfsnas-bench", "init", "fast/scratch", "--yes"],
+        "plan": ["zfsnas-bench", "plan", str(matrix), "--dataset", "fast/scratch"],
+        "run": ["zfsnas-bench", "run", str(matrix), "--dataset", "fast/scratch", "--db", BENCH_DB],
+        "list_datasets": ["zfs", "list", "-H", "-o", "name", "-r", "-t", "all", "fast/scratch"],
+        "refuse": ["zfsnas-bench", "run", str(matrix), "--dataset", "tank/lz4", "--db", BENCH_DB],
+        "list_after_refuse": ["zfs", "list", "-H", "-o", "name", "-r", "-t", "all", "tank/lz4"],
+        "list": ["zfsnas-bench", "list", "--db", BENCH_DB],
+    }
+    for step, argv in steps.items():
+        started = time.time()
+        proc = run(argv, check=False, env={**os.environ, "ZFSNAS_BENCH_DB": BENCH_DB}, timeout=900)
+        record[step] = {"argv": argv, "rc": proc.returncode, "stdout": proc.stdout[-20000:],
+                        "stderr": proc.stderr[-20000:], "seconds": round(time.time() - started, 2)}
+    if os.path.exists(BENCH_DB):
+        shutil.copy(BENCH_DB, out / "bench.sqlite")
+    (out / "record.json").write_text(json.dumps(record, indent=1))
+
+
+def main() -> int:
+    RESULTS.mkdir(exist_ok=True)
+    timeline = {"uptime_at_start": float(Path("/proc/uptime").read_text().split()[0])}
+    status = 0
+    exporter = None
+    try:
+        mark = time.time()
+        exporter = start_exporter()
+        timeline["exporter_start_seconds"] = time.time() - mark
+        mark = time.time()
+        paths = create_pools()
+        (RESULTS / "disk_paths.json").write_text(json.dumps(paths, indent=1))
+        expect = create_datasets()
+        (RESULTS / "expect.json").write_text(json.dumps(expect, indent=1))
+        timeline["pools_and_data_seconds"] = time.time() - mark
+        capture("steady")
+        mark = time.time()
+        capture("before_write", udev=False)
+        write_phase()
+        capture("after_write", udev=False)
+        timeline["write_seconds"] = time.time() - mark
+        mark = time.time()
+        run(["zpool", "scrub", "tank"])
+        run(["zpool", "scrub", "fast"])
+        run(["zpool", "wait", "-t", "scrub", "tank"])
+        run(["zpool", "wait", "-t", "scrub", "fast"])
+        capture("scrubbed", udev=False)
+        timeline["scrub_seconds"] = time.time() - mark
+        mark = time.time()
+        bench_phase()
+        capture("bench", udev=False)
+        timeline["bench_seconds"] = time.time() - mark
+        victim = next(d for d in CONFIG["disks"] if d["pool"] == "tank" and d["role"] == "data")
+        run(["zpool", "offline", "tank", paths[victim["serial"]]])
+        (RESULTS / "offlined.json").write_text(json.dumps(victim))
+        capture("degraded")
+        # give the host's Prometheus a few scrapes of the degraded pool
+        time.sleep(float(CONFIG.get("linger_seconds", 6)))
+    except Exception:
+        log(traceback.format_exc())
+        status = 1
+    finally:
+        timeline["scenario_seconds"] = time.time() - T0
+        timeline["uptime_at_end"] = float(Path("/proc/uptime").read_text().split()[0])
+        (RESULTS / "timeline.json").write_text(json.dumps(timeline, indent=1))
+        if exporter:
+            exporter.terminate()
+            exporter.wait(10)
+    log(f"scenario done, status {status}")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
