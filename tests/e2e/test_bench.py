@@ -13,7 +13,7 @@ pytestmark = pytest.mark.e2e
 def bench(results) -> dict:
     record = json.loads((results / "bench" / "record.json").read_text())
     if not record["present"] or not record["matrix_present"]:
-        pytest.skip("zfsnas-bench or benchmark-jobs/matrices/smoke.toml is not in this build (not merged yet)")
+        pytest.skip("zfsnas-bench or benchmark-jobs/ is not in this build (not merged yet)")
     return record
 
 
@@ -44,7 +44,8 @@ def test_results_served(moment, bench):
     for labels, v in cap.series("zfs_bench_compressratio"):
         ratios[labels["compression"]] = max(v, ratios.get(labels["compression"], 0))
     assert ratios, "zfs_bench_compressratio: nothing served after a completed run"
-    order = [c for c in ("zstd-3", "zstd-1", "lz4") if c in ratios]
-    if len(order) >= 2:
-        values = [ratios[c] for c in order]
-        assert values == sorted(values, reverse=True), f"zfs_bench_compressratio by compression: {ratios}"
+    order = ["zstd-3", "zstd-1", "lz4"]  # guest/bench-e2e.toml: the same half-compressible data for each
+    assert set(order) <= set(ratios), f"zfs_bench_compressratio: expected series for {order}, served {ratios}"
+    values = [ratios[c] for c in order]
+    assert values == sorted(values, reverse=True) and values[-1] > 1.0, \
+        f"zfs_bench_compressratio: expected zstd-3 >= zstd-1 >= lz4 > 1, served {ratios}"
