@@ -91,7 +91,20 @@ def accel() -> list[str]:
     return ["-accel", "tcg,thread=multi", "-cpu", "max"]
 
 
+def cached_image(flavour: str) -> Path | None:
+    """The image of the current recipe if already built (same key as image.sh: no lock wait)."""
+    import hashlib
+
+    digest = hashlib.sha256((HERE / "image.sh").read_bytes() + (HERE / "guest" / "init").read_bytes()).hexdigest()
+    path = Path(os.environ.get("ZFSNAS_E2E_CACHE", "/var/cache/zfsnas-e2e")) / f"zfs-{flavour}-{digest[:16]}"
+    return path if (path / "info").exists() and (path / "root.qcow2").exists() else None
+
+
 def build_images(flavours: list[str]) -> dict[str, Path]:
+    cached = {f: cached_image(f) for f in flavours}
+    if all(cached.values()):
+        log(f"images cached: {', '.join(str(p) for p in cached.values())}")
+        return cached
     started = time.time()
     proc = subprocess.run([str(HERE / "image.sh"), *flavours], stdout=subprocess.PIPE, text=True)
     if proc.returncode:
@@ -129,8 +142,10 @@ def boot(image: Path, workdir: Path, share: Path, host_port: int, guest_port: in
     diskdir.mkdir(parents=True)
     argv = ["qemu-system-x86_64", *accel(), "-m", "3072", "-smp", "2", "-nographic", "-no-reboot",
             "-kernel", str(image / "vmlinuz"), "-initrd", str(image / "initrd.img"),
-            "-append", "root=/dev/vda rw console=ttyS0 init=/sbin/zfsnas-e2e-init panic=-1 quiet loglevel=4",
-            "-drive", f"file={image / 'root.qcow2'},if=virtio,format=qcow2,snapshot=on",
+            "-append", "root=/dev/vda rw console=ttyS0 init=/sbin/zfsnas-e2e-init panic=-1 loglevel=5",
+            # the root disk first on the PCI bus, so that it is vda
+            "-drive", f"file={image / 'root.qcow2'},if=none,id=root,format=qcow2,snapshot=on",
+            "-device", "virtio-blk-pci,drive=root",
             *qemu_disk_args(disks, diskdir),
             "-virtfs", f"local,path={share},mount_tag=share,security_model=none,id=share",
             "-netdev", f"user,id=n0,hostfwd=tcp:127.0.0.1:{host_port}-:{guest_port}",
