@@ -171,11 +171,17 @@ def capture(name: str, udev: bool = True) -> Path:
     return out
 
 
-def disk_path(serial: str) -> str:
-    for link in sorted(Path("/dev/disk/by-id").iterdir()):
-        if serial in link.name and "-part" not in link.name and not link.name.startswith("wwn-"):
-            return str(link)
-    raise RuntimeError(f"no /dev/disk/by-id link for serial {serial}: {os.listdir('/dev/disk/by-id')}")
+def disk_path(disk: dict) -> str:
+    """The disk's /dev/disk/by-id link as a user would pick it: ata-/scsi-/virtio- (not wwn-).
+
+    SAS disks with a WWN are named by it (scsi-3<wwn>), SATA and virtio disks by serial.
+    """
+    keys = [disk["serial"]] + ([disk["wwn"].removeprefix("0x")] if disk.get("wwn") else [])
+    for key in keys:
+        for link in sorted(Path("/dev/disk/by-id").iterdir()):
+            if key in link.name and "-part" not in link.name and not link.name.startswith("wwn-"):
+                return str(link)
+    raise RuntimeError(f"no /dev/disk/by-id link for {keys}: {sorted(os.listdir('/dev/disk/by-id'))}")
 
 
 def start_exporter() -> subprocess.Popen:
@@ -204,7 +210,7 @@ def start_exporter() -> subprocess.Popen:
 
 def create_pools() -> dict:
     disks = CONFIG["disks"]
-    paths = {d["serial"]: disk_path(d["serial"]) for d in disks}
+    paths = {d["serial"]: disk_path(d) for d in disks}
 
     def members(pool, role):
         return [paths[d["serial"]] for d in disks if d["pool"] == pool and d["role"] == role]
