@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import tarfile
 from functools import cached_property
 from pathlib import Path
 
@@ -26,6 +27,10 @@ class Capture:
             pytest.fail(f"the guest scenario did not capture {path.name}: see {path.parent / 'scenario.log'}")
         self.path = path
         self.name = path.name
+        archive = path / "capture.tar"
+        if archive.exists() and not (path / "tree").exists():
+            with tarfile.open(archive) as tar:
+                tar.extractall(path, filter="data")
 
     @cached_property
     def metrics(self) -> dict:

@@ -19,6 +19,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -174,11 +175,15 @@ def run_flavour(flavour: str, image: Path, wheel: Path, workdir: Path, pytest_ar
     disks = disk_layout()
     guest_port, host_port = 9923, free_port()
     prepare_share(share, wheel, guest_port, disks)
+    shutil.rmtree(workdir / "prometheus", ignore_errors=True)
     prometheus = Prometheus(workdir / "prometheus", free_port(), [f"127.0.0.1:{host_port}"], scrape_interval="2s")
     try:
         log(f"[{flavour}] booting {image.name} (exporter on 127.0.0.1:{host_port})")
         result = boot(image, workdir, share, host_port, guest_port, disks)
         results = share / "results"
+        for archive in results.glob("*/capture.tar"):
+            with tarfile.open(archive) as tar:
+                tar.extractall(archive.parent, filter="data")
         status = (results / "exit_status").read_text().strip() if (results / "exit_status").exists() else "missing"
         result["scenario_exit"] = status
         timeline = results / "timeline.json"

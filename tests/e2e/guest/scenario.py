@@ -24,6 +24,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import threading
 import time
 import traceback
@@ -116,9 +117,10 @@ def fresh_metrics(since: float, timeout: float = 20) -> tuple[str, float]:
         time.sleep(0.3)
 
 
-def copy_tree(dest: Path) -> None:
-    """/proc/spl/kstat/zfs and /sys/module/zfs/{version,parameters} in the fixtures' layout."""
-    for src_root in (Path("/proc/spl/kstat/zfs"), Path("/sys/module/zfs/parameters")):
+def copy_tree(dest: Path, parameters: bool = True) -> None:
+    """/proc/spl/kstat/zfs (and /sys/module/zfs/{version,parameters}) in the fixtures' layout."""
+    roots = [Path("/proc/spl/kstat/zfs")] + ([Path("/sys/module/zfs/parameters")] if parameters else [])
+    for src_root in roots:
         for dirpath, _, files in os.walk(src_root):
             for name in files:
                 src = Path(dirpath) / name
@@ -128,8 +130,9 @@ def copy_tree(dest: Path) -> None:
                     out.write_bytes(src.read_bytes())
                 except OSError:
                     pass
-    version = dest / "sys/module/zfs/version"
-    version.write_bytes(Path("/sys/module/zfs/version").read_bytes())
+    if parameters:
+        version = dest / "sys/module/zfs/version"
+        version.write_bytes(Path("/sys/module/zfs/version").read_bytes())
 
 
 def block_devices() -> list[str]:
@@ -141,8 +144,13 @@ def block_devices() -> list[str]:
 
 
 def capture(name: str, udev: bool = True) -> Path:
+    """Small files straight to the share; the trees (hundreds of files: slow over 9p) built in
+    /tmp and written to the share as one capture.tar (tests/e2e/conftest.py unpacks it)."""
     out = RESULTS / name
     (out / "commands").mkdir(parents=True, exist_ok=True)
+    local = Path("/tmp/capture") / name
+    shutil.rmtree(local, ignore_errors=True)
+    local.mkdir(parents=True)
     times: dict[str, float] = {"commands_start": time.time()}
     for filename, argv in COMMANDS.items():
         proc = run(argv, check=False)
@@ -152,18 +160,22 @@ def capture(name: str, udev: bool = True) -> Path:
     times["commands_end"] = time.time()
     text, scraped = fresh_metrics(times["commands_end"])
     times["sources_fresh"] = scraped
-    copy_tree(out / "tree_before")
+    copy_tree(local / "tree_before", parameters=False)
     times["tree_before"] = time.time()
     text = metrics()
     times["metrics"] = time.time()
-    (out / "metrics.txt").write_text(text)
-    copy_tree(out / "tree")
+    copy_tree(local / "tree")
     times["tree"] = time.time()
+    (out / "metrics.txt").write_text(text)
     if udev:
-        (out / "udev").mkdir(exist_ok=True)
+        (local / "udev").mkdir()
         for dev in block_devices():
             proc = run(["udevadm", "info", "--query=all", f"--name=/dev/{dev}"], check=False)
-            (out / "udev" / f"{dev}.txt").write_text(proc.stdout)
+            (local / "udev" / f"{dev}.txt").write_text(proc.stdout)
+    with tarfile.open(out / "capture.tar", "w") as tar:
+        for part in sorted(local.iterdir()):
+            tar.add(part, arcname=part.name)
+    shutil.rmtree(local)
     times["end"] = time.time()
     (out / "times.json").write_text(json.dumps(times, indent=1))
     log(f"captured {name} in {times['end'] - times['commands_start']:.1f} s "
