@@ -95,17 +95,23 @@ class Capture:
 
     @cached_property
     def udev(self) -> dict[str, dict]:
-        """{device: {"props": {KEY: value}, "links": [by-id links]}} from `udevadm info --query=all`."""
+        """{block device: {"props": {KEY: value}, "links": [/dev/... links]}} from `udevadm info --export-db`."""
         out = {}
-        for path in sorted((self.path / "udev").glob("*.txt")):
-            props, links = {}, []
-            for line in path.read_text().splitlines():
-                if line.startswith("E: ") and "=" in line:
-                    key, _, val = line[3:].partition("=")
+        for record in (self.path / "udev" / "export-db.txt").read_text().split("\n\n"):
+            name, props, links, block = None, {}, [], False
+            for line in record.splitlines():
+                tag, _, rest = line.partition(": ")
+                if tag == "P" and "/block/" in rest:
+                    block = True
+                elif tag == "N":
+                    name = rest
+                elif tag == "S":
+                    links.append("/dev/" + rest)
+                elif tag == "E" and "=" in rest:
+                    key, _, val = rest.partition("=")
                     props[key] = val
-                elif line.startswith("S: "):
-                    links.append("/dev/" + line[3:])
-            out[path.stem] = {"props": props, "links": links}
+            if block and name and name.startswith(("sd", "vd")):
+                out[name] = {"props": props, "links": links}
         return out
 
     @cached_property

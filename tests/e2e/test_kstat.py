@@ -122,3 +122,13 @@ def test_dataset_written_bytes_match_objsets(steady, expect):
         assert served >= spec["written_bytes"], (
             f"zfs_dataset_written_bytes_total{{dataset={dataset}}}: expected >= {spec['written_bytes']} "
             f"(bytes the scenario wrote), served {served}")
+
+
+@pytest.mark.parametrize("moment_name", ["steady", "after_write", "scrubbed", "bench", "degraded"])
+def test_every_collector_and_source_succeeds(moment, moment_name):
+    """On a live module nothing the exporter reads may fail (this caught the empty dmu_tx_assign of 2.3.2)."""
+    cap = moment(moment_name)
+    for metric in ("zfs_exporter_collector_success", "zfs_exporter_source_success"):
+        failed = [labels for labels, v in cap.series(metric) if v != 1]
+        assert not failed, f"{metric}: expected 1 everywhere, served 0 for {failed} (see exporter.log)"
+    assert cap.series("zfs_exporter_collector_success"), "no zfs_exporter_collector_success served"

@@ -10,7 +10,7 @@ into <share>/results/<moment>/ as close together in time as possible:
   tree/               /proc/spl/kstat/zfs and /sys/module/zfs read right after that scrape
                       (same layout as tests/fixtures/linux-zfs-*; `--path.procfs tree/proc`)
   tree_before/        the kstats read right before the scrape (counters lie in between)
-  udev/<dev>.txt      udevadm info --query=all for every disk and partition
+  udev/export-db.txt  udevadm info --export-db (every disk and partition)
   times.json          when each part was taken
 The write moment also records anon_size samples (kstat and served) while a file is written.
 The host's pytest (tests/e2e/test_*.py) compares these; this script only asserts what it needs to
@@ -169,9 +169,7 @@ def capture(name: str, udev: bool = True) -> Path:
     (out / "metrics.txt").write_text(text)
     if udev:
         (local / "udev").mkdir()
-        for dev in block_devices():
-            proc = run(["udevadm", "info", "--query=all", f"--name=/dev/{dev}"], check=False)
-            (local / "udev" / f"{dev}.txt").write_text(proc.stdout)
+        (local / "udev" / "export-db.txt").write_text(run(["udevadm", "info", "--export-db"]).stdout)
     with tarfile.open(out / "capture.tar", "w") as tar:
         for part in sorted(local.iterdir()):
             tar.add(part, arcname=part.name)
