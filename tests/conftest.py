@@ -74,3 +74,16 @@ def free_port() -> int:
 @pytest.fixture
 def port() -> int:
     return free_port()
+
+
+ZFS_COMMAND_VERSIONS = ("2.1", "2.3")
+
+
+def zfs_commands(version: str, *options: str) -> list[str]:
+    """Flags that make `zfs`/`zpool` the stand-in replaying tests/fixtures/commands/zfs-<version>/."""
+    import shlex
+    import sys
+
+    commands = FIXTURES / "commands"
+    prefix = [sys.executable, str(commands / "standin.py"), *options, str(commands / f"zfs-{version}")]
+    return ["--zfs.command-prefix", shlex.join(prefix)]

@@ -109,6 +109,33 @@ class Collector:
         """Stop background work."""
 
 
+class RefreshingCollector(Collector):
+    """A collector whose values all come from its `sources()` (BackgroundRefreshers), read with
+    `current`: scrapes take the last good value and never wait for a refresh."""
+
+    _started = False
+
+    def start(self) -> None:
+        self._started = True
+        for source in self.sources():
+            source.start()
+
+    def stop(self) -> None:
+        from .refresh import stop_all
+
+        stop_all(self.sources(), then=getattr(self.ctx.commands, "close", None))
+
+    def current(self, source: "BackgroundRefresher", report: Report) -> Any:
+        """The source's last good value (None if none yet); a failed or pending refresh fails the report."""
+        state = source.state()
+        if state.value is None and not state.success and not self._started:
+            source.refresh_now()  # no refresh thread (tests, one-shot renders): read once, in line
+            state = source.state()
+        if not state.success:
+            report.fail(f"source {source.name}", state.error or "not read yet")
+        return state.value
+
+
 class Families:
     """Metric families built up sample by sample, in first-use order (see `exposition.Family`)."""
 

@@ -81,24 +81,47 @@ _LABEL_TEXT: dict[tuple[tuple[str, ...], tuple[str, ...]], str] = {}
 _LABEL_TEXT_MAX = 200_000
 
 
+def _format_labels(keys: tuple[str, ...], values: tuple[str, ...]) -> str:
+    return "{" + ",".join(f'{k}="{_escape_label(v)}"' for k, v in zip(keys, values)) + "}"
+
+
 def _labels(keys: tuple[str, ...], values: tuple[str, ...]) -> str:
     key = (keys, values)
     text = _LABEL_TEXT.get(key)
     if text is None:
         if len(_LABEL_TEXT) >= _LABEL_TEXT_MAX:
             _LABEL_TEXT.clear()
-        text = _LABEL_TEXT[key] = "{" + ",".join(f'{k}="{_escape_label(v)}"' for k, v in zip(keys, values)) + "}"
+        text = _LABEL_TEXT[key] = _format_labels(keys, values)
     return text
 
 
-def render_family(family: Family, out: list[str]) -> None:
+def render_family(family: Family, out: list[str], labels_text=_labels) -> None:
+    """`labels_text` formats a label set; the default keeps the text for the next scrape."""
     name = family.name
     out.append(f"# HELP {name} {_escape_help(family.documentation)}\n# TYPE {name} {family.kind}\n")
     names = family.labelnames
     bucket_names = (*names, "le")
     for suffix, values, value in family.samples:
-        labels = _labels(bucket_names if suffix == "_bucket" else names, values) if values else ""
+        labels = labels_text(bucket_names if suffix == "_bucket" else names, values) if values else ""
         out.append(f"{name}{suffix}{labels} {format_value(value)}\n")
+
+
+class FrozenFamily(Family):
+    """A family whose samples no longer change (built by a background refresh): `freeze` renders its
+    text once, outside the scrape path, and every scrape reuses it. 60,000 dataset samples then cost
+    a string copy per scrape instead of 60,000 formattings."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, name: str, documentation: str, kind: str, labelnames: Sequence[str]):
+        super().__init__(name, documentation, kind, labelnames)
+        self.text: str | None = None
+
+    def freeze(self) -> "FrozenFamily":
+        out: list[str] = []
+        render_family(self, out, _format_labels)  # rendered once: no point keeping label texts
+        self.text = "".join(out)
+        return self
 
 
 def render(items: Iterable[Any]) -> str:
@@ -106,7 +129,9 @@ def render(items: Iterable[Any]) -> str:
     out: list[str] = []
     foreign: list = []
     for item in items:
-        if isinstance(item, Family):
+        if isinstance(item, FrozenFamily) and item.text is not None:
+            out.append(item.text)
+        elif isinstance(item, Family):
             render_family(item, out)
         else:
             foreign.append(item)

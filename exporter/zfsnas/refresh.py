@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -71,13 +71,28 @@ class BackgroundRefresher(Generic[T]):
             self._thread = threading.Thread(target=self._loop, name=f"refresh-{self.name}", daemon=True)
             self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=5)
+            self._thread.join(timeout=timeout)
 
     def _loop(self) -> None:
         while not self._stop.is_set():
             started = self._clock()
             self.refresh_now()
             self._stop.wait(max(0.0, self.interval - (self._clock() - started)))
+
+
+def stop_all(refreshers: Iterable[BackgroundRefresher], timeout: float = 5.0,
+             then: Callable[[], None] | None = None) -> None:
+    """Stop several refreshers within one shared `timeout`: a hung command (up to its own timeout)
+    in each of them must not add up to minutes at shutdown. `then` runs once all are told to stop
+    and before waiting for them (e.g. killing the commands they run)."""
+    refreshers = list(refreshers)
+    for refresher in refreshers:
+        refresher._stop.set()
+    if then is not None:
+        then()
+    deadline = time.monotonic() + timeout
+    for refresher in refreshers:
+        refresher.stop(timeout=max(0.0, deadline - time.monotonic()))

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.daemon import stop_process, wait_ready
+
 
 def prometheus_binary() -> str:
     binary = shutil.which("prometheus") or "/usr/bin/prometheus"
@@ -22,14 +24,16 @@ def prometheus_binary() -> str:
 
 class Prometheus:
     def __init__(self, workdir: Path, port: int, targets: list[str], scrape_interval: str = "1s",
-                 rule_files: list[str] | None = None, extra_config: str = ""):
+                 rule_files: list[str] | None = None, extra_config: str = "", target_labels: dict | None = None):
         self.url = f"http://127.0.0.1:{port}"
         workdir.mkdir(parents=True, exist_ok=True)
         rules = "".join(f"  - {f}\n" for f in rule_files or [])
         config = (f"global:\n  scrape_interval: {scrape_interval}\n  evaluation_interval: {scrape_interval}\n"
                   + (f"rule_files:\n{rules}" if rules else "")
                   + "scrape_configs:\n  - job_name: zfsnas\n    static_configs:\n"
-                  + f"      - targets: [{', '.join(repr(t) for t in targets)}]\n" + extra_config)
+                  + f"      - targets: [{', '.join(repr(t) for t in targets)}]\n"
+                  + (f"        labels: {json.dumps(target_labels)}\n" if target_labels else "")
+                  + extra_config)
         (workdir / "prometheus.yml").write_text(config)
         self.log_path = workdir / "prometheus.log"
         self._log = open(self.log_path, "wb")
@@ -40,16 +44,7 @@ class Prometheus:
         self._wait_ready()
 
     def _wait_ready(self, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"prometheus exited: {self.log_path.read_text()[-2000:]}")
-            try:
-                urllib.request.urlopen(self.url + "/-/ready", timeout=2)
-                return
-            except OSError:
-                time.sleep(0.2)
-        raise AssertionError("prometheus did not become ready")
+        wait_ready(self.proc, self.url + "/-/ready", self.log_path, timeout)
 
     def api(self, path: str, **params) -> dict:
         url = f"{self.url}/api/v1/{path}?{urllib.parse.urlencode(params)}"
@@ -76,11 +71,5 @@ class Prometheus:
         raise AssertionError(f"{expr} returned nothing within {timeout}s")
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         self._log.close()

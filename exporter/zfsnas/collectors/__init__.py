@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from ..collector import Collector
-from . import arc, objset, poolstats, tunables, txg
+from . import arc, bench, datasets, disks, objset, pools, poolstats, tunables, txg, vdevlatency
 
 ALL: list[type[Collector]] = [
     arc.ArcCollector,
@@ -14,4 +14,9 @@ ALL: list[type[Collector]] = [
     objset.ObjsetCollector,
     poolstats.PoolstatsCollector,
     tunables.TunablesCollector,
+    datasets.DatasetsCollector,
+    pools.PoolsCollector,
+    disks.DisksCollector,
+    vdevlatency.VdevLatencyCollector,
+    bench.BenchCollector,
 ]

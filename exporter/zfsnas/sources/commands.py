@@ -11,7 +11,9 @@ import os
 import shlex
 import signal
 import subprocess
-from collections.abc import Sequence
+import tempfile
+import threading
+from collections.abc import Iterator, Sequence
 
 from .model import SourceError
 
@@ -20,29 +22,89 @@ class CommandRunner:
     def __init__(self, prefix: Sequence[str] | str = (), timeout: float = 30.0):
         self.prefix = shlex.split(prefix) if isinstance(prefix, str) else list(prefix)
         self.timeout = timeout
+        self._running: set[subprocess.Popen] = set()
+        self._closed = False
+
+    def close(self) -> None:
+        """Shutdown: kill every command still running and refuse new ones, so a hung `zpool` neither
+        outlives the exporter nor holds up its exit."""
+        self._closed = True
+        for proc in list(self._running):
+            _signal_group(proc)
+
+    def _start(self, full: list[str], **kwargs) -> subprocess.Popen:
+        if self._closed:
+            raise SourceError("exporter shutting down: command not started")
+        try:
+            proc = subprocess.Popen(full, stdin=subprocess.DEVNULL, start_new_session=True,
+                                    env={**os.environ, "LC_ALL": "C"}, **kwargs)
+        except FileNotFoundError:
+            raise SourceError(f"{full[0]}: command not found") from None
+        except OSError as exc:
+            raise SourceError(f"{full[0]}: {exc.strerror or exc}") from None
+        self._running.add(proc)
+        return proc
 
     def run(self, argv: Sequence[str], timeout: float | None = None) -> str:
         """Run `argv` (after the prefix); return stdout or raise SourceError with one clear line."""
         full = [*self.prefix, *argv]
         limit = self.timeout if timeout is None else timeout
-        try:
-            proc = subprocess.Popen(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    stdin=subprocess.DEVNULL, start_new_session=True,
-                                    env={**os.environ, "LC_ALL": "C"})
-        except FileNotFoundError:
-            raise SourceError(f"{full[0]}: command not found") from None
-        except OSError as exc:
-            raise SourceError(f"{full[0]}: {exc.strerror or exc}") from None
+        proc = self._start(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             out, err = proc.communicate(timeout=limit)
         except subprocess.TimeoutExpired:
             _kill_group(proc)
             raise SourceError(f"{shlex.join(argv)} timed out after {limit:g}s and was killed") from None
+        finally:
+            self._running.discard(proc)
         if proc.returncode != 0:
             message = err.decode("utf-8", "replace").strip().splitlines()
             detail = message[-1] if message else "no error output"
             raise SourceError(f"{shlex.join(argv)} exited with status {proc.returncode}: {detail}")
         return out.decode("utf-8", "replace")
+
+    def lines(self, argv: Sequence[str], timeout: float | None = None) -> Iterator[str]:
+        """Run `argv` and yield its stdout line by line (without the newline), for outputs too big
+        to hold at once (50,000 snapshot names); same timeout and errors as `run`, raised at the end."""
+        full = [*self.prefix, *argv]
+        limit = self.timeout if timeout is None else timeout
+        with tempfile.TemporaryFile() as err:  # a file, not a pipe: stderr can never block stdout
+            proc = self._start(full, stdout=subprocess.PIPE, stderr=err)
+            timed_out = threading.Event()
+
+            def expire() -> None:
+                timed_out.set()
+                _signal_group(proc)
+
+            timer = threading.Timer(limit, expire)
+            timer.daemon = True
+            timer.start()
+            try:
+                assert proc.stdout is not None
+                for raw in proc.stdout:
+                    yield raw.decode("utf-8", "replace").rstrip("\n")
+                proc.wait()
+            finally:
+                self._running.discard(proc)
+                timer.cancel()
+                if proc.poll() is None:  # the caller stopped early
+                    _signal_group(proc)
+                    proc.wait()
+                proc.stdout.close()
+            if timed_out.is_set():
+                raise SourceError(f"{shlex.join(argv)} timed out after {limit:g}s and was killed")
+            if proc.returncode != 0:
+                err.seek(0)
+                message = err.read().decode("utf-8", "replace").strip().splitlines()
+                detail = message[-1] if message else "no error output"
+                raise SourceError(f"{shlex.join(argv)} exited with status {proc.returncode}: {detail}")
+
+
+def _signal_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

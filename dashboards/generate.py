@@ -1,0 +1,554 @@
+"""Generate the six zfsnas Grafana dashboards (dashboards/*.json) with Grafana's foundation SDK.
+
+Owns every dashboard: panels, their PromQL, units, descriptions, variables, links and benchmark
+annotations. The JSON files next to this script are its output and are committed for users who
+import them by hand; tests/dashboards/ regenerates them and fails on any difference, and
+tests/integration/test_stack.py runs every panel query against a real Prometheus. Run after a change:
+
+    .venv/bin/python dashboards/generate.py            # rewrite dashboards/*.json
+    .venv/bin/python dashboards/generate.py --check    # exit 1 when the files are stale
+
+Needs `pip install .[dashboards]` (grafana-foundation-sdk pinned to the Grafana 11.6 flavour).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grafana_foundation_sdk.builders import bargauge, common as common_builders, dashboard as dash
+from grafana_foundation_sdk.builders import heatmap, prometheus, stat, table, timeseries, xychart
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models import common, dashboard as model, heatmap as heatmap_model
+from grafana_foundation_sdk.models import xychart as xychart_model
+from grafana_foundation_sdk.models.prometheus import PromQueryFormat
+
+OUT = Path(__file__).resolve().parent
+DATASOURCE = model.DataSourceRef(type_val="prometheus", uid="${datasource}")
+TAG = "zfsnas"
+BENCH_TAG = "zfsnas-bench"  # the tag the benchmark runner puts on its Grafana annotations
+UIDS = {"overview": "zfsnas-overview", "arc": "zfsnas-arc", "write-path": "zfsnas-write-path",
+        "datasets": "zfsnas-datasets", "disks": "zfsnas-disks", "benchmarks": "zfsnas-benchmarks"}
+
+# Label matchers every query carries; the variables are multi-value with "All" = ".*".
+I = 'instance=~"$instance"'
+IP = f'{I}, pool=~"$pool"'
+IPD = f'{IP}, dataset=~"$dataset"'
+RI = "$__rate_interval"
+# Disks by serial and pool: every per-device series joins zfs_disk_info (see per_disk).
+DISK_INFO = f'zfs_disk_info{{{I}, pool=~"$pool", device=~"$disk"}}'
+BENCH = f'{I}, pool=~"$pool"'
+VDEV = f'{IP}, vdev=~"$vdev"'
+# The labels of one benchmark configuration. The exporter's `job` label (the fio job) arrives as
+# `exported_job`: Prometheus keeps `job` for the scrape job.
+BENCH_CONFIG = "exported_job, compression, recordsize, encryption, size"
+
+
+# --- panel helpers -------------------------------------------------------------------------------
+
+def query(expr: str, legend: str = "", *, instant: bool = False, fmt: PromQueryFormat | None = None,
+          ref: str = "A") -> prometheus.Dataquery:
+    q = prometheus.Dataquery().expr(expr).ref_id(ref).datasource(DATASOURCE)
+    if legend:
+        q = q.legend_format(legend)
+    if instant:
+        q = q.instant()
+    if fmt is not None:
+        q = q.format(fmt)
+    return q
+
+
+def per_instance(*pairs: tuple[str, str]) -> list[prometheus.Dataquery]:
+    """One query per (metric, legend suffix) of plain per-NAS gauges."""
+    return [query(f"{metric}{{{I}}}", f"{{{{instance}}}} {legend}") for metric, legend in pairs]
+
+
+def _targets(panel, queries):
+    for n, q in enumerate(queries):
+        panel = panel.with_target(q.ref_id(chr(ord("A") + n)))
+    return panel
+
+
+def _common(panel, title: str, description: str, unit: str, width: int, height: int):
+    return panel.title(title).description(description).unit(unit).datasource(DATASOURCE).span(width).height(height)
+
+
+def _range(panel, min_val: float | None, max_val: float | None):
+    if min_val is not None:
+        panel = panel.min(min_val)
+    return panel if max_val is None else panel.max(max_val)
+
+
+def series(title: str, description: str, unit: str, *queries, width: int = 12, height: int = 8,
+           stacked: bool = False, min_val: float | None = 0, max_val: float | None = None):
+    panel = _common(timeseries.Panel(), title, description, unit, width, height).fill_opacity(10).line_width(1)
+    if stacked:
+        panel = panel.stacking(common_builders.StackingConfig().mode(common.StackingMode.NORMAL)).fill_opacity(40)
+    panel = _range(panel, min_val, max_val).legend(common_builders.VizLegendOptions().show_legend(True).display_mode(
+        common.LegendDisplayMode.TABLE).placement(common.LegendPlacement.BOTTOM).calcs(["mean", "max", "lastNotNull"]))
+    return _targets(panel, queries)
+
+
+def thresholds(*steps: tuple[float | None, str]) -> dash.ThresholdsConfig:
+    return dash.ThresholdsConfig().mode(model.ThresholdsMode.ABSOLUTE).steps(
+        [model.Threshold(value=v, color=c) for v, c in steps])
+
+
+def single(title: str, description: str, unit: str, *queries, width: int = 6, height: int = 4,
+           steps=((None, "green"),)):
+    panel = _common(stat.Panel(), title, description, unit, width, height).thresholds(thresholds(*steps)) \
+        .color_mode(common.BigValueColorMode.BACKGROUND).graph_mode(common.BigValueGraphMode.NONE) \
+        .reduce_options(common_builders.ReduceDataOptions().calcs(["lastNotNull"]).values(False))
+    return _targets(panel, queries)
+
+
+def bars(title: str, description: str, unit: str, *queries, width: int = 12, height: int = 8,
+         steps=((None, "green"),), min_val: float | None = 0, max_val: float | None = None):
+    panel = _common(bargauge.Panel(), title, description, unit, width, height).thresholds(thresholds(*steps)) \
+        .display_mode(common.BarGaugeDisplayMode.GRADIENT).orientation(common.VizOrientation.HORIZONTAL) \
+        .reduce_options(common_builders.ReduceDataOptions().calcs(["lastNotNull"]).values(False))
+    return _targets(_range(panel, min_val, max_val), queries)
+
+
+def heat(title: str, description: str, unit: str, expr: str, *, width: int = 12, height: int = 8):
+    panel = _common(heatmap.Panel(), title, description, unit, width, height).calculate(False) \
+        .y_axis(heatmap.YAxisConfig().unit(unit)) \
+        .color(heatmap.HeatmapColorOptions().mode(heatmap_model.HeatmapColorMode.SCHEME).scheme("Oranges")
+               .steps(64)) \
+        .cell_gap(1).rows_frame(heatmap.RowsHeatmapOptions().layout(common.HeatmapCellLayout.LE))
+    return panel.with_target(query(expr, "{{le}}", fmt=PromQueryFormat.HEATMAP))
+
+
+def grid(title: str, description: str, unit: str, *queries, width: int = 24, height: int = 8,
+         transformations=(), overrides=()):
+    panel = _common(table.Panel(), title, description, unit, width, height).filterable(True)
+    for transformation in transformations:
+        panel = panel.with_transformation(transformation)
+    for name, properties in overrides:
+        panel = panel.override_by_name(name, properties)
+    return _targets(panel, queries)
+
+
+def by_name(name: str) -> xychart.MatcherConfig:
+    return xychart.MatcherConfig().id("byName").options(name)
+
+
+def xy(title: str, description: str, x_query, y_query, *, width: int = 12, height: int = 8):
+    """An XY chart of two instant table queries merged on their labels: A on x (ratio), B on y (Bps)."""
+    series_config = (xychart.XYSeriesConfig().x(xychart.XychartXYSeriesConfigX().matcher(by_name("compressratio")))
+                     .y(xychart.XychartXYSeriesConfigY().matcher(by_name("throughput"))))
+    panel = (_common(xychart.Panel(), title, description, "Bps", width, height)
+             .mapping(xychart_model.SeriesMapping.MANUAL).series([series_config]).point_size(
+                 xychart.XychartFieldConfigPointSize().fixed(8))
+             .with_transformation(transform("merge"))
+             .with_transformation(transform("organize", excludeByName={"Time": True},
+                                            renameByName={"Value #A": "compressratio", "Value #B": "throughput"}))
+             .override_by_name("compressratio", unit_override("x")))
+    return _targets(panel, [x_query, y_query])
+
+
+def transform(id_val: str, **options) -> model.DataTransformerConfig:
+    return model.DataTransformerConfig(id_val=id_val, options=options)
+
+
+def unit_override(unit: str) -> list[model.DynamicConfigValue]:
+    return [model.DynamicConfigValue(id_val="unit", value=unit)]
+
+
+def row(title: str) -> dash.Row:
+    return dash.Row(title)
+
+
+# --- variables, links, annotations -----------------------------------------------------------------
+
+def label_variable(name: str, label: str, expr: str, description: str) -> dash.QueryVariable:
+    return (dash.QueryVariable(name).label(label).description(description).datasource(DATASOURCE)
+            .query(f"label_values({expr}, {'device' if name == 'disk' else name})")
+            .refresh(model.VariableRefresh.ON_TIME_RANGE_CHANGED).sort(model.VariableSort.ALPHABETICAL_ASC)
+            .multi(True).include_all(True).all_value(".*")
+            .current(model.VariableOption(selected=True, text="All", value="$__all")))
+
+
+def variables(kind: str) -> list:
+    out = [
+        dash.DatasourceVariable("datasource").label("Data source").type("prometheus")
+        .description("The Prometheus (or Thanos / Mimir / VictoriaMetrics) that scrapes zfsnas-exporter"),
+        label_variable("instance", "NAS", "zfs_exporter_collector_success",
+                       "The zfsnas-exporter instances (one per NAS); the dashboards work across many"),
+        label_variable("pool", "Pool", 'zfs_pool_state{instance=~"$instance"}', "ZFS pools of the selected NAS"),
+    ]
+    if kind == "dataset":
+        out.append(label_variable("dataset", "Dataset",
+                                  'zfs_dataset_written_bytes_total{instance=~"$instance", pool=~"$pool"}',
+                                  "Datasets (full names like tank/media) of the selected pools"))
+    if kind == "disk":
+        out.append(label_variable("disk", "Disk", 'zfs_disk_info{instance=~"$instance", pool=~"$pool"}',
+                                  "Physical disks (kernel device names) of the selected pools"))
+        out.append(label_variable("vdev", "Vdev", 'zfs_vdev_latency_seconds_bucket{instance=~"$instance", '
+                                  'pool=~"$pool"}', "Vdevs of the latency heatmaps (the root vdev carries the "
+                                  "pool's name and covers the whole pool); needs the vdevlatency collector"))
+    return out
+
+
+def links() -> list[dash.DashboardLink]:
+    return [dash.DashboardLink("zfsnas").type(model.DashboardLinkType.DASHBOARDS).tags([TAG]).as_dropdown(False)
+            .include_vars(True).keep_time(True).icon("dashboard")]
+
+
+def bench_annotations() -> list[dash.AnnotationQuery]:
+    """Benchmark runs as regions: the runner's Grafana annotations and, for users without an API
+    token, the exporter's zfs_bench_running gauge."""
+    grafana = model.DataSourceRef(type_val="grafana", uid="-- Grafana --")
+    return [
+        dash.AnnotationQuery().name("Benchmark runs (runner)").datasource(grafana).enable(True).icon_color("purple")
+        .type("tags").target(dash.AnnotationTarget().type("tags").tags([BENCH_TAG]).match_any(True).limit(100)),
+        dash.AnnotationQuery().name("Benchmark running (exporter)").datasource(DATASOURCE).enable(True)
+        .icon_color("orange").expr(f'max by (instance, pool, {BENCH_CONFIG}) (zfs_bench_running{{{BENCH}}}) > 0'),
+    ]
+
+
+BENCH_RUNNING_FIELDS = {"step": "15s", "titleFormat": "Benchmark {{exported_job}} {{compression}} rs={{recordsize}}",
+                        "tagKeys": "pool,exported_job,compression,recordsize,encryption,size",
+                        "textFormat": "zfsnas-bench run in progress on {{instance}}", "useValueForTime": False}
+
+
+@dataclass
+class Board:
+    key: str
+    title: str
+    description: str
+    variables: str = ""
+    panels: list = field(default_factory=list)
+
+    def build(self) -> dict:
+        builder = (dash.Dashboard(self.title).uid(UIDS[self.key]).description(self.description)
+                   .tags([TAG]).refresh("30s").time("now-6h", "now").timezone("browser")
+                   .tooltip(model.DashboardCursorSync.CROSSHAIR).editable().links(links())
+                   .variables(variables(self.variables)).annotations(bench_annotations()))
+        for panel in self.panels:
+            builder = builder.with_row(panel) if isinstance(panel, dash.Row) else builder.with_panel(panel)
+        board = json.loads(json.dumps(builder.build(), cls=JSONEncoder))
+        for annotation in board["annotations"]["list"]:
+            if "expr" in annotation:  # Prometheus annotation fields the SDK has no builder methods for
+                annotation.update(BENCH_RUNNING_FIELDS)
+        return board
+
+
+# --- the dashboards ----------------------------------------------------------------------------
+
+def overview() -> Board:
+    return Board("overview", "ZFS / Overview", "Pool health and capacity, ARC, throughput, dirty data, alerts, "
+                 "scrubs and benchmark runs of every NAS at a glance.", panels=[
+        row("Pools"),
+        single("Pools not ONLINE", "Pools whose state is not ONLINE (DEGRADED, FAULTED, SUSPENDED, ...), from "
+               "the kstat `state` of each pool.", "none",
+               query(f'count(zfs_pool_state{{{IP}, state="online"}} == 0) or vector(0)', instant=True),
+               steps=((None, "green"), (1, "red"))),
+        single("Alerts firing", "zfsnas alerts firing now in Prometheus (ALERTS series).", "none",
+               query('count(ALERTS{alertstate="firing"}) or vector(0)', instant=True),
+               steps=((None, "green"), (1, "red"))),
+        single("ARC hit ratio", "Share of ARC reads served from RAM over the last 5 minutes "
+               "(recording rule instance:zfs_arc_hit_ratio:rate5m).", "percentunit",
+               query(f"avg(instance:zfs_arc_hit_ratio:rate5m{{{I}}})", instant=True),
+               steps=((None, "red"), (0.7, "orange"), (0.9, "green"))),
+        single("Oldest scrub", "Time since the last completed scrub of the pool that waited longest.", "s",
+               query(f'max(time() - zfs_pool_scan_end_timestamp_seconds{{{IP}, function="scrub"}})', instant=True),
+               steps=((None, "green"), (28 * 86400, "orange"), (35 * 86400, "red"))),
+        single("Vdev errors", "Read, write and checksum errors of all vdevs since import or zpool clear.", "none",
+               query(f"sum(zfs_vdev_errors{{{IP}}}) or vector(0)", instant=True),
+               steps=((None, "green"), (1, "orange"))),
+        single("Permanent data errors", "Files with permanent errors across the pools (zpool status -v).", "none",
+               query(f"sum(zfs_pool_data_errors{{{IP}}}) or vector(0)", instant=True),
+               steps=((None, "green"), (1, "red"))),
+        single("Resilvering", "Pools with a resilver in progress.", "none",
+               query(f'count(zfs_pool_scan_info{{{IP}, function="resilver", state="scanning"}} == 1) or vector(0)',
+                     instant=True), steps=((None, "green"), (1, "orange"))),
+        single("Write throttle delays", "Transactions per second the write throttle delays (dirty data past "
+               "zfs_delay_min_dirty_percent).", "ops",
+               query(f"sum(rate(zfs_dmu_tx_dirty_delay_total{{{I}}}[{RI}]))", instant=True),
+               steps=((None, "green"), (1, "orange"))),
+        grid("Pool state", "Current state of every pool (1 = the state the pool is in).", "none",
+             query(f"zfs_pool_state{{{IP}}} == 1", instant=True, fmt=PromQueryFormat.TABLE),
+             width=12, height=6,
+             transformations=[transform("organize", excludeByName={"Time": True, "Value": True, "__name__": True})]),
+        bars("Pool capacity", "Allocated share of each pool; ZFS slows down past 80 % and gets fragile past 90 %.",
+             "percentunit", query(f"pool:zfs_pool_capacity:ratio{{{IP}}}", "{{instance}} {{pool}}", instant=True),
+             width=12, height=6, steps=((None, "green"), (0.8, "orange"), (0.9, "red")), max_val=1),
+        row("Throughput and dirty data"),
+        series("Pool write throughput", "Bytes written per second by synced txgs of each pool.", "Bps",
+               query(f"rate(zfs_pool_txg_written_bytes_total{{{IP}}}[{RI}])", "{{instance}} {{pool}} write")),
+        series("Pool read throughput", "Bytes read per second through the datasets of each pool "
+               "(objset kstats: logical reads, ARC hits included).", "Bps",
+               query(f"sum by (instance, pool) (rate(zfs_dataset_read_bytes_total{{{IP}}}[{RI}]))",
+                     "{{instance}} {{pool}} read")),
+        series("Dirty data vs zfs_dirty_data_max", "Live dirty data (ARC anonymous buffers) against the limit at "
+               "which ZFS stops accepting writes; past zfs_delay_min_dirty_percent the write throttle delays them.",
+               "bytes",
+               query(f"zfs_arc_anon_size_bytes{{{I}}}", "{{instance}} dirty"),
+               query(f"zfs_dirty_data_max_bytes{{{I}}}", "{{instance}} max"),
+               query(f"zfs_dirty_data_max_bytes{{{I}}} * zfs_dirty_data_delay_min_ratio{{{I}}}",
+                     "{{instance}} throttle starts")),
+        series("ARC hit ratio", "ARC hit ratio per NAS (recording rule instance:zfs_arc_hit_ratio:rate5m).",
+               "percentunit", query(f"instance:zfs_arc_hit_ratio:rate5m{{{I}}}", "{{instance}}"), max_val=1),
+    ])
+
+
+def arc() -> Board:
+    return Board("arc", "ZFS / ARC and L2ARC", "ARC size against its target and limits, hit ratios by access "
+                 "and content, MRU/MFU, evictions, and what the L2ARC holds, serves and costs in RAM.", panels=[
+        row("ARC"),
+        series("ARC size vs target, min and max", "ARC size against its adaptive target (c) and the c_min / "
+               "c_max limits.", "bytes",
+               *per_instance(("zfs_arc_size_bytes", "size"),
+                             ("zfs_arc_target_size_bytes", "target"),
+                             ("zfs_arc_min_size_bytes", "min"),
+                             ("zfs_arc_max_size_bytes", "max"))),
+        series("Hit ratio by access and content", "Share of reads served from the ARC, split demand / prefetch "
+               "x data / metadata.", "percentunit",
+               query(f'sum by (instance, access, content) (rate(zfs_arc_reads_total{{{I}, result="hit"}}[{RI}]))'
+                     f" / sum by (instance, access, content) (rate(zfs_arc_reads_total{{{I}}}[{RI}]))",
+                     "{{instance}} {{access}} {{content}}"), max_val=1),
+        series("MRU and MFU", "Bytes in the most-recently and most-frequently used lists (and their ghosts' "
+               "referenced sizes, which tell how much a larger ARC would have served).", "bytes",
+               *per_instance(("zfs_arc_mru_size_bytes", "MRU"),
+                             ("zfs_arc_mfu_size_bytes", "MFU"),
+                             ("zfs_arc_mru_ghost_size_bytes", "MRU ghost"),
+                             ("zfs_arc_mfu_ghost_size_bytes", "MFU ghost"))),
+        series("Hits by list", "ARC hits per second by the list that served them; ghost hits are misses a "
+               "bigger ARC would have avoided.", "ops",
+               query(f"sum by (instance, list) (rate(zfs_arc_list_hits_total{{{I}}}[{RI}]))",
+                     "{{instance}} {{list}}")),
+        series("Evictions", "Buffers evicted per second (deleted), and evictions skipped or short of their goal.",
+               "ops",
+               query(f"rate(zfs_arc_deleted_total{{{I}}}[{RI}])", "{{instance}} deleted"),
+               query(f"rate(zfs_arc_evict_skip_total{{{I}}}[{RI}])", "{{instance}} skipped"),
+               query(f"rate(zfs_arc_evict_not_enough_total{{{I}}}[{RI}])", "{{instance}} not enough")),
+        series("ARC contents", "What the ARC holds: data, metadata, headers, dbufs and dnodes.", "bytes",
+               *per_instance(("zfs_arc_data_size_bytes", "data"),
+                             ("zfs_arc_metadata_size_bytes", "metadata"),
+                             ("zfs_arc_hdr_size_bytes", "headers"),
+                             ("zfs_arc_dbuf_size_bytes", "dbufs"),
+                             ("zfs_arc_dnode_size_bytes", "dnodes")), stacked=True),
+        row("L2ARC"),
+        series("L2ARC size", "Data the L2ARC holds (uncompressed) and the space it takes on the cache devices.",
+               "bytes",
+               query(f"zfs_l2arc_size_bytes{{{I}}}", "{{instance}} size"),
+               query(f"zfs_l2arc_allocated_bytes{{{I}}}", "{{instance}} allocated")),
+        series("L2ARC hit ratio", "Share of ARC misses the L2ARC served.", "percentunit",
+               query(f"rate(zfs_l2arc_hits_total{{{I}}}[{RI}]) / (rate(zfs_l2arc_hits_total{{{I}}}[{RI}])"
+                     f" + rate(zfs_l2arc_misses_total{{{I}}}[{RI}]))", "{{instance}}"), max_val=1),
+        series("L2ARC bytes read and written", "Bytes per second read from and fed to the cache devices.", "Bps",
+               query(f"rate(zfs_l2arc_read_bytes_total{{{I}}}[{RI}])", "{{instance}} read"),
+               query(f"rate(zfs_l2arc_written_bytes_total{{{I}}}[{RI}])", "{{instance}} written")),
+        series("L2ARC header RAM", "RAM the L2ARC headers take out of the ARC, and their share of the ARC "
+               "(right axis; alert ZfsL2arcHeaderRamHigh above 10 %).", "bytes",
+               query(f"zfs_l2arc_header_bytes{{{I}}}", "{{instance}} headers"),
+               query(f"instance:zfs_l2arc_header_share:ratio{{{I}}}", "{{instance}} share of ARC"))
+        .override_by_query("B", [model.DynamicConfigValue(id_val="unit", value="percentunit"),
+                                 model.DynamicConfigValue(id_val="custom.axisPlacement", value="right")]),
+    ])
+
+
+def write_path() -> Board:
+    board = Board("write-path", "ZFS / Write path", "Dirty data against its limit, txg sync times and sizes, the "
+                  "write throttle, tx-assign latency and per-dataset writes, next to CPU busy and iowait.",
+                  variables="dataset", panels=[
+        row("Dirty data and txgs"),
+        series("Dirty data vs zfs_dirty_data_max", "Live dirty data (ARC anonymous buffers) against "
+               "zfs_dirty_data_max and the point where the write throttle starts delaying writes.", "bytes",
+               query(f"zfs_arc_anon_size_bytes{{{I}}}", "{{instance}} dirty"),
+               query(f"zfs_dirty_data_max_bytes{{{I}}}", "{{instance}} zfs_dirty_data_max"),
+               query(f"zfs_dirty_data_max_bytes{{{I}}} * zfs_dirty_data_delay_min_ratio{{{I}}}",
+                     "{{instance}} delay starts"),
+               query(f"zfs_pool_txg_last_dirty_bytes{{{IP}}}", "{{instance}} {{pool}} last txg dirty")),
+        heat("Txg sync time", "How long each txg took to sync (histogram of synced txgs per scrape interval).",
+             "s", f"sum by (le) (rate(zfs_pool_txg_sync_seconds_bucket{{{IP}}}[{RI}]))"),
+        series("Txgs synced per second", "Txg rate per pool; about 1/zfs_txg_timeout at rest, faster when dirty "
+               "data fills up.", "ops",
+               query(f"rate(zfs_pool_txgs_synced_total{{{IP}}}[{RI}])", "{{instance}} {{pool}}")),
+        series("Bytes per txg", "Bytes written and dirty bytes per synced txg.", "bytes",
+               query(f"rate(zfs_pool_txg_written_bytes_total{{{IP}}}[{RI}]) / rate(zfs_pool_txgs_synced_total"
+                     f"{{{IP}}}[{RI}])", "{{instance}} {{pool}} written"),
+               query(f"rate(zfs_pool_txg_dirty_bytes_total{{{IP}}}[{RI}]) / rate(zfs_pool_txgs_synced_total"
+                     f"{{{IP}}}[{RI}])", "{{instance}} {{pool}} dirty")),
+        row("Write throttle"),
+        series("Throttle and delay events", "dmu_tx events per second: writes delayed by the dirty-data "
+               "throttle, hard-throttled or over zfs_dirty_data_max.", "ops",
+               *[query(f"rate(zfs_dmu_tx_{name}_total{{{I}}}[{RI}])", f"{{{{instance}}}} {name}")
+                 for name in ("dirty_delay", "dirty_throttle", "dirty_over_max", "delay", "wrlog_delay")]),
+        heat("Tx assign latency", "Time writers waited to get into an open txg (dmu_tx_assign histogram); "
+             "long tails mean the throttle is delaying them.", "s",
+             f"sum by (le) (rate(zfs_pool_tx_assign_seconds_bucket{{{IP}}}[{RI}]))"),
+        row("Datasets and CPU"),
+        series("Write rate per dataset", "Bytes written per second into each dataset (objset kstats).", "Bps",
+               query(f"rate(zfs_dataset_written_bytes_total{{{IPD}}}[{RI}])", "{{instance}} {{dataset}}"),
+               stacked=True),
+        series("CPU busy and iowait", "CPU busy (not idle or iowait) and iowait from node_exporter: compression "
+               "and checksums cost CPU, slow disks show as iowait.", "percentunit",
+               query(f'1 - avg by (instance) (rate(node_cpu_seconds_total{{{I}, mode=~"idle|iowait"}}[{RI}]))',
+                     "{{instance}} busy"),
+               query(f'avg by (instance) (rate(node_cpu_seconds_total{{{I}, mode="iowait"}}[{RI}]))',
+                     "{{instance}} iowait"), max_val=1),
+    ])
+    return board
+
+
+def datasets() -> Board:
+    info = f"zfs_dataset_info{{{IPD}}}"
+    return Board("datasets", "ZFS / Datasets", "Compression, logical against physical space, properties and "
+                 "I/O of every dataset.", variables="dataset", panels=[
+        row("Space"),
+        bars("Compression ratio", "compressratio of each dataset (logical / physical of what it uses).", "x",
+             query(f"zfs_dataset_compressratio{{{IPD}}}", "{{dataset}}", instant=True), min_val=1),
+        series("Logical vs physical used", "Space used as the applications see it (logicalused) and on disk "
+               "(used).", "bytes",
+               query(f"zfs_dataset_logical_used_bytes{{{IPD}}}", "{{dataset}} logical"),
+               query(f"zfs_dataset_used_bytes{{{IPD}}}", "{{dataset}} physical")),
+        series("Used by snapshots", "Space only snapshots keep alive, per dataset.", "bytes",
+               query(f"zfs_dataset_used_by_snapshots_bytes{{{IPD}}}", "{{dataset}}")),
+        series("Available", "Space each dataset can still grow into.", "bytes",
+               query(f"zfs_dataset_available_bytes{{{IPD}}}", "{{dataset}}")),
+        grid("Properties", "recordsize, compression and space of every dataset, one row each.", "bytes",
+             query(f"max by (instance, pool, dataset, type, compression, recordsize) ({info})",
+                   instant=True, fmt=PromQueryFormat.TABLE, ref="A"),
+             query(f"max by (instance, pool, dataset) (zfs_dataset_compressratio{{{IPD}}})",
+                   instant=True, fmt=PromQueryFormat.TABLE, ref="B"),
+             query(f"max by (instance, pool, dataset) (zfs_dataset_logical_used_bytes{{{IPD}}})",
+                   instant=True, fmt=PromQueryFormat.TABLE, ref="C"),
+             query(f"max by (instance, pool, dataset) (zfs_dataset_used_bytes{{{IPD}}})",
+                   instant=True, fmt=PromQueryFormat.TABLE, ref="D"),
+             transformations=[transform("merge"),
+                              transform("organize", excludeByName={"Time": True, "Value #A": True},
+                                        renameByName={"Value #B": "compressratio", "Value #C": "logical used",
+                                                      "Value #D": "used"})],
+             overrides=[("compressratio", unit_override("x"))]),
+        row("I/O"),
+        series("Write rate", "Bytes written per second into each dataset.", "Bps",
+               query(f"rate(zfs_dataset_written_bytes_total{{{IPD}}}[{RI}])", "{{dataset}}")),
+        series("Read rate", "Bytes read per second from each dataset (ARC hits included).", "Bps",
+               query(f"rate(zfs_dataset_read_bytes_total{{{IPD}}}[{RI}])", "{{dataset}}")),
+        series("Write and read operations", "Write and read calls per second per dataset.", "ops",
+               query(f"rate(zfs_dataset_writes_total{{{IPD}}}[{RI}])", "{{dataset}} writes"),
+               query(f"rate(zfs_dataset_reads_total{{{IPD}}}[{RI}])", "{{dataset}} reads")),
+        series("Average write size", "Bytes per write call: small writes on a large recordsize cost "
+               "read-modify-write.", "bytes",
+               query(f"rate(zfs_dataset_written_bytes_total{{{IPD}}}[{RI}]) / rate(zfs_dataset_writes_total"
+                     f"{{{IPD}}}[{RI}])", "{{dataset}}")),
+    ])
+
+
+def per_disk(expr: str) -> str:
+    """A per-device expression labelled by serial, pool and vdev through zfs_disk_info."""
+    return (f"({expr}) * on (instance, device) group_left (serial, model, pool, vdev_guid) "
+            f"max by (instance, device, serial, model, pool, vdev_guid) ({DISK_INFO})")
+
+
+def disks() -> Board:
+    dev = f'{I}, device=~"$disk"'
+    legend = "{{pool}} {{serial}} ({{device}})"
+    return Board("disks", "ZFS / Disks", "Throughput, IOPS, latency and utilisation of every physical disk, "
+                 "labelled by serial and grouped by pool and vdev, and vdev latency histograms.",
+                 variables="disk", panels=[
+        grid("Disks", "Every disk of the selected pools with its identity and place in the pool.", "none",
+             query(DISK_INFO, instant=True, fmt=PromQueryFormat.TABLE),
+             transformations=[transform("organize", excludeByName={"Time": True, "Value": True, "__name__": True})],
+             height=6),
+        row("Per disk"),
+        series("Read throughput", "Bytes read per second per disk.", "Bps",
+               query(per_disk(f"rate(zfs_disk_read_bytes_total{{{dev}}}[{RI}])"), legend)),
+        series("Write throughput", "Bytes written per second per disk.", "Bps",
+               query(per_disk(f"rate(zfs_disk_written_bytes_total{{{dev}}}[{RI}])"), legend)),
+        series("IOPS", "Completed reads and writes per second per disk.", "iops",
+               query(per_disk(f"rate(zfs_disk_reads_total{{{dev}}}[{RI}])"), legend + " read"),
+               query(per_disk(f"rate(zfs_disk_writes_total{{{dev}}}[{RI}])"), legend + " write")),
+        series("Average latency", "Time per completed I/O (time spent on reads and writes divided by their "
+               "count).", "s",
+               query(per_disk(f"rate(zfs_disk_read_time_seconds_total{{{dev}}}[{RI}]) / "
+                              f"rate(zfs_disk_reads_total{{{dev}}}[{RI}])"), legend + " read"),
+               query(per_disk(f"rate(zfs_disk_write_time_seconds_total{{{dev}}}[{RI}]) / "
+                              f"rate(zfs_disk_writes_total{{{dev}}}[{RI}])"), legend + " write")),
+        series("Utilisation", "Share of time each disk was busy (io_time); near 100 % the disk is saturated.",
+               "percentunit", query(per_disk(f"rate(zfs_disk_io_time_seconds_total{{{dev}}}[{RI}])"), legend),
+               max_val=1),
+        row("Vdev latency (vdevlatency collector)"),
+        heat("Vdev read latency", "Total wait (queue + disk) of reads on the selected vdevs, from zpool "
+             "iostat -w; pick the root vdev (named like the pool) for the pool as a whole.", "s",
+             f'sum by (le) (rate(zfs_vdev_latency_seconds_bucket{{{VDEV}, type="total_wait", io="read"}}[{RI}]))'),
+        heat("Vdev write latency", "Total wait (queue + disk) of writes on the selected vdevs, from zpool "
+             "iostat -w; pick the root vdev (named like the pool) for the pool as a whole.", "s",
+             f'sum by (le) (rate(zfs_vdev_latency_seconds_bucket{{{VDEV}, type="total_wait", io="write"}}[{RI}]))'),
+    ])
+
+
+def benchmarks() -> Board:
+    b = BENCH
+    cfg = "{{pool}} {{exported_job}} {{compression}} rs={{recordsize}} enc={{encryption}} {{size}}"
+    by = f"instance, pool, {BENCH_CONFIG}"
+    return Board("benchmarks", "ZFS / Benchmarks", "fio runs of the benchmark runner compared across "
+                 "configurations and over time; each run is an annotation region.", panels=[
+        series("Throughput per configuration across runs", "Write throughput of the latest run of each "
+               "configuration, as it changes from run to run.", "Bps",
+               query(f"max by ({by}) (zfs_bench_throughput_bytes_per_second{{{b}}})", cfg), height=9, width=24),
+        bars("Latest throughput per configuration", "Latest throughput of each configuration.", "Bps",
+             query(f"max by ({by}) (zfs_bench_throughput_bytes_per_second{{{b}}})", cfg, instant=True)),
+        xy("Throughput vs compression ratio", "Latest throughput (y) against the compression ratio it "
+           "achieved (x), one point per configuration.",
+           query(f"max by ({by}) (zfs_bench_compressratio{{{b}}})", instant=True, fmt=PromQueryFormat.TABLE),
+           query(f"max by ({by}) (zfs_bench_throughput_bytes_per_second{{{b}}})", instant=True,
+                 fmt=PromQueryFormat.TABLE)),
+        series("CPU per configuration", "CPU busy share during the latest run of each configuration.",
+               "percentunit", query(f"max by ({by}) (zfs_bench_cpu_busy_ratio{{{b}}})", cfg), max_val=1),
+        series("Latest vs previous median", "Latest throughput divided by the median of the configuration's "
+               "previous runs; below 0.85 the regression alert fires.", "percentunit",
+               query(f"max by ({by}) (zfs_bench_throughput_bytes_per_second{{{b}}}) / max by ({by}) "
+                     f"(zfs_bench_throughput_previous_median_bytes_per_second{{{b}}} > 0)", cfg)),
+        grid("Results", "One row per configuration, like the tables in benchmark write-ups: throughput, "
+             "compression ratio, CPU, duration, previous median and number of runs.", "Bps",
+             *[query(f"max by ({by}) ({metric}{{{b}}})", instant=True, fmt=PromQueryFormat.TABLE, ref=ref)
+               for ref, metric in zip("ABCDEFG", ("zfs_bench_throughput_bytes_per_second", "zfs_bench_compressratio",
+                                                  "zfs_bench_cpu_busy_ratio", "zfs_bench_duration_seconds",
+                                                  "zfs_bench_throughput_previous_median_bytes_per_second",
+                                                  "zfs_bench_runs_total", "zfs_bench_last_run_timestamp_seconds"))],
+             transformations=[transform("merge"), transform("organize", excludeByName={"Time": True}, renameByName={
+                 "exported_job": "job", "Value #A": "throughput", "Value #B": "compressratio", "Value #C": "CPU busy",
+                 "Value #D": "duration", "Value #E": "previous median", "Value #F": "runs",
+                 "Value #G": "last run"})],
+             overrides=[("compressratio", unit_override("x")), ("CPU busy", unit_override("percentunit")),
+                        ("duration", unit_override("s")), ("runs", unit_override("none")),
+                        ("last run", unit_override("dateTimeAsIso"))], height=10),
+    ])
+
+
+BOARDS = {"overview": overview, "arc": arc, "write-path": write_path, "datasets": datasets, "disks": disks,
+          "benchmarks": benchmarks}
+
+
+def render() -> dict[str, str]:
+    """{file name: JSON text} of every dashboard."""
+    return {f"{key}.json": json.dumps(build().build(), indent=2, sort_keys=True) + "\n" for key, build in BOARDS.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 when a committed file differs")
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args(argv)
+    stale = []
+    for name, text in render().items():
+        path = args.out / name
+        if args.check:
+            if not path.exists() or path.read_text() != text:
+                stale.append(name)
+        else:
+            path.write_text(text)
+    if stale:
+        print(f"stale: {', '.join(stale)}: run dashboards/generate.py", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

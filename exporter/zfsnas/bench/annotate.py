@@ -1,0 +1,134 @@
+"""Grafana annotations: a region per cell (POST at start, PATCH timeEnd and figures at the end).
+
+Owns talking to Grafana's HTTP API (`POST /api/annotations`, `PATCH /api/annotations/<id>`,
+Bearer service-account token, times in epoch milliseconds) with short timeouts, and queuing in
+the store whatever could not be sent. The token lives only in memory: it is never logged,
+never stored, never put in an error message.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from .store import Store
+
+log = logging.getLogger("zfsnas.bench")
+TIMEOUT = 5.0
+
+
+class AnnotationError(RuntimeError):
+    pass
+
+
+def load_token(flag: str | None = None, token_file: str | None = None) -> str | None:
+    """The token from --grafana-token-file, else $ZFSNAS_GRAFANA_TOKEN, else --grafana-token."""
+    if token_file:
+        return Path(token_file).read_text().strip() or None
+    return os.environ.get("ZFSNAS_GRAFANA_TOKEN") or flag or None
+
+
+@dataclass
+class GrafanaClient:
+    url: str
+    token: str | None
+    timeout: float = TIMEOUT
+
+    def request(self, method: str, path: str, payload: dict) -> dict:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        req = urllib.request.Request(self.url.rstrip("/") + path, data=json.dumps(payload).encode(),
+                                     headers=headers, method=method)
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                body = resp.read()
+        except urllib.error.HTTPError as exc:
+            raise AnnotationError(f"{method} {path}: HTTP {exc.code}") from None
+        except (urllib.error.URLError, OSError, TimeoutError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise AnnotationError(f"{method} {path}: {type(reason).__name__}: {reason}") from None
+        try:
+            return json.loads(body or b"{}")
+        except ValueError:
+            raise AnnotationError(f"{method} {path}: answer is not JSON") from None
+
+    def post(self, payload: dict) -> int:
+        answer = self.request("POST", "/api/annotations", payload)
+        if not isinstance(answer.get("id"), int):
+            raise AnnotationError(f"POST /api/annotations: no id in answer {answer}")
+        return answer["id"]
+
+    def patch(self, annotation_id: int, payload: dict) -> None:
+        self.request("PATCH", f"/api/annotations/{annotation_id}", payload)
+
+
+def tags(config: dict[str, str], run_id: str) -> list[str]:
+    return ["zfsnas-bench", f"job:{config['job']}", f"compression:{config['compression']}",
+            f"recordsize:{config['recordsize']}", f"size:{config['size']}", f"pool:{config['pool']}",
+            f"run:{run_id}"]
+
+
+class Annotator:
+    """Per-cell regions; any failure is queued and the benchmark goes on."""
+
+    def __init__(self, store: Store, client: GrafanaClient | None):
+        self.store = store
+        self.client = client
+        self._pending: dict[int, int] = {}   # result id -> queued POST id
+
+    def start(self, result_id: int, started_ms: int, config: dict[str, str], run_id: str, text: str) -> None:
+        if self.client is None:
+            return
+        payload = {"time": started_ms, "tags": tags(config, run_id), "text": text}
+        try:
+            self.store.set_annotation(result_id, self.client.post(payload))
+        except AnnotationError as exc:
+            log.warning("Grafana annotation queued: %s", exc)
+            self._pending[result_id] = self.store.queue_annotation(
+                result_id, self.client.url, "POST", "/api/annotations", payload, str(exc))
+
+    def finish(self, result_id: int, annotation_id: int | None, started_ms: int, ended_ms: int,
+               config: dict[str, str], run_id: str, text: str) -> None:
+        if self.client is None:
+            return
+        if result_id in self._pending:  # the start never arrived: queue one complete region instead
+            payload = {"time": started_ms, "timeEnd": ended_ms, "tags": tags(config, run_id), "text": text}
+            self.store.update_queued(self._pending.pop(result_id), payload)
+            return
+        if annotation_id is None:
+            return
+        payload = {"timeEnd": ended_ms, "text": text}
+        try:
+            self.client.patch(annotation_id, payload)
+        except AnnotationError as exc:
+            log.warning("Grafana annotation update queued: %s", exc)
+            self.store.queue_annotation(result_id, self.client.url, "PATCH", f"/api/annotations/{annotation_id}",
+                                        payload, str(exc))
+
+    def retry(self, url: str | None = None) -> tuple[int, int]:
+        """Send every queued annotation; (sent, still queued)."""
+        sent = failed = 0
+        token = self.client.token if self.client else None
+        for row in self.store.pending_annotations():
+            client = GrafanaClient(url or row["url"], token, self.client.timeout if self.client else TIMEOUT)
+            payload = json.loads(row["payload"])
+            try:
+                if row["method"] == "POST":
+                    annotation_id = client.post(payload)
+                    if row["result_id"] is not None:
+                        self.store.set_annotation(row["result_id"], annotation_id)
+                else:
+                    client.request(row["method"], row["path"], payload)
+            except AnnotationError as exc:
+                self.store.annotation_failed(row["id"], str(exc))
+                failed += 1
+                continue
+            self.store.annotation_sent(row["id"])
+            sent += 1
+        return sent, failed

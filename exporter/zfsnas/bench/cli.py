@@ -1,0 +1,265 @@
+"""`zfsnas-bench`: init, plan, run, list, report, annotate --retry.
+
+Owns the command line and wiring (flags, environment, defaults); the work is done by the
+planner, runner, store, annotate and report modules.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import os
+import re
+import shutil
+import sys
+import sysconfig
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from .. import __version__
+from ..sources.commands import CommandRunner
+from ..sources.model import SourceError
+from .annotate import Annotator, GrafanaClient, load_token
+from .fio import fio_version, pattern_warning
+from .guard import GuardError, check_dataset_name
+from .matrix import MatrixError, load_matrix
+from .planner import PlanOptions, plan_matrix, render_plan
+from .report import chart, markdown, summarise, to_csv
+from .runner import RunError, Runner, RunLock, RunSettings, make_key_file, new_run_id
+from .store import DEFAULT_DB, Store
+from .zfs import ZfsOps
+
+log = logging.getLogger("zfsnas.bench")
+
+
+def default_jobs_dir() -> Path:
+    """$ZFSNAS_BENCH_JOBS, else the checkout's benchmark-jobs/, else the copy a wheel installs
+    under <data>/share/zfsnas (the venv, /usr/local with Debian's pip, or /usr)."""
+    if env := os.environ.get("ZFSNAS_BENCH_JOBS"):
+        return Path(env)
+    candidates = [Path(__file__).resolve().parents[3] / "benchmark-jobs"]
+    for root in (sysconfig.get_paths()["data"], sys.prefix, "/usr/local", "/usr"):
+        candidates.append(Path(root) / "share/zfsnas/benchmark-jobs")
+    return next((c for c in candidates if c.is_dir()), candidates[1])
+
+
+def job_names(jobs_dir: Path) -> set[str]:
+    return {p.stem for p in jobs_dir.glob("*.fio")} | {"copy"}
+
+
+def resolve_matrix(name: str, jobs_dir: Path) -> Path:
+    """A path, or the name of a shipped matrix (`fits-copy` -> benchmark-jobs/matrices/fits-copy.toml)."""
+    path = Path(name)
+    if path.exists() or "/" in name or name.endswith(".toml"):
+        return path
+    return jobs_dir / "matrices" / f"{name}.toml"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--db", default=os.environ.get("ZFSNAS_BENCH_DB", DEFAULT_DB),
+                        help=f"results database (default $ZFSNAS_BENCH_DB or {DEFAULT_DB})")
+    common.add_argument("--zfs.command-prefix", dest="command_prefix", default="",
+                        help="prefix for zfs/zpool commands, e.g. 'nsenter --target 1 --mount --'")
+    common.add_argument("--zfs.command-timeout", dest="command_timeout", type=float, default=60.0)
+    common.add_argument("--path.procfs", dest="procfs", default="/proc")
+    common.add_argument("--path.sysfs", dest="sysfs", default="/sys")
+    common.add_argument("--jobs-dir", type=Path, default=None, help="fio job files and matrices/")
+    common.add_argument("--log.level", dest="log_level", default="info", choices=("debug", "info", "warn", "error"))
+    grafana = argparse.ArgumentParser(add_help=False)
+    grafana.add_argument("--grafana-url", default=os.environ.get("ZFSNAS_GRAFANA_URL"),
+                         help="Grafana base URL for annotations (default $ZFSNAS_GRAFANA_URL; none = no annotations)")
+    grafana.add_argument("--grafana-token-file", default=os.environ.get("ZFSNAS_GRAFANA_TOKEN_FILE"),
+                         help="file holding a Grafana service-account token (or $ZFSNAS_GRAFANA_TOKEN)")
+    grafana.add_argument("--grafana-token", default=None, help="the token itself (visible in ps: prefer the file)")
+    grafana.add_argument("--grafana-timeout", type=float, default=5.0)
+
+    parser = argparse.ArgumentParser(prog="zfsnas-bench", description="Benchmark matrices on a ZFS scratch dataset.")
+    parser.add_argument("--version", action="version", version=f"zfsnas-bench {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    init = sub.add_parser("init", parents=[common], help="mark a dataset as scratch (after confirmation)")
+    init.add_argument("dataset")
+    init.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    for name, helptext in (("plan", "print every command a matrix would run"), ("run", "run a matrix")):
+        p = sub.add_parser(name, parents=[common, grafana], help=helptext)
+        p.add_argument("matrix", help="a matrix file or the name of a shipped one (fits-copy, smoke, ...)")
+        p.add_argument("--dataset", help="the scratch dataset (overrides the matrix's `dataset`)")
+        p.add_argument("--keep", action="store_true", help="keep every child dataset")
+        p.add_argument("--size-scale", type=float, default=1.0, help="multiply every size (e.g. 0.01 for a try run)")
+        p.add_argument("--time-scale", type=float, default=1.0, help="multiply fio runtimes and ramp times")
+        p.add_argument("--dirty-data-max", type=int, default=None,
+                       help="bytes for '<n>x dirty' sizes (default: read zfs_dirty_data_max)")
+        p.add_argument("--mountpoint", default="", help="the scratch dataset's mountpoint (default /<dataset>)")
+        p.add_argument("--no-direct", dest="direct", action="store_false", help="fio without O_DIRECT")
+        p.add_argument("--zvol-root", default="/dev/zvol")
+        p.add_argument("--corpus", default=None, help="the directory the copy job copies (overrides the matrix)")
+        p.add_argument("--fio", default="fio", help="the fio binary")
+        if name == "run":
+            p.add_argument("--dry-run", action="store_true", help="print every zfs and fio command, run nothing")
+            p.add_argument("--lock", default=None, help="lock file (default <db>.lock)")
+    lst = sub.add_parser("list", parents=[common], help="list stored runs")
+    lst.add_argument("--all", action="store_true", help="every result, not only the last 50")
+    rep = sub.add_parser("report", parents=[common], help="experiment tables (Markdown/CSV) and a PNG chart")
+    rep.add_argument("--matrix", default=None, help="only this matrix")
+    rep.add_argument("--format", choices=("markdown", "csv"), default="markdown")
+    rep.add_argument("--png", default=None, help="write a throughput-vs-ratio chart here (needs matplotlib)")
+    ann = sub.add_parser("annotate", parents=[common, grafana], help="send queued Grafana annotations")
+    ann.add_argument("--retry", action="store_true", required=True)
+    return parser
+
+
+def _zfs(args) -> ZfsOps:
+    return ZfsOps(CommandRunner(args.command_prefix, args.command_timeout), args.procfs, args.sysfs)
+
+
+def _client(args) -> GrafanaClient | None:
+    if not args.grafana_url:
+        return None
+    return GrafanaClient(args.grafana_url, load_token(args.grafana_token, args.grafana_token_file), args.grafana_timeout)
+
+
+def cmd_init(args) -> int:
+    check_dataset_name(args.dataset)
+    if not args.yes:
+        sys.stderr.write(f"zfsnas-bench will create, fill and destroy child datasets under {args.dataset}.\n"
+                         f"It never touches {args.dataset} itself or anything it did not create.\n"
+                         f"Mark {args.dataset} as scratch? Type 'yes': ")
+        sys.stderr.flush()
+        if sys.stdin.readline().strip() != "yes":
+            sys.stderr.write("not marked\n")
+            return 1
+    token = f"init-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    _zfs(args).mark_scratch(args.dataset, token)
+    print(f"{args.dataset} marked as scratch (org.zfsnas:scratch={token})")
+    return 0
+
+
+def cmd_run(args) -> int:
+    jobs_dir = args.jobs_dir or default_jobs_dir()
+    matrix = load_matrix(resolve_matrix(args.matrix, jobs_dir), job_names(jobs_dir))
+    if args.corpus:
+        matrix = dataclasses.replace(matrix, cells=tuple(dataclasses.replace(c, corpus=args.corpus)
+                                                         for c in matrix.cells))
+    for job in {c.job for c in matrix.cells if c.job != "copy" and not c.runtime}:
+        if re.search(r"^\s*time_based", (jobs_dir / f"{job}.fio").read_text(), re.M):
+            raise MatrixError(f"job {job} is time based: the matrix must give runtime = <seconds>")
+    scratch = args.dataset or matrix.dataset
+    check_dataset_name(scratch)
+    zfs = _zfs(args)
+    dry = args.command == "plan" or args.dry_run
+    mountpoint = args.mountpoint
+    if not dry:  # refuse an unmarked dataset before anything else, and learn where it is mounted
+        mountpoint = mountpoint or zfs.scratch(scratch)["mountpoint"].value
+    run_id = new_run_id()
+    results_dir = Path(tempfile.gettempdir()) / f"zfsnas-bench-{run_id}"
+    dirty = args.dirty_data_max or zfs.dirty_data_max()
+    encrypted = any(c.encryption != "off" for c in matrix.cells)
+    opts = PlanOptions(scratch=scratch, run_id=run_id, jobs_dir=jobs_dir, results_dir=results_dir,
+                       mountpoint=mountpoint, dirty_data_max=dirty, size_scale=args.size_scale,
+                       time_scale=args.time_scale, keep=args.keep, direct=args.direct, zvol_root=args.zvol_root,
+                       fio=args.fio)
+    if dry:
+        sys.stdout.write(render_plan(matrix, plan_matrix(matrix, opts)))
+        return 0
+    version_text, version = fio_version(args.fio)
+    for job in {c.job for c in matrix.cells if c.job != "copy"}:
+        if warning := pattern_warning(version, (jobs_dir / f"{job}.fio").read_text()):
+            log.warning("%s: %s", job, warning)
+    store = Store(args.db)
+    with RunLock(args.lock or f"{args.db}.lock"):
+        if stale := store.mark_stale(holding_lock=True):
+            log.warning("%d result(s) left running by a run that died were marked incomplete", stale)
+        for child in zfs.destroy_leftovers(scratch, store.dead_runs()):
+            log.warning("destroyed %s, left behind by a run that died", child)
+        key_file = make_key_file() if encrypted else ""
+        results_dir.mkdir(mode=0o700)
+        try:
+            plans = plan_matrix(matrix, dataclasses.replace(opts, key_file=key_file))
+            annotator = Annotator(store, _client(args))
+            if annotator.client is not None:  # what earlier runs could not send, to today's Grafana
+                sent, failed = annotator.retry(annotator.client.url)
+                if sent or failed:
+                    log.info("queued annotations: %d sent, %d still queued", sent, failed)
+            runner = Runner(zfs, store, annotator, RunSettings(matrix.name, scratch, run_id, args.procfs,
+                                                                version_text, args.keep))
+            log.info("run %s: matrix %s, %d cells on %s", run_id, matrix.name, len(plans), scratch)
+            status = runner.run(plans)
+        finally:
+            shutil.rmtree(results_dir, ignore_errors=True)
+            if key_file:
+                os.unlink(key_file)
+    log.info("run %s %s; results in %s", run_id, status, args.db)
+    return {"complete": 0, "aborted": 130}.get(status, 1)
+
+
+def _settle(args, store: Store) -> None:
+    """Mark rows of dead runs incomplete when no run holds the lock (so list/report are honest)."""
+    try:
+        with RunLock(args.lock if getattr(args, "lock", None) else f"{args.db}.lock"):
+            store.mark_stale(holding_lock=True)
+    except (RunError, OSError):
+        pass
+
+
+def cmd_list(args) -> int:
+    if not Path(args.db).exists():
+        print(f"no database at {args.db}")
+        return 0
+    store = Store(args.db)
+    _settle(args, store)
+    rows = store.results(status=None)
+    if not args.all:
+        rows = rows[-50:]
+    print("id\tstarted (UTC)\tstatus\tmatrix\tjob\tcompression\trecordsize\tsize\tpool\tMB/s\tratio")
+    for r in rows:
+        mbs = "" if r["throughput_bytes_per_second"] is None else f"{r['throughput_bytes_per_second'] / 1e6:.1f}"
+        ratio = "" if r["compressratio"] is None else f"{r['compressratio']:.2f}"
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r["started"]))
+        print(f"{r['id']}\t{when}\t{r['status']}\t{r['matrix']}\t{r['job']}\t{r['compression']}\t{r['recordsize']}"
+              f"\t{r['size']}\t{r['pool']}\t{mbs}\t{ratio}")
+    return 0
+
+
+def cmd_report(args) -> int:
+    if not Path(args.db).exists():
+        print(f"no database at {args.db}", file=sys.stderr)
+        return 1
+    store = Store(args.db)
+    _settle(args, store)
+    rows = summarise(store.results("complete", args.matrix))
+    sys.stdout.write(markdown(rows) if args.format == "markdown" else to_csv(rows))
+    if args.png:
+        chart(rows, args.png)
+        log.info("chart written to %s", args.png)
+    return 0
+
+
+def cmd_annotate(args) -> int:
+    store = Store(args.db)
+    client = _client(args) or GrafanaClient("", load_token(args.grafana_token, args.grafana_token_file),
+                                            args.grafana_timeout)
+    sent, failed = Annotator(store, client).retry(args.grafana_url)
+    print(f"{sent} annotation(s) sent, {failed} still queued")
+    return 0 if failed == 0 else 1
+
+
+COMMANDS = {"init": cmd_init, "plan": cmd_run, "run": cmd_run, "list": cmd_list, "report": cmd_report,
+            "annotate": cmd_annotate}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    level = {"warn": logging.WARNING}.get(args.log_level, getattr(logging, args.log_level.upper()))
+    logging.basicConfig(level=level, format="zfsnas-bench: %(levelname)s %(message)s", stream=sys.stderr)
+    try:
+        return COMMANDS[args.command](args)
+    except (MatrixError, GuardError, RunError, SourceError) as exc:
+        log.error("%s", exc)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""fio: run a job with JSON output and read its real JSON into plain figures.
+
+Owns `parse_fio_json` (bandwidth in bytes/s, IOPS, completion-latency percentiles, bytes, for
+every job and direction) and starting/stopping the fio process. Knows nothing of ZFS.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+from dataclasses import dataclass, field
+
+PATTERN_FIXED = (3, 34)
+
+
+@dataclass(frozen=True)
+class FioResult:
+    version: str
+    bw_bytes: float                 # summed over jobs and directions
+    iops: float
+    io_bytes: int
+    runtime_seconds: float          # the longest job's runtime (ramp excluded)
+    clat_percentiles_ns: dict[str, float] = field(default_factory=dict)   # "99.000000" -> ns, worst direction
+    directions: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+def parse_fio_json(text: str) -> FioResult:
+    """Figures of fio's `--output-format=json`; fio may print warnings before the JSON."""
+    start = text.find("{")
+    if start < 0:
+        raise ValueError("fio printed no JSON")
+    data = json.loads(text[start:])
+    jobs = data.get("jobs") or []
+    if not jobs:
+        raise ValueError("fio JSON has no jobs")
+    bw = iops = 0.0
+    io_bytes = 0
+    runtime = 0.0
+    clat: dict[str, float] = {}
+    directions: dict[str, dict[str, float]] = {}
+    for job in jobs:
+        if job.get("error"):
+            raise ValueError(f"fio job {job.get('jobname')} failed with error {job['error']}")
+        for direction in ("read", "write", "trim"):
+            d = job.get(direction) or {}
+            if not d.get("io_bytes"):
+                continue
+            bw += d.get("bw_bytes", d.get("bw", 0) * 1024)
+            iops += d.get("iops", 0.0)
+            io_bytes += d["io_bytes"]
+            runtime = max(runtime, d.get("runtime", 0) / 1000)
+            entry = directions.setdefault(direction, {"bw_bytes": 0.0, "iops": 0.0, "io_bytes": 0})
+            entry["bw_bytes"] += d.get("bw_bytes", 0)
+            entry["iops"] += d.get("iops", 0.0)
+            entry["io_bytes"] += d["io_bytes"]
+            for key, ns in ((d.get("clat_ns") or {}).get("percentile") or {}).items():
+                clat[key] = max(clat.get(key, 0.0), float(ns))
+    return FioResult(data.get("fio version", ""), bw, iops, io_bytes, runtime, clat, directions)
+
+
+def fio_version(fio: str = "fio") -> tuple[str, tuple[int, int] | None]:
+    try:
+        out = subprocess.run([fio, "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "", None
+    match = re.search(r"(\d+)\.(\d+)", out)
+    return out, (int(match[1]), int(match[2])) if match else None
+
+
+def pattern_warning(version: tuple[int, int] | None, job_text: str) -> str | None:
+    """fio before 3.34 repeats only 512 bytes of a buffer_pattern file: say so."""
+    if version is not None and version < PATTERN_FIXED and re.search(r"^\s*buffer_pattern\s*=\s*['\"]?<", job_text, re.M):
+        return (f"fio {version[0]}.{version[1]} repeats only the first 512 bytes of a buffer_pattern file "
+                f"(fixed in 3.34): the data is far more compressible than the file")
+    return None
+
+
+class FioProcess:
+    """A running fio; `stop()` ends it (and its workers) from a signal handler."""
+
+    def __init__(self, argv: list[str], env: dict[str, str]):
+        self.proc = subprocess.Popen(argv, env={**os.environ, **env}, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def wait(self) -> tuple[int, str, str]:
+        out, err = self.proc.communicate()
+        return self.proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass

@@ -1,0 +1,195 @@
+"""Matrix files (TOML): which jobs to run with which dataset properties, sizes and repeats.
+
+Owns parsing and validating a matrix into `Matrix`/`Cell` values; every mistake becomes a
+`MatrixError` naming the file and the key. It runs nothing and touches no dataset.
+
+A matrix has top-level defaults and optional `[[sweep]]` tables; each sweep inherits the
+defaults and overrides any of them, and its cells are the cross product of its axes
+(job x compression x recordsize x encryption x size) times `repeats`. No sweep means one sweep
+made of the defaults.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+AXES = ("job", "compression", "recordsize", "encryption", "size")
+KINDS = ("filesystem", "volume")
+SCALAR_KEYS = {"repeats": int, "runtime": (int, float), "ramp_time": (int, float), "corpus": str,
+               "kind": str, "compressibility": int}
+TOP_ONLY = {"name", "description", "dataset", "properties", "sweep"}
+_SIZE = re.compile(r"^(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[KMGTP]?)(?:i?B)?$", re.IGNORECASE)
+_DIRTY = re.compile(r"^(?P<number>\d+(?:\.\d+)?)\s*x\s*dirty(?:_data_max)?$", re.IGNORECASE)
+_PROPERTY = re.compile(r"^[a-z][a-z0-9_.:-]*$")
+_VALUE = re.compile(r"^[A-Za-z0-9_.:+/-]+$")
+UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
+
+
+class MatrixError(ValueError):
+    """The matrix is invalid; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One configuration to run once: a child dataset with these properties and one job."""
+
+    job: str
+    compression: str
+    recordsize: str          # volblocksize for kind = "volume"
+    encryption: str
+    size: str                # as written: "70G", "4x dirty", or "all" (the whole corpus, copy job)
+    repeat: int
+    kind: str = "filesystem"
+    runtime: float = 0.0     # fio time-based runtime in seconds; 0 = run until `size` is written
+    ramp_time: float = 0.0
+    corpus: str = ""
+    compressibility: int = 50
+    properties: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {"job": self.job, "compression": self.compression, "recordsize": self.recordsize,
+                "size": self.size}
+
+
+@dataclass(frozen=True)
+class Matrix:
+    name: str
+    description: str
+    dataset: str
+    cells: tuple[Cell, ...]
+    path: str = ""
+    properties: tuple[tuple[str, str], ...] = field(default=())
+
+
+def parse_size(text: str, dirty_data_max: int | None = None) -> int:
+    """Bytes of "70G", "512K", "1.5T" (powers of 1024) or "4x dirty" (x zfs_dirty_data_max)."""
+    text = str(text).strip()
+    if match := _DIRTY.match(text):
+        if not dirty_data_max:
+            raise MatrixError(f"size {text!r} needs zfs_dirty_data_max (not readable here; pass --dirty-data-max)")
+        return int(float(match["number"]) * dirty_data_max)
+    if match := _SIZE.match(text):
+        return int(float(match["number"]) * UNITS[match["unit"].upper()])
+    raise MatrixError(f"size {text!r}: expected a number with K/M/G/T or '<n>x dirty'")
+
+
+def _list(where: str, key: str, value) -> list[str]:
+    items = value if isinstance(value, list) else [value]
+    if not items:
+        raise MatrixError(f"{where}: {key} is empty")
+    out = []
+    for item in items:
+        if not isinstance(item, (str, int, float)) or isinstance(item, bool):
+            raise MatrixError(f"{where}: {key} must hold strings, got {item!r}")
+        text = str(item)
+        if key != "size" and not _VALUE.match(text):
+            raise MatrixError(f"{where}: {key} value {text!r} has characters a ZFS property value cannot take")
+        out.append(text)
+    return out
+
+
+def _properties(where: str, table) -> tuple[tuple[str, str], ...]:
+    if not isinstance(table, dict):
+        raise MatrixError(f"{where}: properties must be a table")
+    out = []
+    for key, value in table.items():
+        if not _PROPERTY.match(key) or key.startswith("org.zfsnas:"):
+            raise MatrixError(f"{where}: property {key!r} is not allowed")
+        if key in ("compression", "recordsize", "volblocksize", "encryption", "keyformat", "keylocation"):
+            raise MatrixError(f"{where}: property {key!r} is set by the matrix axes, not [properties]")
+        if not _VALUE.match(str(value)):
+            raise MatrixError(f"{where}: property {key} value {value!r} is not allowed")
+        out.append((key, str(value)))
+    return tuple(out)
+
+
+def _settings(where: str, table: dict, base: dict) -> dict:
+    settings = dict(base)
+    for key, value in table.items():
+        if key in TOP_ONLY:
+            continue
+        axis = key[:-1] if key.endswith("s") and key[:-1] in AXES else key  # "jobs" or "job"
+        if axis in AXES:
+            settings[axis] = _list(where, key, value)
+        elif key in SCALAR_KEYS:
+            if not isinstance(value, SCALAR_KEYS[key]) or isinstance(value, bool):
+                raise MatrixError(f"{where}: {key} has the wrong type ({value!r})")
+            settings[key] = value
+        else:
+            known = ", ".join(sorted([*AXES, *SCALAR_KEYS, *TOP_ONLY]))
+            raise MatrixError(f"{where}: unknown key {key!r} (known: {known})")
+    return settings
+
+
+DEFAULTS = {"job": None, "compression": ["lz4"], "recordsize": ["128K"], "encryption": ["off"], "size": None,
+            "repeats": 1, "runtime": 0, "ramp_time": 0, "corpus": "", "kind": "filesystem", "compressibility": 50}
+
+
+def parse_matrix(text: str, where: str = "matrix", job_names: set[str] | None = None) -> Matrix:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise MatrixError(f"{where}: not valid TOML: {exc}") from None
+    name = data.get("name") or Path(where).stem
+    if not isinstance(name, str) or not re.match(r"^[A-Za-z0-9_.-]+$", name):
+        raise MatrixError(f"{where}: name {name!r} may hold only letters, digits, '.', '_' and '-'")
+    dataset = data.get("dataset", "")
+    if not isinstance(dataset, str):
+        raise MatrixError(f"{where}: dataset must be a string")
+    properties = _properties(where, data.get("properties", {}))
+    base = _settings(where, data, DEFAULTS)
+    sweeps = data.get("sweep", [{}])
+    if not isinstance(sweeps, list) or not all(isinstance(s, dict) for s in sweeps):
+        raise MatrixError(f"{where}: sweep must be an array of tables ([[sweep]])")
+    cells: list[Cell] = []
+    seen = set()
+    for index, sweep in enumerate(sweeps, 1):
+        here = f"{where} sweep {index}" if "sweep" in data else where
+        settings = _settings(here, sweep, base)
+        extra = properties + _properties(here, sweep.get("properties", {}))
+        for key in ("job", "size"):
+            if not settings[key]:
+                raise MatrixError(f"{here}: no {key} given")
+        if settings["kind"] not in KINDS:
+            raise MatrixError(f"{here}: kind must be one of {', '.join(KINDS)}")
+        if settings["repeats"] < 1:
+            raise MatrixError(f"{here}: repeats must be at least 1")
+        if not 0 <= settings["compressibility"] <= 100:
+            raise MatrixError(f"{here}: compressibility is a percentage (0-100)")
+        for job in settings["job"]:
+            if job_names is not None and job not in job_names:
+                raise MatrixError(f"{here}: unknown job {job!r} (known: {', '.join(sorted(job_names))})")
+            if job == "copy" and not settings["corpus"]:
+                raise MatrixError(f"{here}: job 'copy' needs corpus = '<directory of your own files>'")
+        for size in settings["size"]:
+            if size == "all":
+                if settings["job"] != ["copy"]:
+                    raise MatrixError(f"{here}: size 'all' (the whole corpus) is for the copy job only")
+            elif not _DIRTY.match(size):
+                parse_size(size)
+        for job, compression, recordsize, encryption, size in itertools.product(
+                *(settings[axis] for axis in AXES)):
+            for repeat in range(1, settings["repeats"] + 1):
+                cell = Cell(job=job, compression=compression, recordsize=recordsize, encryption=encryption,
+                            size=size, repeat=repeat, kind=settings["kind"], runtime=float(settings["runtime"]),
+                            ramp_time=float(settings["ramp_time"]), corpus=settings["corpus"],
+                            compressibility=settings["compressibility"], properties=extra)
+                if cell not in seen:  # sweeps may share a configuration (e.g. zstd-1 at 1M)
+                    seen.add(cell)
+                    cells.append(cell)
+    return Matrix(name=name, description=str(data.get("description", "")), dataset=dataset,
+                  cells=tuple(cells), path=where, properties=properties)
+
+
+def load_matrix(path: str | Path, job_names: set[str] | None = None) -> Matrix:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise MatrixError(f"{path}: {exc.strerror or exc}") from None
+    return parse_matrix(text, str(path), job_names)

@@ -1,0 +1,334 @@
+"""Runs a plan: per cell create -> job -> sync -> space -> destroy, measuring and storing each.
+
+Owns the order of a run, the lock (two matrices never run at once), the signal handling
+(SIGINT/SIGTERM stop fio, destroy our child, record `aborted`) and the progress line. Every
+zfs command goes through zfs.py (which asks guard.py); every figure goes to store.py.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import platform
+import secrets
+import signal
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import probes
+from .annotate import Annotator
+from .copy import copy_corpus
+from .fio import FioProcess, parse_fio_json
+from .guard import GuardError
+from .planner import CellPlan
+from .store import Store
+from .zfs import ZfsOps
+
+log = logging.getLogger("zfsnas.bench")
+
+
+class RunError(RuntimeError):
+    pass
+
+
+class Aborted(Exception):
+    pass
+
+
+class RunLock:
+    """An exclusive flock next to the database: a second run refuses instead of waiting."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    def __enter__(self) -> RunLock:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self.fd)
+            holder = self.path.read_text().strip() or "another process"
+            raise RunError(f"another benchmark is running ({holder}; lock {self.path}): refused") from None
+        os.ftruncate(self.fd, 0)
+        os.write(self.fd, f"pid {os.getpid()}\n".encode())
+        return self
+
+    def __exit__(self, *exc) -> None:
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+
+
+class Progress:
+    """One line on stderr: a bar over the whole matrix, the current cell, elapsed and ETA."""
+
+    def __init__(self, plans: list[CellPlan], stream=sys.stderr):
+        self.plans, self.stream = plans, stream
+        self.started = time.monotonic()
+        self.done_seconds: list[float] = []
+        self.tty = stream.isatty()
+
+    def eta(self, index: int, cell_elapsed: float) -> float:
+        mean = sum(self.done_seconds) / len(self.done_seconds) if self.done_seconds else 0.0
+        left = 0.0
+        for plan in self.plans[index - 1:]:
+            guess = plan.estimate_seconds + 5 if plan.estimate_seconds else mean
+            left += guess
+        return max(0.0, left - cell_elapsed)
+
+    def show(self, index: int, cell_elapsed: float = 0.0, final: bool = False) -> None:
+        total = len(self.plans)
+        done = index - 1 + (1 if final else 0)
+        width = 24
+        bar = "#" * (width * done // total) + "-" * (width - width * done // total)
+        c = self.plans[min(index, total) - 1].cell
+        elapsed = time.monotonic() - self.started
+        line = (f"[{bar}] {done}/{total} {c.job} {c.compression} {c.recordsize} {c.size} "
+                f"elapsed {_hms(elapsed)} ETA {_hms(self.eta(index + 1, 0) if final else self.eta(index, cell_elapsed))}")
+        if self.tty:
+            self.stream.write("\r\033[K" + line + ("\n" if final and index == total else ""))
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+
+def _hms(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 3600:d}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+@dataclass
+class RunSettings:
+    matrix: str
+    scratch: str
+    run_id: str
+    procfs: str = "/proc"
+    fio_version: str = ""
+    keep: bool = False
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + secrets.token_hex(2)
+
+
+class Runner:
+    def __init__(self, zfs: ZfsOps, store: Store, annotator: Annotator, settings: RunSettings):
+        self.zfs, self.store, self.annotator, self.s = zfs, store, annotator, settings
+        self.stop = threading.Event()
+        self.fio: FioProcess | None = None
+
+    def _signal(self, signum, _frame) -> None:
+        log.warning("%s received: stopping the current job", signal.Signals(signum).name)
+        self.stop.set()
+        if self.fio is not None:
+            self.fio.stop()
+
+    def run(self, plans: list[CellPlan]) -> str:
+        """Run every cell; returns the matrix status (complete, aborted, failed)."""
+        props = self.zfs.scratch(self.s.scratch)
+        self._check_space(plans, int(props["available"].value))
+        pool = self.s.scratch.split("/")[0]
+        self.store.start_matrix(self.s.run_id, self.s.matrix, self.s.scratch, len(plans), self.zfs.versions(),
+                                self.s.fio_version, platform.release(), self.zfs.layout(pool))
+        previous = {sig: signal.signal(sig, self._signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+        progress = Progress(plans)
+        status = "complete"
+        try:
+            for plan in plans:
+                if self.stop.is_set():
+                    status = "aborted"
+                    break
+                started = time.monotonic()
+                ticker = _Ticker(progress, plan.index, started)
+                try:
+                    cell_status = self._cell(plan)
+                finally:
+                    ticker.stop()
+                progress.done_seconds.append(time.monotonic() - started)
+                progress.show(plan.index, final=True)
+                if cell_status == "aborted":
+                    status = "aborted"
+                    break
+                if cell_status == "failed":
+                    status = "failed"
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            self.store.finish_matrix(self.s.run_id, status)
+        return status
+
+    def _check_space(self, plans: list[CellPlan], available: int) -> None:
+        sizes = [p.size_bytes for p in plans]
+        need = sum(sizes) if self.s.keep else max(sizes, default=0)
+        need = need + need // 10
+        if need > available:
+            raise RunError(f"{self.s.scratch} has {available / 2**30:.1f} GiB available, the matrix needs "
+                           f"{need / 2**30:.1f} GiB{' (--keep keeps every child)' if self.s.keep else ''}: refused")
+
+    def _cell(self, plan: CellPlan) -> str:
+        config = plan.config
+        started = time.time()
+        result_id = self.store.start_result(self.s.run_id, plan.index, self.s.matrix, config, plan.cell.encryption,
+                                            plan.cell.repeat, plan.child, started)
+        started_ms = int(started * 1000)
+        self.annotator.start(result_id, started_ms, config, self.s.run_id,
+                             f"zfsnas-bench {self.s.matrix}: {_describe(plan)} running")
+        figures: dict = {"properties": dict(plan.properties)}
+        status, created = "complete", False
+        try:
+            for step in plan.steps:
+                if self.stop.is_set():
+                    raise Aborted()
+                if step.kind == "create":
+                    self.zfs.create(self.s.scratch, step.argv)
+                    created = True
+                    self._prepare_target(plan)
+                elif step.kind in ("fio", "copy"):
+                    figures.update(self._job(plan, step))
+                elif step.kind == "sync":
+                    figures["sync_seconds"] = self.zfs.sync(plan.pool)
+                elif step.kind == "space":
+                    space = self.zfs.space(step.argv)
+                    figures["compressratio"] = _ratio(space.get("compressratio"))
+                    figures["used_bytes"] = _int(space.get("used"))
+                    figures["logicalused_bytes"] = _int(space.get("logicalused"))
+                elif step.kind == "destroy":
+                    self.zfs.destroy(self.s.scratch, plan.child, self.s.run_id)
+                    created = False
+            if self.stop.is_set():
+                raise Aborted()
+        except Aborted:
+            status = "aborted"
+        except (GuardError, RunError, OSError, ValueError, RuntimeError) as exc:
+            if self.stop.is_set():  # the job broke off because we stopped it
+                status = "aborted"
+            else:
+                status = "failed"
+            figures["error"] = str(exc)
+            log.error("cell %d (%s) failed: %s", plan.index, _describe(plan), exc)
+        if created and status != "complete" and not self.s.keep:
+            try:
+                self.zfs.destroy(self.s.scratch, plan.child, self.s.run_id)
+            except Exception as exc:  # keep the record honest even if cleanup fails
+                figures["error"] = (figures.get("error", "") + f"; cleanup failed: {exc}").lstrip("; ")
+                log.error("could not destroy %s: %s", plan.child, exc)
+        ended = time.time()
+        self.store.finish_result(result_id, status, ended, **figures)
+        row = self.store.db.execute("SELECT annotation_id FROM results WHERE id=?", (result_id,)).fetchone()
+        self.annotator.finish(result_id, row["annotation_id"], started_ms, int(ended * 1000), config, self.s.run_id,
+                              _headline(self.s.matrix, plan, status, figures))
+        return status
+
+    def _prepare_target(self, plan: CellPlan) -> None:
+        if plan.cell.kind == "volume":  # udev creates /dev/zvol/... a moment after `zfs create`
+            deadline = time.monotonic() + 30
+            while not Path(plan.target).exists():
+                if time.monotonic() > deadline:
+                    raise RunError(f"{plan.target} did not appear within 30 s of creating {plan.child}")
+                time.sleep(0.2)
+            return
+        mountpoint = self.zfs.get(plan.child, "mountpoint").get("mountpoint")
+        expected = str(Path(plan.target).parent)
+        if mountpoint is None or mountpoint.value != expected:
+            got = mountpoint.value if mountpoint else "none"
+            raise RunError(f"{plan.child} is mounted at {got}, not {expected} (set the scratch dataset's mountpoint "
+                           f"or pass --mountpoint): refused")
+
+    def _job(self, plan: CellPlan, step) -> dict:
+        before = probes.snapshot(self.s.procfs)
+        started = time.monotonic()
+        figures: dict = {}
+        if step.kind == "copy":
+            result = copy_corpus(step.argv[1], step.argv[2], self.stop, int(step.argv[3]))
+            seconds = time.monotonic() - started
+            figures.update(bytes=result.bytes, throughput_bytes_per_second=result.bytes / seconds if seconds else 0.0)
+        else:
+            self.fio = FioProcess(list(step.argv), dict(step.env))
+            code, out, err = self.fio.wait()
+            self.fio = None
+            seconds = time.monotonic() - started
+            if self.stop.is_set():
+                raise Aborted()
+            output = next(a.split("=", 1)[1] for a in step.argv if a.startswith("--output="))
+            text = Path(output).read_text() if Path(output).exists() else out
+            detail = (err.strip().splitlines() or ["no error output"])[-1]
+            if code != 0:
+                raise RunError(f"fio exited with status {code}: {detail}")
+            try:
+                fio = parse_fio_json(text)
+            except ValueError as exc:  # fio can exit 0 having refused its job file
+                raise RunError(f"fio: {exc} ({detail})") from None
+            figures.update(bytes=fio.io_bytes, throughput_bytes_per_second=fio.bw_bytes, iops=fio.iops,
+                           clat_ns=fio.clat_percentiles_ns, fio_json=text[text.find("{"):])
+        after = probes.snapshot(self.s.procfs)
+        d = probes.deltas(before, after)
+        figures.update(duration_seconds=seconds, cpu_busy_ratio=d.cpu_busy_ratio, cpu_iowait_ratio=d.cpu_iowait_ratio,
+                       disks=d.disks, dmu_tx=d.dmu_tx)
+        return figures
+
+
+class _Ticker:
+    """Refreshes the progress line every second while a cell runs."""
+
+    def __init__(self, progress: Progress, index: int, started: float):
+        self._stop = threading.Event()
+        self.progress, self.index, self.started = progress, index, started
+        progress.show(index)
+        if progress.tty:
+            self.thread = threading.Thread(target=self._loop, daemon=True)
+            self.thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(1.0):
+            self.progress.show(self.index, time.monotonic() - self.started)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def _describe(plan: CellPlan) -> str:
+    c = plan.cell
+    return f"{c.job} compression={c.compression} recordsize={c.recordsize} size={c.size} #{c.repeat}"
+
+
+def _headline(matrix: str, plan: CellPlan, status: str, f: dict) -> str:
+    parts = [f"zfsnas-bench {matrix}: {_describe(plan)} {status}"]
+    if f.get("throughput_bytes_per_second") is not None:
+        parts.append(f"{f['throughput_bytes_per_second'] / 1e6:.1f} MB/s")
+    if f.get("duration_seconds") is not None:
+        parts.append(f"{f['duration_seconds']:.1f} s")
+    if f.get("compressratio") is not None:
+        parts.append(f"ratio {f['compressratio']:.2f}")
+    if f.get("cpu_busy_ratio") is not None:
+        parts.append(f"CPU {100 * f['cpu_busy_ratio']:.0f}%")
+    return ", ".join(parts)
+
+
+def _ratio(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        return float(text.rstrip("x"))
+    except ValueError:
+        return None
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def make_key_file() -> str:
+    """A random hex key for encrypted cells, readable by root only, removed at exit by the caller."""
+    fd, path = tempfile.mkstemp(prefix="zfsnas-bench-key-")
+    os.write(fd, secrets.token_hex(32).encode())
+    os.close(fd)
+    os.chmod(path, 0o600)
+    return path

@@ -1,0 +1,178 @@
+"""The results database (SQLite, WAL, synchronous=FULL): every run kept, none half-written.
+
+Owns the schema and every write. A result row is inserted as `running` in one transaction and
+finished as `complete`, `aborted` or `failed` in another, so a power cut leaves a `running` row
+whose pid is gone: the next `zfsnas-bench` start marks it `incomplete`. Annotations that could
+not reach Grafana wait in `annotation_queue`. No Grafana token is ever written here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+DEFAULT_DB = "/var/lib/zfsnas/bench.sqlite"
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS matrix_runs (
+    id TEXT PRIMARY KEY, matrix TEXT NOT NULL, dataset TEXT NOT NULL, pool TEXT NOT NULL,
+    host TEXT NOT NULL, pid INTEGER NOT NULL, started REAL NOT NULL, finished REAL,
+    status TEXT NOT NULL, zfs_version TEXT, fio_version TEXT, kernel TEXT, pool_layout TEXT,
+    cells INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS results (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL REFERENCES matrix_runs(id),
+    cell INTEGER NOT NULL, matrix TEXT NOT NULL, job TEXT NOT NULL, compression TEXT NOT NULL,
+    recordsize TEXT NOT NULL, size TEXT NOT NULL, pool TEXT NOT NULL, encryption TEXT NOT NULL,
+    repeat INTEGER NOT NULL, dataset TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL,
+    started REAL NOT NULL, finished REAL, status TEXT NOT NULL,
+    throughput_bytes_per_second REAL, iops REAL, bytes INTEGER, duration_seconds REAL,
+    sync_seconds REAL, cpu_busy_ratio REAL, cpu_iowait_ratio REAL, compressratio REAL,
+    used_bytes INTEGER, logicalused_bytes INTEGER, properties TEXT, clat_ns TEXT, disks TEXT,
+    dmu_tx TEXT, fio_json TEXT, error TEXT, annotation_id INTEGER);
+CREATE INDEX IF NOT EXISTS results_config ON results(job, compression, recordsize, size, pool, status);
+CREATE TABLE IF NOT EXISTS annotation_queue (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, result_id INTEGER, url TEXT NOT NULL, method TEXT NOT NULL,
+    path TEXT NOT NULL, payload TEXT NOT NULL, created REAL NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
+    last_error TEXT, sent REAL);
+"""
+FINAL = ("complete", "aborted", "failed")
+RESULT_FIELDS = ("throughput_bytes_per_second", "iops", "bytes", "duration_seconds", "sync_seconds",
+                 "cpu_busy_ratio", "cpu_iowait_ratio", "compressratio", "used_bytes", "logicalused_bytes",
+                 "properties", "clat_ns", "disks", "dmu_tx", "fio_json", "error")
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class Store:
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        self.db.row_factory = sqlite3.Row
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=FULL")
+        self.db.executescript(SCHEMA)
+        self.host = socket.gethostname()
+
+    def close(self) -> None:
+        self.db.close()
+
+    @contextmanager
+    def tx(self) -> Iterator[sqlite3.Connection]:
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.db
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    def mark_stale(self, holding_lock: bool = False) -> int:
+        """Rows left `running` by a process of this host that is gone become `incomplete`.
+
+        The runner calls this holding the run lock: then no other run of this host is alive, so
+        every `running` row of this host is stale, even if its pid has been reused since.
+        """
+        stale = 0
+        with self.tx() as db:
+            for table in ("results", "matrix_runs"):
+                for row in db.execute(f"SELECT id, pid FROM {table} WHERE status='running' AND host=?", (self.host,)):
+                    if holding_lock or not pid_alive(row["pid"]):
+                        db.execute(f"UPDATE {table} SET status='incomplete' WHERE id=?", (row["id"],))
+                        stale += table == "results"
+        return stale
+
+    def start_matrix(self, run_id: str, matrix: str, dataset: str, cells: int, zfs_version: str = "",
+                     fio_version: str = "", kernel: str = "", pool_layout: str = "") -> None:
+        with self.tx() as db:
+            db.execute("INSERT INTO matrix_runs (id, matrix, dataset, pool, host, pid, started, status, zfs_version,"
+                       " fio_version, kernel, pool_layout, cells) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                       (run_id, matrix, dataset, dataset.split("/")[0], self.host, os.getpid(), time.time(),
+                        "running", zfs_version, fio_version, kernel, pool_layout, cells))
+
+    def finish_matrix(self, run_id: str, status: str) -> None:
+        with self.tx() as db:
+            db.execute("UPDATE matrix_runs SET status=?, finished=? WHERE id=?", (status, time.time(), run_id))
+
+    def start_result(self, run_id: str, cell: int, matrix: str, config: dict[str, str], encryption: str,
+                     repeat: int, dataset: str, started: float | None = None) -> int:
+        with self.tx() as db:
+            cur = db.execute(
+                "INSERT INTO results (run_id, cell, matrix, job, compression, recordsize, size, pool, encryption,"
+                " repeat, dataset, host, pid, started, status) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?, 'running')",
+                (run_id, cell, matrix, config["job"], config["compression"], config["recordsize"], config["size"],
+                 config["pool"], encryption, repeat, dataset, self.host, os.getpid(),
+                 time.time() if started is None else started))
+            return int(cur.lastrowid)
+
+    def finish_result(self, result_id: int, status: str, finished: float | None = None, **values) -> None:
+        """One transaction: every figure and the final status land together or not at all."""
+        if status not in FINAL:
+            raise ValueError(f"status {status!r} is not one of {FINAL}")
+        unknown = set(values) - set(RESULT_FIELDS)
+        if unknown:
+            raise ValueError(f"unknown result fields {sorted(unknown)}")
+        encoded = {k: json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v for k, v in values.items()}
+        columns = ", ".join(f"{k}=?" for k in encoded)
+        with self.tx() as db:
+            db.execute(f"UPDATE results SET status=?, finished=?{', ' if columns else ''}{columns} WHERE id=?",
+                       (status, time.time() if finished is None else finished, *encoded.values(), result_id))
+
+    def set_annotation(self, result_id: int, annotation_id: int) -> None:
+        with self.tx() as db:
+            db.execute("UPDATE results SET annotation_id=? WHERE id=?", (annotation_id, result_id))
+
+    def results(self, status: str | None = "complete", matrix: str | None = None) -> list[sqlite3.Row]:
+        query, args = "SELECT * FROM results WHERE 1=1", []
+        if status:
+            query += " AND status=?"
+            args.append(status)
+        if matrix:
+            query += " AND matrix=?"
+            args.append(matrix)
+        return list(self.db.execute(query + " ORDER BY started, id", args))
+
+    def dead_runs(self) -> set[str]:
+        """Ids of this host's runs that ended without cleaning up (crashed, or marked incomplete)."""
+        rows = self.db.execute("SELECT id FROM matrix_runs WHERE host=? AND status='incomplete'", (self.host,))
+        return {row["id"] for row in rows}
+
+    def matrix_runs(self) -> list[sqlite3.Row]:
+        return list(self.db.execute("SELECT * FROM matrix_runs ORDER BY started"))
+
+    # Annotation queue
+    def queue_annotation(self, result_id: int | None, url: str, method: str, path: str, payload: dict,
+                         error: str) -> int:
+        with self.tx() as db:
+            cur = db.execute("INSERT INTO annotation_queue (result_id, url, method, path, payload, created, attempts,"
+                             " last_error) VALUES (?,?,?,?,?,?,1,?)",
+                             (result_id, url, method, path, json.dumps(payload, sort_keys=True), time.time(), error))
+            return int(cur.lastrowid)
+
+    def pending_annotations(self) -> list[sqlite3.Row]:
+        return list(self.db.execute("SELECT * FROM annotation_queue WHERE sent IS NULL ORDER BY id"))
+
+    def update_queued(self, queue_id: int, payload: dict) -> None:
+        with self.tx() as db:
+            db.execute("UPDATE annotation_queue SET payload=? WHERE id=?", (json.dumps(payload, sort_keys=True), queue_id))
+
+    def annotation_sent(self, queue_id: int) -> None:
+        with self.tx() as db:
+            db.execute("UPDATE annotation_queue SET sent=? WHERE id=?", (time.time(), queue_id))
+
+    def annotation_failed(self, queue_id: int, error: str) -> None:
+        with self.tx() as db:
+            db.execute("UPDATE annotation_queue SET attempts=attempts+1, last_error=? WHERE id=?", (error, queue_id))

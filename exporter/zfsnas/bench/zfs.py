@@ -1,0 +1,130 @@
+"""ZFS operations of the runner, through the exporter's CommandRunner (argv lists, no shell).
+
+Owns reading properties, creating the planned child, waiting for a txg to sync, and destroying
+a child; destroy asks guard.py first, every time. It must not decide what to create: the
+planner does.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from ..sources.commands import CommandRunner
+from ..sources.kstat import parse_txgs
+from ..sources.model import SourceError
+from .guard import CHILD_PREFIX, RUN_PROPERTY, GuardError, Prop, check_child_name, check_own_child, check_scratch
+
+
+class ZfsOps:
+    def __init__(self, runner: CommandRunner, procfs: str = "/proc", sysfs: str = "/sys"):
+        self.runner = runner
+        self.procfs = Path(procfs)
+        self.sysfs = Path(sysfs)
+
+    def get(self, name: str, properties: str) -> dict[str, Prop]:
+        """{property: Prop} of `zfs get -Hp`; {} when the dataset does not exist."""
+        try:
+            out = self.runner.run(["zfs", "get", "-Hp", "-o", "property,value,source", properties, name])
+        except SourceError as exc:
+            if "does not exist" in str(exc):
+                return {}
+            raise
+        props = {}
+        for line in out.splitlines():
+            parts = line.split("\t")
+            if len(parts) == 3:
+                props[parts[0]] = Prop(parts[1], parts[2])
+        return props
+
+    def scratch(self, name: str) -> dict[str, Prop]:
+        """The scratch dataset's properties after guard.check_scratch approved them."""
+        props = self.get(name, "type,origin,available,mountpoint,org.zfsnas:scratch")
+        check_scratch(name, props)
+        return props
+
+    def mark_scratch(self, name: str, token: str) -> None:
+        props = self.get(name, "type,origin")
+        if not props:
+            raise GuardError(f"{name!r}: dataset does not exist")
+        if props["type"].value != "filesystem" or props.get("origin", Prop("-", "-")).value not in ("-", ""):
+            raise GuardError(f"{name!r} is not a plain filesystem (type {props['type'].value}): refused")
+        self.runner.run(["zfs", "set", f"org.zfsnas:scratch={token}", name])
+
+    def create(self, scratch: str, argv: tuple[str, ...]) -> None:
+        check_child_name(scratch, argv[-1])
+        if self.get(argv[-1], "type"):
+            raise GuardError(f"{argv[-1]!r} already exists: refused")
+        self.runner.run(list(argv), timeout=300)
+
+    def destroy(self, scratch: str, child: str, run_id: str) -> None:
+        check_own_child(scratch, child, run_id, self.get(child, "type,origin,org.zfsnas:bench-run"))
+        self.runner.run(["zfs", "destroy", child], timeout=600)
+
+    def destroy_leftovers(self, scratch: str, dead_runs: set[str]) -> list[str]:
+        """Destroy children that runs which died (power cut, kill -9) left; each passes the guard
+        with its own run's id. Children of live or unknown runs are left alone."""
+        if not dead_runs:
+            return []
+        out = self.runner.run(["zfs", "list", "-H", "-o", "name", "-d", "1", "-t", "filesystem,volume", scratch])
+        destroyed = []
+        for child in out.split():
+            if not child.startswith(f"{scratch}/{CHILD_PREFIX}"):
+                continue
+            mark = self.get(child, RUN_PROPERTY).get(RUN_PROPERTY)
+            if mark is not None and mark.source == "local" and mark.value in dead_runs:
+                self.destroy(scratch, child, mark.value)
+                destroyed.append(child)
+        return destroyed
+
+    def space(self, argv: tuple[str, ...]) -> dict[str, str]:
+        out = self.runner.run(list(argv))
+        return dict(line.split("\t", 1) for line in out.splitlines() if "\t" in line)
+
+    def last_txg(self, pool: str) -> int | None:
+        path = self.procfs / "spl/kstat/zfs" / pool / "txgs"
+        try:
+            txgs = parse_txgs(path.read_text(), str(path))
+        except (OSError, ValueError):
+            return None
+        return max((t.txg for t in txgs), default=None)
+
+    def committed(self, pool: str, txg: int) -> bool:
+        path = self.procfs / "spl/kstat/zfs" / pool / "txgs"
+        try:
+            txgs = parse_txgs(path.read_text(), str(path))
+        except (OSError, ValueError):
+            return True
+        return any(t.txg > txg or (t.txg == txg and t.committed) for t in txgs if t.committed)
+
+    def sync(self, pool: str, timeout: float = 600.0) -> float:
+        """`zpool sync` then wait until the txg open before it has committed; seconds taken."""
+        started = time.monotonic()
+        before = self.last_txg(pool)
+        self.runner.run(["zpool", "sync", pool], timeout=timeout)
+        while before is not None and not self.committed(pool, before):
+            if time.monotonic() - started > timeout:
+                raise SourceError(f"txg {before} of {pool} not committed after {timeout:g}s")
+            time.sleep(0.1)
+        return time.monotonic() - started
+
+    def dirty_data_max(self) -> int | None:
+        try:
+            return int((self.sysfs / "module/zfs/parameters/zfs_dirty_data_max").read_text())
+        except (OSError, ValueError):
+            return None
+
+    def versions(self) -> str:
+        try:
+            return " ".join(self.runner.run(["zfs", "version"]).split())
+        except SourceError:
+            try:
+                return (self.sysfs / "module/zfs/version").read_text().strip()
+            except OSError:
+                return ""
+
+    def layout(self, pool: str) -> str:
+        try:
+            return self.runner.run(["zpool", "status", "-P", pool])
+        except SourceError as exc:
+            return f"unknown: {exc}"

@@ -1,0 +1,177 @@
+"""Collector `datasets`: space, compression and configuration of every filesystem and volume.
+
+Owns `zfs_dataset_compressratio`, `zfs_dataset_refcompressratio`, `zfs_dataset_*_bytes` (used,
+logical used, referenced, logical referenced, available, used by snapshots, written since the last
+snapshot; quota, refquota, reservation, refreservation only where set; volume size for volumes),
+`zfs_dataset_info{pool,dataset,type,compression,recordsize,...}` (`recordsize` holds volblocksize
+for volumes) and `zfs_dataset_snapshots` (a count per dataset, never one series per snapshot).
+Labels `pool` and `dataset` are the `objset` collector's, so the two join in PromQL.
+
+`zfs list` can take minutes on a NAS with tens of thousands of snapshots, so nothing here runs on
+the scrape path: source `zfs_datasets` refreshes every `--datasets.refresh-interval` seconds and
+`zfs_snapshots` (the count) every `--datasets.snapshot-interval` seconds (`--datasets.snapshots off`
+disables it). Metric families are built and rendered to text in the refresh thread
+(`exposition.FrozenFamily`); a scrape only copies that text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import threading
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from prometheus_client.core import Metric
+
+from ..collector import RefreshingCollector, Report
+from ..exposition import Family, FrozenFamily
+from ..refresh import BackgroundRefresher
+from ..sources.zfs_datasets import SETTINGS, Dataset, read_datasets, read_snapshot_counts
+
+LABELS = ("pool", "dataset")
+# (property, metric, help); None-valued (`-`) properties are skipped.
+BYTES = (
+    ("used", "zfs_dataset_used_bytes", "Space used by the dataset and everything under it (zfs used)."),
+    ("logicalused", "zfs_dataset_logical_used_bytes", "Space used before compression (zfs logicalused)."),
+    ("referenced", "zfs_dataset_referenced_bytes", "Data reachable from the dataset itself (zfs referenced)."),
+    ("logicalreferenced", "zfs_dataset_logical_referenced_bytes",
+     "Referenced data before compression (zfs logicalreferenced)."),
+    ("available", "zfs_dataset_available_bytes", "Space available to the dataset (zfs available)."),
+    ("usedbysnapshots", "zfs_dataset_used_by_snapshots_bytes", "Space held only by snapshots (zfs usedbysnapshots)."),
+    ("written", "zfs_dataset_written_bytes", "Referenced data written since the latest snapshot (zfs written)."),
+    ("volsize", "zfs_dataset_volume_size_bytes", "Logical size of a volume (zfs volsize)."),
+)
+# Only served when set (non-zero): 0 means "none" for these.
+LIMITS = (
+    ("quota", "zfs_dataset_quota_bytes", "Quota of the dataset and its descendants (zfs quota), when set."),
+    ("refquota", "zfs_dataset_refquota_bytes", "Quota on referenced data (zfs refquota), when set."),
+    ("reservation", "zfs_dataset_reservation_bytes", "Space reserved for the dataset (zfs reservation), when set."),
+    ("refreservation", "zfs_dataset_refreservation_bytes",
+     "Space reserved for referenced data (zfs refreservation), when set."),
+)
+RATIOS = (
+    ("compressratio", "zfs_dataset_compressratio",
+     "Compression ratio of used data as ZFS prints it (1.48 means 1.48x)."),
+    ("refcompressratio", "zfs_dataset_refcompressratio",
+     "Compression ratio of referenced data as ZFS prints it (1.48 means 1.48x)."),
+)
+INFO_SETTINGS = tuple(s for s in SETTINGS if s != "volblocksize")
+INFO_LABELS = ("pool", "dataset", "type", *INFO_SETTINGS)
+
+
+def compile_pattern(text: str | None, flag: str) -> re.Pattern | None:
+    if not text:
+        return None
+    try:
+        return re.compile(text)
+    except re.error as exc:
+        raise SystemExit(f"zfsnas-exporter: {flag}: invalid regular expression: {exc}") from None
+
+
+def pool_selected(pool: str, include: re.Pattern | None, exclude: re.Pattern | None) -> bool:
+    """`--pool.include` / `--pool.exclude`: whole-name regular expressions; exclude wins."""
+    return (include is None or include.fullmatch(pool) is not None) and not (exclude and exclude.fullmatch(pool))
+
+
+def build_families(datasets: list[Dataset]) -> list[Family]:
+    """Every dataset family at once: done in the refresh thread, not at scrape time."""
+    families: dict[str, Family] = {}
+
+    def family(name: str, documentation: str, labels: tuple[str, ...] = LABELS) -> list:
+        fam = families.get(name)
+        if fam is None:
+            fam = families[name] = FrozenFamily(name, documentation, "gauge", labels)
+        return fam.samples
+
+    for ds in datasets:
+        key = (ds.pool, ds.name)
+        for prop, name, documentation in RATIOS:
+            if (ratio := ds.ratios[prop]) is not None:
+                family(name, documentation).append(("", key, ratio))
+        for prop, name, documentation in BYTES:
+            if (number := ds.numbers[prop]) is not None:
+                family(name, documentation).append(("", key, number))
+        for prop, name, documentation in LIMITS:
+            if number := ds.numbers[prop]:
+                family(name, documentation).append(("", key, number))
+        settings = dict(ds.settings)
+        if ds.type == "volume":
+            settings["recordsize"] = settings.get("volblocksize", "-")
+        family("zfs_dataset_info", "Configuration of the dataset (recordsize holds volblocksize for volumes).",
+               INFO_LABELS).append(("", (*key, ds.type, *(settings.get(s, "") for s in INFO_SETTINGS)), 1))
+    return [family.freeze() for family in families.values()]
+
+
+class DatasetsCollector(RefreshingCollector):
+    name = "datasets"
+    description = "space, compression and settings of every dataset, snapshot counts (zfs list, in the background)"
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--datasets.refresh-interval", dest="datasets_refresh_interval", type=float, default=60.0,
+                            help="seconds between `zfs list` runs for datasets (default 60)")
+        parser.add_argument("--datasets.snapshots", dest="datasets_snapshots", choices=("off", "count"),
+                            default="count", help="count snapshots per dataset (default count) or not (off)")
+        parser.add_argument("--datasets.snapshot-interval", dest="datasets_snapshot_interval", type=float,
+                            default=900.0, help="seconds between snapshot counts (default 900)")
+        parser.add_argument("--dataset.exclude", dest="dataset_exclude", default=None,
+                            help="regular expression on the whole dataset name (e.g. 'tank/scratch(/.*)?'): "
+                                 "matching datasets are not exported")
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        args = ctx.args
+        self.exclude = compile_pattern(getattr(args, "dataset_exclude", None), "--dataset.exclude")
+        self.include_pool = compile_pattern(getattr(args, "pool_include", None), "--pool.include")
+        self.exclude_pool = compile_pattern(getattr(args, "pool_exclude", None), "--pool.exclude")
+        # One zfs/zpool command at a time across the datasets and pools collectors.
+        self.command_lock = ctx.shared.setdefault("zfs_command_lock", threading.Lock())
+        self.datasets = BackgroundRefresher("zfs_datasets", self._read_datasets,
+                                            getattr(args, "datasets_refresh_interval", 60.0))
+        self.snapshots = None
+        if getattr(args, "datasets_snapshots", "count") == "count":
+            self.snapshots = BackgroundRefresher("zfs_snapshots", self._read_snapshots,
+                                                 getattr(args, "datasets_snapshot_interval", 900.0))
+        self._snapshot_cache: tuple = (None, None, None)
+
+    def _selected(self, name: str) -> bool:
+        return (pool_selected(name.split("/", 1)[0], self.include_pool, self.exclude_pool)
+                and not (self.exclude and self.exclude.fullmatch(name)))
+
+    def _read_datasets(self) -> tuple[list[str], list[Family]]:
+        with self.command_lock:
+            datasets = [ds for ds in read_datasets(self.ctx.commands.run) if self._selected(ds.name)]
+        return [ds.name for ds in datasets], build_families(datasets)
+
+    def _read_snapshots(self) -> dict[str, int]:
+        with self.command_lock:
+            return read_snapshot_counts(self.ctx.commands.lines)
+
+    def sources(self):
+        return tuple(s for s in (self.datasets, self.snapshots) if s is not None)
+
+    def collect(self, report: Report) -> Iterable["Metric"]:
+        value = self.current(self.datasets, report)
+        if value is None:
+            return []
+        names, families = value
+        out = list(families)
+        if self.snapshots is not None:
+            counts = self.current(self.snapshots, report)
+            if counts is not None:
+                out.append(self._snapshot_family(names, counts))
+        return out
+
+    def _snapshot_family(self, names: list[str], counts: dict[str, int]) -> Family:
+        """Built once per new (datasets, counts) pair; datasets without snapshots count 0."""
+        cached_names, cached_counts, family = self._snapshot_cache
+        if cached_names is names and cached_counts is counts:
+            return family
+        family = FrozenFamily("zfs_dataset_snapshots", "Number of snapshots of the dataset (refreshed on a slower interval).",
+                        "gauge", LABELS)
+        family.samples = [("", (name.split("/", 1)[0], name), counts.get(name, 0)) for name in names]
+        family.freeze()
+        self._snapshot_cache = (names, counts, family)
+        return family

@@ -1,0 +1,112 @@
+"""Collector `vdevlatency` (off by default): per-vdev latency histograms and queue depths.
+
+Owns `zfs_vdev_latency_seconds{pool,vdev,type,io}` (a histogram; `type` total_wait, disk_wait,
+syncq_wait, asyncq_wait with io read/write, and scrub, trim, rebuild with io ""), and
+`zfs_vdev_queue_pending{pool,vdev,class}` / `zfs_vdev_queue_active{...}`. Values come from
+`zpool iostat -HpPvw` and `-HpPvq`, which take the pool configuration lock, so they run in the
+background every `--vdevlatency.refresh-interval` seconds (source `zpool_iostat`), never on the
+scrape path. Histogram counts run since pool import: `rate()` of the buckets gives the heatmap.
+There is no `_sum`: zpool reports only bucket counts. Vdev names are those of `zpool status -P`
+(root vdev named like the pool, `raidz2-0`, full paths of leaves), as in the `pools` collector.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from prometheus_client.core import Metric
+
+from ..collector import Collector, Families, Report
+from ..refresh import BackgroundRefresher
+from ..sources.model import SourceError
+from ..sources.zpool_iostat import (LATENCY_HISTOGRAMS, QUEUE_DEPTHS, VdevLatency, VdevQueues,
+                                    parse_latency_histograms, parse_queue_depths)
+
+NS = 1e-9
+
+
+class VdevLatencyCollector(Collector):
+    name = "vdevlatency"
+    description = "per-vdev latency histograms and queue depths from zpool iostat -w/-q"
+    default_enabled = False
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--vdevlatency.refresh-interval", dest="vdevlatency_refresh_interval", type=float,
+                            default=60.0, help="seconds between runs of zpool iostat -w/-q (default 60)")
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        interval = getattr(ctx.args, "vdevlatency_refresh_interval", 60.0)
+        self.refresher = BackgroundRefresher("zpool_iostat", self._read, interval)
+        self._built, self._built_from = Families(), None
+
+    def _known_pools(self) -> set[str] | None:
+        shared = self.ctx.shared.get("zpool_status")
+        try:
+            value = shared.state().value if shared is not None else None
+        except Exception:
+            return None
+        pools = {getattr(v, "pool", "") for v in getattr(value, "vdevs", value) or ()}
+        return {p for p in pools if p} or None
+
+    def _read(self) -> tuple[list[VdevLatency], list[VdevQueues]]:
+        run = self.ctx.commands.run
+        pools = self._known_pools()
+        try:
+            latency = parse_latency_histograms(run(list(LATENCY_HISTOGRAMS)), pools)
+        except SourceError as exc:
+            if str(exc).endswith("no pools available"):  # zpool's exit status 1 with nothing imported
+                return [], []
+            raise
+        queues = parse_queue_depths(run(list(QUEUE_DEPTHS)), pools)
+        return latency, queues
+
+    def sources(self):
+        return (self.refresher,)
+
+    def start(self) -> None:
+        self.refresher.start()
+
+    def stop(self) -> None:
+        self.refresher.stop()
+
+    def collect(self, report: Report) -> Iterable["Metric"]:
+        state = self.refresher.state()
+        if state.value is None and not state.success:
+            self.refresher.refresh_now()
+            state = self.refresher.state()
+        if not state.success:
+            report.fail("zpool iostat", state.error or "not read")
+        if state.value is None:
+            return Families()
+        # Thousands of bucket samples that change once a refresh: build them once per refresh.
+        if state.value is not self._built_from:
+            self._built, self._built_from = self._families(*state.value), state.value
+        return self._built
+
+    @staticmethod
+    def _families(latency: list[VdevLatency], queues: list[VdevQueues]) -> Families:
+        families = Families()
+        for vdev in latency:
+            for (kind, io), buckets in vdev.histograms.items():
+                cumulative, total = [], 0
+                for bound_ns, count in buckets:
+                    total += count
+                    cumulative.append((bound_ns * NS, total))
+                cumulative.append((math.inf, total))
+                families.histogram("zfs_vdev_latency_seconds",
+                                   "Latency of the vdev's I/Os since pool import, by queue stage (zpool iostat -w).",
+                                   {"pool": vdev.pool, "vdev": vdev.vdev, "type": kind, "io": io}, cumulative, None)
+        for vdev in queues:
+            for cls, value in vdev.pending.items():
+                families.gauge("zfs_vdev_queue_pending", "I/Os waiting in the vdev's queue, by class (zpool iostat -q).",
+                               {"pool": vdev.pool, "vdev": vdev.vdev, "class": cls}, value)
+            for cls, value in vdev.active.items():
+                families.gauge("zfs_vdev_queue_active", "I/Os issued to the vdev's disks, by class (zpool iostat -q).",
+                               {"pool": vdev.pool, "vdev": vdev.vdev, "class": cls}, value)
+        return families

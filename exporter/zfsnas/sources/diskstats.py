@@ -1,0 +1,72 @@
+"""Parses Linux `/proc/diskstats` into one `DiskStats` per block device.
+
+Owns the line format only: 14 fields (kernel < 4.18), 18 (discard counters, 4.18+) or 20 (flush
+counters, 5.5+). Sectors are always 512 bytes whatever the device's sector size; times are in
+milliseconds. Counters the running kernel lacks are None, so collectors leave them out rather
+than serve zeros. Reading the file and choosing devices is the collector's business.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .model import SourceError
+
+SECTOR_BYTES = 512
+
+
+@dataclass(frozen=True)
+class DiskStats:
+    major: int
+    minor: int
+    device: str
+    reads: int
+    reads_merged: int
+    sectors_read: int
+    read_ms: int
+    writes: int
+    writes_merged: int
+    sectors_written: int
+    write_ms: int
+    in_progress: int
+    io_ms: int
+    weighted_io_ms: int
+    discards: int | None = None
+    discards_merged: int | None = None
+    sectors_discarded: int | None = None
+    discard_ms: int | None = None
+    flushes: int | None = None
+    flush_ms: int | None = None
+
+
+_COUNTERS = ("reads", "reads_merged", "sectors_read", "read_ms", "writes", "writes_merged", "sectors_written",
+             "write_ms", "in_progress", "io_ms", "weighted_io_ms", "discards", "discards_merged",
+             "sectors_discarded", "discard_ms", "flushes", "flush_ms")
+
+
+def parse_diskstats(text: str) -> list[DiskStats]:
+    """Every well-formed line; a line of another length is skipped, not guessed at."""
+    out = []
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) not in (14, 18, 20):
+            continue
+        try:
+            numbers = [int(f) for f in fields[3:]]
+            major, minor = int(fields[0]), int(fields[1])
+        except ValueError:
+            continue
+        out.append(DiskStats(major, minor, fields[2], **dict(zip(_COUNTERS, numbers))))
+    return out
+
+
+def read_diskstats(procfs: str | Path = "/proc") -> list[DiskStats] | None:
+    """The parsed file; None where there is none (FreeBSD, a procfs tree without disks)."""
+    path = Path(procfs) / "diskstats"
+    try:
+        return parse_diskstats(path.read_text(encoding="ascii", errors="replace"))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise SourceError(f"{path}: {exc.strerror or exc}") from None

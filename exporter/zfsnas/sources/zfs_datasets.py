@@ -1,0 +1,94 @@
+"""Datasets (filesystems and volumes) and snapshot counts from the `zfs` command.
+
+Owns the argument lists the `datasets` collector runs and the parsing of their `-Hp` output:
+`zfs list -Hp -t filesystem,volume -o <DATASET_PROPERTIES>` (one tab-separated line per dataset,
+exact numbers; works on every OpenZFS) and `zfs list -Hp -t snapshot -o name`, read line by line
+and counted per dataset so 50,000 snapshot names are never held at once.
+It must not build metrics (that is the collector's job) nor run anything but these commands.
+
+Dataset names cannot hold a tab or a newline (`zfs` refuses them), so the first tab ends the
+name; any other character (spaces, quotes, `%`, unicode) is kept as printed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from .model import SourceError
+
+# The order is the column order of the `zfs list` output.
+NUMBERS = ("used", "logicalused", "referenced", "logicalreferenced", "available", "usedbysnapshots",
+           "written", "quota", "refquota", "reservation", "refreservation", "volsize")
+RATIOS = ("compressratio", "refcompressratio")
+SETTINGS = ("compression", "recordsize", "volblocksize", "atime", "sync", "primarycache", "secondarycache",
+            "encryption", "dedup", "logbias", "special_small_blocks")
+DATASET_PROPERTIES = ("name", "type", *NUMBERS, *RATIOS, *SETTINGS)
+LIST_DATASETS = ("zfs", "list", "-Hp", "-t", "filesystem,volume", "-o", ",".join(DATASET_PROPERTIES))
+LIST_SNAPSHOTS = ("zfs", "list", "-Hp", "-t", "snapshot", "-o", "name")
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """One filesystem or volume. Numbers are None where `zfs` prints `-` (not applicable)."""
+
+    name: str
+    type: str
+    numbers: dict[str, int | None]
+    ratios: dict[str, float | None]
+    settings: dict[str, str]
+
+    @property
+    def pool(self) -> str:
+        return self.name.split("/", 1)[0]
+
+
+def _number(text: str) -> int | None:
+    return None if text in ("-", "") else int(text)
+
+
+def _ratio(text: str) -> float | None:
+    # With -p OpenZFS prints 1.48; without it 1.48x. Accept both.
+    text = text.rstrip("x")
+    return None if text in ("-", "") else float(text)
+
+
+def parse_datasets(text: str | Iterable[str]) -> list[Dataset]:
+    """Parse `zfs list -Hp -o <DATASET_PROPERTIES>` output."""
+    lines = text.splitlines() if isinstance(text, str) else text
+    width = len(DATASET_PROPERTIES)
+    numbers_at = range(2, 2 + len(NUMBERS))
+    ratios_at = range(numbers_at.stop, numbers_at.stop + len(RATIOS))
+    out = []
+    for number, line in enumerate(lines, 1):
+        if not line:
+            continue
+        fields = line.split("\t")
+        if len(fields) != width:
+            raise SourceError(f"zfs list line {number}: {len(fields)} columns, expected {width}")
+        try:
+            numbers = {key: _number(fields[i]) for key, i in zip(NUMBERS, numbers_at)}
+            ratios = {key: _ratio(fields[i]) for key, i in zip(RATIOS, ratios_at)}
+        except ValueError as exc:
+            raise SourceError(f"zfs list line {number}: {exc}") from None
+        settings = dict(zip(SETTINGS, fields[ratios_at.stop:]))
+        out.append(Dataset(fields[0], fields[1], numbers, ratios, settings))
+    return out
+
+
+def count_snapshots(names: Iterable[str]) -> dict[str, int]:
+    """{dataset: number of snapshots} from snapshot names (`tank/fs@daily-1`), one at a time."""
+    counts: dict[str, int] = {}
+    for name in names:
+        dataset, at, _ = name.partition("@")
+        if at:
+            counts[dataset] = counts.get(dataset, 0) + 1
+    return counts
+
+
+def read_datasets(run: Callable[[list[str]], str]) -> list[Dataset]:
+    return parse_datasets(run(list(LIST_DATASETS)))
+
+
+def read_snapshot_counts(lines: Callable[[list[str]], Iterable[str]]) -> dict[str, int]:
+    return count_snapshots(lines(list(LIST_SNAPSHOTS)))

@@ -1,0 +1,321 @@
+"""Pools, their vdev trees, scrubs and resilvers from the `zpool` command.
+
+Owns the argument lists the `pools` collector runs and the parsing of their text output:
+- `zpool list -Hp -o name,size,alloc,free,frag,cap,dedup,health`: exact numbers; `frag` and
+  `cap` are percents printed without `%` (or `-` when unknown), `dedup` a multiplier (`1.00`).
+- `zpool status -Pp` and `zpool status -gp`: the same tree printed twice, once with full device
+  paths (`/dev/disk/by-id/...-part1`, interior vdevs as `raidz2-0`, `mirror-1`, `spare-1`) and once
+  with vdev guids; rows are paired by position to give every `VdevStatus` both. `-p` prints exact
+  error counts. The `scan:` lines (OpenZFS 2.1 and 2.2+ wordings), `errors:` and `state:` too.
+  Byte figures in `scan:` lines are what `zpool` prints (three significant digits, 1024-based).
+It must not build metrics nor run anything but these commands.
+
+Shared value: `read_status` returns a `ZpoolStatus`, a `list[VdevStatus]` (every vdev of every pool,
+the pool's root vdev first, in `zpool status` order) that also carries `.pools`, the
+`list[PoolStatus]` with state, scans and data errors. The `pools` collector publishes its
+BackgroundRefresher of it as `ctx.shared["zpool_status"]` for the `disks` collector.
+In a `VdevStatus`: `name` is what `-P` prints, `guid` what `-g` prints (decimal, as udev's
+`ID_FS_UUID_SUB`; "" for the root vdev, which `-g` prints by pool name), `role` one of data, log,
+cache, spare, special, dedup, `parent` the parent vdev's name (the pool name for top-level vdevs,
+"" for the root), `is_leaf` True for devices. Error counts are -1 where `zpool status` prints
+none (the rows of the `spares` section).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .model import SourceError, VdevStatus
+
+LIST_POOLS = ("zpool", "list", "-Hp", "-o", "name,size,alloc,free,frag,cap,dedup,health")
+STATUS_PATHS = ("zpool", "status", "-Pp")
+STATUS_GUIDS = ("zpool", "status", "-gp")
+HEALTH_STATES = ("ONLINE", "DEGRADED", "FAULTED", "OFFLINE", "UNAVAIL", "REMOVED", "SUSPENDED")
+NO_POOLS = "no pools available"
+SECTION_ROLES = {"logs": "log", "cache": "cache", "spares": "spare", "special": "special", "dedup": "dedup"}
+
+
+@dataclass(frozen=True)
+class Pool:
+    """One line of `zpool list`; ratios are None where zpool prints `-`."""
+
+    name: str
+    size: int
+    allocated: int
+    free: int
+    fragmentation: float | None  # 0..1
+    capacity: float | None  # 0..1
+    dedup: float | None  # multiplier
+    health: str
+
+
+@dataclass
+class Scan:
+    """One `scan:` block. function: scrub, resilver or none; state: finished, canceled, scanning,
+    paused or none. Times are Unix seconds; byte fields are None when the line does not say."""
+
+    function: str
+    state: str
+    start: float | None = None
+    end: float | None = None
+    examined: int | None = None
+    issued: int | None = None
+    total: int | None = None
+    processed: int | None = None  # repaired (scrub) or resilvered bytes
+    errors: int | None = None
+    percent_done: float | None = None
+
+
+@dataclass
+class PoolStatus:
+    name: str
+    state: str = ""
+    scans: list[Scan] = field(default_factory=list)
+    data_errors: int | None = None
+    vdevs: list[VdevStatus] = field(default_factory=list)
+
+
+class ZpoolStatus(list):
+    """A `list[VdevStatus]` of every pool, with the per-pool statuses as `.pools`."""
+
+    def __init__(self, pools: list[PoolStatus]):
+        super().__init__(v for p in pools for v in p.vdevs)
+        self.pools = pools
+
+    @property
+    def vdevs(self) -> list[VdevStatus]:
+        return self
+
+
+def _ratio(text: str, scale: float) -> float | None:
+    text = text.rstrip("%x")
+    return None if text in ("-", "") else float(text) / scale
+
+
+def parse_list(text: str) -> list[Pool]:
+    pools = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line or line == NO_POOLS:
+            continue
+        fields = line.split("\t")
+        if len(fields) != 8:
+            raise SourceError(f"zpool list line {number}: {len(fields)} columns, expected 8")
+        name, size, alloc, free, frag, cap, dedup, health = fields
+        try:
+            pools.append(Pool(name, int(size), int(alloc), int(free), _ratio(frag, 100), _ratio(cap, 100),
+                              _ratio(dedup, 1), health))
+        except ValueError as exc:
+            raise SourceError(f"zpool list line {number}: {exc}") from None
+    return pools
+
+
+# --- zpool status ---------------------------------------------------------------------------
+
+_SECTION = re.compile(r"^ *([a-z][a-z ]*?): ?(.*)$")
+_ROW = re.compile(r"^\t( *)(\S+)(?:\s+([A-Z]+))?(?:\s+(\d+)\s+(\d+)\s+(\d+))?(?:\s+(.*))?$")
+_UNITS = "BKMGTPE"
+_MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
+                                       "Nov", "Dec"), 1)}
+
+
+def parse_bytes(text: str) -> int:
+    """`zfs_nicebytes` output (`0B`, `512B`, `1.23G`, `12.3T`) back to bytes, 1024-based."""
+    match = re.fullmatch(r"([\d.]+)([BKMGTPE]?)", text)
+    if not match:
+        raise SourceError(f"not a byte figure: {text!r}")
+    number, unit = match.groups()
+    return int(round(float(number) * 1024 ** _UNITS.index(unit or "B")))
+
+
+def parse_ctime(text: str) -> float:
+    """`ctime(3)` text (`Sun Nov 22 10:00:00 2026`, `Mon Nov  2 ...`) in local time, to Unix seconds."""
+    parts = text.split()
+    try:
+        _, month, day, clock, year = parts
+        hour, minute, second = (int(x) for x in clock.split(":"))
+        fields = (int(year), _MONTHS[month], int(day), hour, minute, second, 0, 0, -1)
+        return time.mktime(fields)
+    except (ValueError, KeyError):
+        raise SourceError(f"not a ctime date: {text!r}") from None
+
+
+def parse_duration(text: str) -> int:
+    """`secs_to_dhms` output: `00:00:01` or `2 days 03:04:05`."""
+    match = re.fullmatch(r"(?:(\d+) days? )?(\d+):(\d\d):(\d\d)", text.strip())
+    if not match:
+        raise SourceError(f"not a duration: {text!r}")
+    days, hours, minutes, seconds = (int(x or 0) for x in match.groups())
+    return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+
+
+_FINISHED = re.compile(r"(scrub repaired|resilvered(?: \(\S+\))?) (\S+) in (.+?) with (\d+) errors on (.+)")
+_CANCELED = re.compile(r"(scrub|resilver(?: \(\S+\))?) canceled on (.+)")
+_RUNNING = re.compile(r"(scrub|resilver(?: \(\S+\))?) (in progress|paused) since (.+)")
+_STARTED = re.compile(r"scrub started on (.+)")
+_PROGRESS_21 = re.compile(r"(\S+) scanned(?: at \S+)?, (\S+) issued(?: at \S+)?, (\S+) total")
+_PROGRESS_22 = re.compile(r"(\S+) / (\S+) scanned(?: at \S+)?, (\S+) / \S+ issued(?: at \S+)?")
+_DONE = re.compile(r"(\S+) (?:repaired|resilvered), ([\d.]+)% done")
+
+
+def parse_scan(lines: list[str]) -> Scan | None:
+    """One `scan:` block: its first line (after `scan: `) and its continuation lines."""
+    first = lines[0].strip()
+    if first.startswith("none requested"):
+        return Scan("none", "none")
+    function = "scrub" if first.startswith("scrub") else "resilver" if first.startswith("resilver") else None
+    if function is None:  # error scrubs (2.2+) and wordings we do not know: not a scrub/resilver
+        return None
+    if match := _FINISHED.fullmatch(first):
+        end = parse_ctime(match[5])
+        return Scan(function, "finished", start=end - parse_duration(match[3]), end=end,
+                    processed=parse_bytes(match[2]), errors=int(match[4]))
+    if match := _CANCELED.fullmatch(first):
+        return Scan(function, "canceled", end=parse_ctime(match[2]))
+    match = _RUNNING.fullmatch(first)
+    if not match:
+        return None
+    scan = Scan(function, "scanning" if match[2] == "in progress" else "paused", start=parse_ctime(match[3]))
+    for line in (x.strip() for x in lines[1:]):
+        if started := _STARTED.fullmatch(line):
+            scan.start = parse_ctime(started[1])
+        elif progress := _PROGRESS_21.fullmatch(line):
+            scan.examined, scan.issued, scan.total = (parse_bytes(x) for x in progress.groups())
+        elif progress := _PROGRESS_22.fullmatch(line):
+            scan.examined, scan.total, scan.issued = (parse_bytes(x) for x in progress.groups())
+        elif done := _DONE.match(line):
+            scan.processed, scan.percent_done = parse_bytes(done[1]), float(done[2])
+    return scan
+
+
+def _sections(block: list[str]) -> list[tuple[str, list[str]]]:
+    """A pool's block cut at `key:` lines; each (key, [rest of first line, continuation lines...])."""
+    out: list[tuple[str, list[str]]] = []
+    for line in block:
+        match = None if line.startswith("\t") else _SECTION.match(line)
+        if match:
+            out.append((match[1], [match[2]]))
+        elif out:
+            out[-1][1].append(line)
+    return out
+
+
+@dataclass
+class _Row:
+    depth: int
+    name: str
+    state: str
+    errors: tuple[int, int, int]
+    role: str
+    parent: str
+
+
+def _config_rows(pool: str, lines: list[str]) -> list[_Row]:
+    rows: list[_Row] = []
+    role, stack = "data", [pool]
+    header_seen = False
+    for line in lines:
+        match = _ROW.match(line)
+        if not match:
+            continue
+        indent, name, state, read, write, cksum, _ = match.groups()
+        if not header_seen:
+            header_seen = name == "NAME"
+            continue
+        depth = len(indent) // 2
+        if depth == 0 and state is None and name in SECTION_ROLES:
+            role, stack = SECTION_ROLES[name], [pool]
+            continue
+        if depth == 0:  # the root vdev: the pool itself
+            rows.append(_Row(0, name, state or "", _errors(read, write, cksum), "data", ""))
+            role, stack = "data", [pool]
+            continue
+        del stack[depth:]
+        parent = stack[-1] if stack else pool
+        rows.append(_Row(depth, name, state or "", _errors(read, write, cksum), role, parent))
+        stack.append(name)
+    return rows
+
+
+def _errors(*counts: str | None) -> tuple[int, int, int]:
+    return tuple(int(c) if c is not None else -1 for c in counts)  # type: ignore[return-value]
+
+
+def parse_status(text: str) -> list[PoolStatus]:
+    """Parse `zpool status -p` output (with `-P` or `-g` names); vdev guids are left empty here."""
+    blocks: list[list[str]] = []
+    for line in text.splitlines():
+        if _SECTION.match(line) and line.strip().startswith("pool:"):
+            blocks.append([])
+        if blocks:
+            blocks[-1].append(line)
+    pools = []
+    for block in blocks:
+        sections = _sections(block)
+        status = PoolStatus(sections[0][1][0].strip())
+        for key, lines in sections[1:]:
+            if key == "state":
+                status.state = lines[0].strip()
+            elif key == "scan":
+                if (scan := parse_scan(lines)) is not None:
+                    status.scans.append(scan)
+            elif key == "errors":
+                status.data_errors = _data_errors(lines[0])
+            elif key == "config":
+                status.vdevs = _vdevs(status.name, _config_rows(status.name, lines[1:]), None)
+        pools.append(status)
+    return pools
+
+
+def _data_errors(line: str) -> int | None:
+    if line.startswith("No known data errors"):
+        return 0
+    match = re.match(r"(\d+) data errors", line)
+    return int(match[1]) if match else None
+
+
+def _vdevs(pool: str, rows: list[_Row], guids: list[str] | None) -> list[VdevStatus]:
+    out = []
+    for i, row in enumerate(rows):
+        next_depth = rows[i + 1].depth if i + 1 < len(rows) and rows[i + 1].role == row.role else 0
+        is_leaf = row.depth > 0 and next_depth <= row.depth
+        read, write, cksum = row.errors
+        out.append(VdevStatus(pool, row.name, guids[i] if guids else "", row.role, row.parent, row.state,
+                              read, write, cksum, is_leaf))
+    return out
+
+
+def merge_guids(by_path: list[PoolStatus], by_guid: list[PoolStatus]) -> list[PoolStatus]:
+    """Give each vdev of the `-P` parse the guid printed at the same place by `-g`."""
+    guid_pools = {p.name: p for p in by_guid}
+    for pool in by_path:
+        other = guid_pools.get(pool.name)
+        if other is None or len(other.vdevs) != len(pool.vdevs):
+            raise SourceError(f"pool {pool.name} changed between zpool status -P and -g; retrying next time")
+        guids = ["" if v.parent == "" else v.name for v in other.vdevs]
+        pool.vdevs = [VdevStatus(v.pool, v.name, guid, v.role, v.parent, v.state, v.read_errors,
+                                 v.write_errors, v.checksum_errors, v.is_leaf)
+                      for v, guid in zip(pool.vdevs, guids)]
+    return by_path
+
+
+def _run_or_no_pools(run: Callable[[list[str]], str], argv: tuple[str, ...]) -> str:
+    """Nothing imported is no error: some zpool versions say so with a non-zero exit status."""
+    try:
+        return run(list(argv))
+    except SourceError as exc:
+        if str(exc).endswith(NO_POOLS):
+            return ""
+        raise
+
+
+def read_pools(run: Callable[[list[str]], str]) -> list[Pool]:
+    return parse_list(_run_or_no_pools(run, LIST_POOLS))
+
+
+def read_status(run: Callable[[list[str]], str]) -> ZpoolStatus:
+    by_path = parse_status(_run_or_no_pools(run, STATUS_PATHS))
+    by_guid = parse_status(_run_or_no_pools(run, STATUS_GUIDS))
+    return ZpoolStatus(merge_guids(by_path, by_guid))

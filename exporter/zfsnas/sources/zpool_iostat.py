@@ -1,0 +1,97 @@
+"""Parses `zpool iostat -HpPvw` (latency histograms) and `zpool iostat -HpPvq` (queue depths).
+
+Owns the scripted output format of OpenZFS 2.x (checked against zpool_main.c of 2.1 and 2.3):
+- `-w`: for every vdev an empty line, the vdev name on its own line, then one row per
+  power-of-two bucket: the bucket's upper bound in ns (2^(j+1)-1), then tab-separated counts
+  since pool import for total_wait read/write, disk_wait read/write, syncq_wait read/write,
+  asyncq_wait read/write, scrub, trim and, from 2.2, rebuild.
+- `-q`: one line per vdev: name, the six default columns (alloc, free, read/write ops and
+  bytes), then pending and active I/Os for sync read/write, async read/write, scrub, trim and,
+  from 2.2, rebuild. Log and cache sections are introduced by an empty line.
+Both walk each pool from its root vdev (named like the pool) down, in `zpool status` order;
+with `-P` leaves are full paths, interior vdevs `raidz2-0`, `mirror-1`. A name that is not a
+path, a number (a missing device's guid) or a vdev type is a pool: pool names may not start
+with a vdev type name.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+LATENCY_HISTOGRAMS = ("zpool", "iostat", "-HpPvw")
+QUEUE_DEPTHS = ("zpool", "iostat", "-HpPvq")
+
+# (type, io) of each -w column, in print order; 2.1 stops after trim.
+LATENCY_COLUMNS = (("total_wait", "read"), ("total_wait", "write"), ("disk_wait", "read"), ("disk_wait", "write"),
+                   ("syncq_wait", "read"), ("syncq_wait", "write"), ("asyncq_wait", "read"),
+                   ("asyncq_wait", "write"), ("scrub", ""), ("trim", ""), ("rebuild", ""))
+QUEUE_CLASSES = ("sync_read", "sync_write", "async_read", "async_write", "scrub", "trim", "rebuild")
+_DEFAULT_COLUMNS = 6
+_VDEV_TYPE = re.compile(r"^(mirror|raidz|draid|spare|replacing|indirect)")
+
+
+@dataclass
+class VdevLatency:
+    pool: str
+    vdev: str
+    # (type, io) -> [(upper bound in ns, count in that bucket)], in bucket order
+    histograms: dict[tuple[str, str], list[tuple[int, int]]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class VdevQueues:
+    pool: str
+    vdev: str
+    pending: dict[str, int]
+    active: dict[str, int]
+
+
+def is_pool_name(name: str, known_pools: set[str] | None = None) -> bool:
+    """Known pools (from zpool status) are pools; so is any name a vdev cannot have (a pool imported since)."""
+    if known_pools and name in known_pools:
+        return True
+    return bool(name) and name[0].isalpha() and "/" not in name and not _VDEV_TYPE.match(name)
+
+
+def parse_latency_histograms(text: str, known_pools: set[str] | None = None) -> list[VdevLatency]:
+    out: list[VdevLatency] = []
+    pool = ""
+    current: VdevLatency | None = None
+    for line in text.splitlines():
+        if not line.strip():
+            current = None
+            continue
+        fields = line.split("\t")
+        if len(fields) == 1 or current is None:
+            name = fields[0].strip()
+            if is_pool_name(name, known_pools):
+                pool = name
+            current = VdevLatency(pool, name)
+            out.append(current)
+            continue
+        bound, counts = int(fields[0]), [int(f) for f in fields[1:]]
+        for column, count in zip(LATENCY_COLUMNS, counts):
+            current.histograms.setdefault(column, []).append((bound, count))
+    return out
+
+
+def parse_queue_depths(text: str, known_pools: set[str] | None = None) -> list[VdevQueues]:
+    out = []
+    pool = ""
+    for line in text.splitlines():
+        fields = line.split("\t")
+        if len(fields) < 2:
+            continue
+        name, values = fields[0], fields[1:]
+        if len(values) - _DEFAULT_COLUMNS in (10, 12, 14):
+            values = values[_DEFAULT_COLUMNS:]
+        elif len(values) not in (10, 12, 14):
+            raise ValueError(f"zpool iostat -q: {len(values)} columns for {name!r}, expected 10, 12 or 14 "
+                             f"queue columns")
+        if is_pool_name(name, known_pools):
+            pool = name
+        numbers = [int(v) for v in values]
+        classes = QUEUE_CLASSES[:len(numbers) // 2]
+        out.append(VdevQueues(pool, name, dict(zip(classes, numbers[0::2])), dict(zip(classes, numbers[1::2]))))
+    return out

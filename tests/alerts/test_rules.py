@@ -1,0 +1,100 @@
+"""The rule file passes promtool, every alert is well formed and tested both ways, Alertmanager's config passes amtool."""
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+RULES = ROOT / "alerts" / "zfsnas.rules.yml"
+TESTS = sorted((ROOT / "alerts" / "tests").glob("*.yml"))
+RUNBOOK = ROOT / "docs" / "runbook.md"
+RUNBOOK_URL = "https://github.com/zfsnas/zfsnas/blob/main/docs/runbook.md#"
+
+
+def tool(name: str) -> str:
+    path = shutil.which(name)
+    if not path:
+        pytest.fail(f"{name} is not installed: run ./dev test, which installs Debian's prometheus packages")
+    return path
+
+
+def run(*argv) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=300)
+
+
+def alerts() -> list[dict]:
+    groups = yaml.safe_load(RULES.read_text())["groups"]
+    return [rule for group in groups for rule in group["rules"] if "alert" in rule]
+
+
+def github_anchor(heading: str) -> str:
+    return re.sub(r"[^a-z0-9 _-]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_promtool_check_rules():
+    result = run(tool("promtool"), "check", "rules", str(RULES))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+
+
+def test_promtool_test_rules():
+    result = run(tool("promtool"), "test", "rules", *map(str, TESTS))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("SUCCESS") == len(TESTS)
+
+
+def test_promtool_test_rules_can_fail(tmp_path):
+    """A 25 % threshold must break the regression test: the tests look at the threshold."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "zfsnas.rules.yml").write_text(RULES.read_text().replace("vector(0.15)", "vector(0.25)"))
+    shutil.copy(ROOT / "alerts" / "tests" / "benchmarks.yml", tmp_path / "tests")
+    result = run(tool("promtool"), "test", "rules", str(tmp_path / "tests" / "benchmarks.yml"))
+    assert result.returncode != 0 and "ZfsBenchThroughputRegression" in result.stdout + result.stderr
+
+
+def test_every_alert_is_complete():
+    found = alerts()
+    assert len(found) >= 17
+    runbook_anchors = {github_anchor(h) for h in re.findall(r"^#+ (.+)$", RUNBOOK.read_text(), re.M)}
+    for rule in found:
+        name = rule["alert"]
+        assert rule["labels"]["severity"] in {"critical", "warning", "info"}, name
+        annotations = rule["annotations"]
+        assert annotations["summary"] and "{{ $value" in annotations["description"], name
+        assert annotations["runbook_url"] == RUNBOOK_URL + name.lower(), name
+        assert name.lower() in runbook_anchors, f"docs/runbook.md has no section {name}"
+
+
+def test_every_alert_has_a_firing_and_a_silent_case():
+    fired, silent = set(), set()
+    for path in TESTS:
+        for case in yaml.safe_load(path.read_text())["tests"]:
+            for check in case.get("alert_rule_test", []):
+                (fired if check.get("exp_alerts") else silent).add(check["alertname"])
+    names = {rule["alert"] for rule in alerts()}
+    # A silent case is either its own eval with no alert or, where a test lists the alerts that fire,
+    # input series in the same case that must not fire (commented in the test files).
+    assert names <= fired, f"never fires in a test: {names - fired}"
+    assert names - silent <= {"ZfsPoolNotOnline", "ZfsPoolCapacityCritical", "ZfsL2arcHeaderRamHigh",
+                              "ZfsWriteThrottleDelaying", "ZfsExporterDown", "ZfsExporterCollectorFailing",
+                              "ZfsExporterSourceFailing", "ZfsBenchThroughputRegression"}
+
+
+def test_amtool_check_config():
+    result = run(tool("amtool"), "check-config", str(ROOT / "deploy" / "alertmanager" / "alertmanager.yml"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+
+
+def test_prometheus_config_as_the_container_sees_it(tmp_path):
+    """/etc/prometheus/prometheus.yml with the rule file mounted under rules/, as in docker-compose.yml."""
+    shutil.copy(ROOT / "deploy" / "prometheus" / "prometheus.yml", tmp_path / "prometheus.yml")
+    (tmp_path / "rules").mkdir()
+    shutil.copy(RULES, tmp_path / "rules" / "zfsnas.rules.yml")
+    result = run(tool("promtool"), "check", "config", str(tmp_path / "prometheus.yml"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 rule files found" in result.stdout

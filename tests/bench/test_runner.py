@@ -1,0 +1,298 @@
+"""The runner end to end against the fake zfs/zpool (tests/bench/fakezfs.py) with real fio."""
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from zfsnas.bench.cli import main
+from zfsnas.bench.runner import RunError, RunLock
+
+from .grafana import FakeGrafana
+
+pytestmark = pytest.mark.skipif(shutil.which("fio") is None, reason="fio not installed (./dev test installs it)")
+TINY = """name = "tiny"
+jobs = ["write-size", "seq-write"]
+compression = ["off", "lz4"]
+size = ["4M"]
+runtime = 1
+"""
+
+
+@pytest.fixture
+def matrix(tmp_path) -> Path:
+    path = tmp_path / "tiny.toml"
+    path.write_text(TINY)
+    return path
+
+
+@pytest.fixture
+def small(tmp_path) -> Path:
+    """Two quick size-based cells, for tests about something else than the jobs."""
+    path = tmp_path / "small.toml"
+    path.write_text(TINY.replace('jobs = ["write-size", "seq-write"]', 'jobs = ["write-size"]'))
+    return path
+
+
+def run(fake, db, *args) -> int:
+    return main(["run", *args, *fake.flags(db), "--mountpoint", str(fake.root / "tank/scratch"), "--no-direct"])
+
+
+def rows(db) -> list[dict]:
+    con = sqlite3.connect(db)
+    con.row_factory = sqlite3.Row
+    return [dict(r) for r in con.execute("SELECT * FROM results ORDER BY id")]
+
+
+def changing(commands) -> list[list[str]]:
+    return [c for c in commands if c[:2] not in (["zfs", "get"], ["zfs", "list"], ["zfs", "version"],
+                                                 ["zpool", "status"])]
+
+
+def test_matrix_runs_and_cleans_up(fake_zfs, matrix, tmp_path):
+    db = tmp_path / "bench.sqlite"
+    assert run(fake_zfs, db, str(matrix), "--dataset", "tank/scratch") == 0
+    results = rows(db)
+    assert [(r["job"], r["compression"], r["status"]) for r in results] == [
+        ("write-size", "off", "complete"), ("write-size", "lz4", "complete"),
+        ("seq-write", "off", "complete"), ("seq-write", "lz4", "complete")]
+    for r in results:
+        assert r["throughput_bytes_per_second"] > 0 and r["duration_seconds"] > 0
+        assert r["used_bytes"] > 0 and r["logicalused_bytes"] >= 4 << 20 and r["compressratio"] > 0
+        assert 0 <= r["cpu_busy_ratio"] <= 1 and r["pool"] == "tank" and r["size"] == "4M"
+        assert json.loads(r["properties"])["compression"] == r["compression"]
+        assert json.loads(r["fio_json"])["fio version"].startswith("fio-")
+    assert results[0]["bytes"] == 4 << 20
+    # Only the run's own children were created and destroyed; nothing else changed.
+    assert set(fake_zfs.datasets()) == {"tank", "tank/scratch", "tank/scratchX", "tank/home"}
+    changed = changing(fake_zfs.commands())
+    assert [c[:2] for c in changed] == [["zfs", "create"], ["zpool", "sync"], ["zfs", "destroy"]] * 4
+    run_id = json.loads(results[0]["properties"])["org.zfsnas:bench-run"]
+    for c in changed:
+        if c[0] == "zfs":
+            assert c[-1].startswith(f"tank/scratch/zfsnas-bench-{run_id}-")
+    con = sqlite3.connect(db)
+    assert con.execute("SELECT status, cells, zfs_version FROM matrix_runs").fetchone() == (
+        "complete", 4, "zfs-2.3.2-fake zfs-kmod-2.3.2-fake")
+
+
+@pytest.mark.parametrize("dataset, reason", [
+    ("tank/home", "not marked as scratch"),
+    ("tank/scratchX", "not marked as scratch"),
+    ("tank/nothere", "does not exist"),
+    ("tank", "pool's root"),
+    ("tank/scratch@s", "snapshot"),
+    ("tank/scratch/../home", "'..'"),
+])
+def test_refused_before_any_change(fake_zfs, matrix, tmp_path, caplog, dataset, reason):
+    db = tmp_path / "bench.sqlite"
+    assert run(fake_zfs, db, str(matrix), "--dataset", dataset) == 2
+    assert reason in caplog.text
+    assert changing(fake_zfs.commands()) == []
+    assert not db.exists() or rows(db) == []
+
+
+def test_inherited_mark_is_refused(fake_zfs, matrix, tmp_path, caplog):
+    state = fake_zfs.read()
+    state["datasets"]["tank/scratch/sub"] = {"type": "filesystem", "props": {}}
+    fake_zfs.write(state)
+    assert run(fake_zfs, tmp_path / "db", str(matrix), "--dataset", "tank/scratch/sub") == 2
+    assert "inherited from tank/scratch" in caplog.text
+    assert changing(fake_zfs.commands()) == []
+
+
+def test_a_clone_is_refused(fake_zfs, matrix, tmp_path, caplog):
+    state = fake_zfs.read()
+    state["datasets"]["tank/scratch"]["props"]["origin"] = "tank/base@s"
+    fake_zfs.write(state)
+    assert run(fake_zfs, tmp_path / "db", str(matrix), "--dataset", "tank/scratch") == 2
+    assert "clone of tank/base@s" in caplog.text
+
+
+def test_free_space_checked_first(fake_zfs, matrix, tmp_path, caplog):
+    state = fake_zfs.read()
+    state["available"] = 1 << 20
+    fake_zfs.write(state)
+    assert run(fake_zfs, tmp_path / "db", str(matrix), "--dataset", "tank/scratch") == 2
+    assert "needs 0.0 GiB" in caplog.text or "available" in caplog.text
+    assert changing(fake_zfs.commands()) == []
+
+
+def test_lock_refuses_a_second_run(fake_zfs, matrix, tmp_path, caplog):
+    db = tmp_path / "bench.sqlite"
+    with RunLock(f"{db}.lock"):
+        assert run(fake_zfs, db, str(matrix), "--dataset", "tank/scratch") == 2
+        with pytest.raises(RunError, match="another benchmark is running"):
+            RunLock(f"{db}.lock").__enter__()
+    assert "another benchmark is running" in caplog.text
+    assert changing(fake_zfs.commands()) == []
+
+
+def test_keep_leaves_children(fake_zfs, small, tmp_path):
+    assert run(fake_zfs, tmp_path / "db", str(small), "--dataset", "tank/scratch", "--keep") == 0
+    kept = [d for d in fake_zfs.datasets() if d.startswith("tank/scratch/zfsnas-bench-")]
+    assert len(kept) == 2
+    assert all((fake_zfs.root / d / "fio.dat").stat().st_size == 4 << 20 for d in kept)
+
+
+def test_copy_job_copies_the_corpus(fake_zfs, tmp_path):
+    corpus = tmp_path / "fits"
+    (corpus / "night1").mkdir(parents=True)
+    for i in range(3):
+        (corpus / "night1" / f"m31_{i}.fits").write_bytes(os.urandom(300_000) + bytes(200_000))
+    path = tmp_path / "copy.toml"
+    path.write_text(f'job = "copy"\ncorpus = "{corpus}"\nsize = ["all", "600K"]\ncompression = ["zstd-1"]\n')
+    db = tmp_path / "db"
+    assert run(fake_zfs, db, str(path), "--dataset", "tank/scratch", "--keep") == 0
+    whole, part = rows(db)
+    assert whole["bytes"] == 1_500_000 and whole["size"] == "all"
+    assert part["bytes"] == 1_000_000        # whole files until 600K was reached
+    children = sorted(d for d in fake_zfs.datasets() if d.startswith("tank/scratch/zfsnas-bench-"))
+    copied = fake_zfs.root / children[0] / "corpus" / "night1" / "m31_2.fits"
+    assert copied.read_bytes() == (corpus / "night1" / "m31_2.fits").read_bytes()
+
+
+def test_annotations_during_a_run_and_grafana_down(fake_zfs, small, tmp_path):
+    token_file = tmp_path / "token"
+    token_file.write_text("glsa_abc\n")
+    db = tmp_path / "db"
+    with FakeGrafana("glsa_abc") as grafana:
+        assert run(fake_zfs, db, str(small), "--dataset", "tank/scratch", "--grafana-url", grafana.url,
+                   "--grafana-token-file", str(token_file)) == 0
+        assert len(grafana.annotations) == 2
+        for aid, region in grafana.annotations.items():
+            assert region["timeEnd"] > region["time"] and "MB/s" in region["text"] and "complete" in region["text"]
+            assert "zfsnas-bench" in region["tags"] and any(t.startswith("run:") for t in region["tags"])
+        assert {r["annotation_id"] for r in rows(db)} == set(grafana.annotations)
+        url = grafana.url
+    # Grafana is down now: the run goes on, the regions are queued, `annotate --retry` sends them later.
+    assert run(fake_zfs, db, str(small), "--dataset", "tank/scratch", "--grafana-url", url,
+               "--grafana-token-file", str(token_file), "--grafana-timeout", "1") == 0
+    assert [r["status"] for r in rows(db)] == ["complete"] * 4
+    with FakeGrafana("glsa_abc") as grafana:
+        assert main(["annotate", "--retry", "--db", str(db), "--grafana-url", grafana.url,
+                     "--grafana-token-file", str(token_file)]) == 0
+        assert len(grafana.annotations) == 2
+        assert all("timeEnd" in a for a in grafana.annotations.values())
+    # Down again for a run; the next run with Grafana back sends that run's queue before its own.
+    assert run(fake_zfs, db, str(small), "--dataset", "tank/scratch", "--grafana-url", url,
+               "--grafana-token-file", str(token_file), "--grafana-timeout", "1") == 0
+    with FakeGrafana("glsa_abc") as grafana:
+        assert run(fake_zfs, db, str(small), "--dataset", "tank/scratch", "--grafana-url", grafana.url,
+                   "--grafana-token-file", str(token_file)) == 0
+        assert len(grafana.annotations) == 4
+        assert sqlite3.connect(db).execute("SELECT count(*) FROM annotation_queue WHERE sent IS NULL").fetchone() == (0,)
+    assert "glsa_abc" not in "\n".join(sqlite3.connect(db).iterdump())
+
+
+def _start_in_background(fake, tmp_path, matrix: str):
+    """`zfsnas-bench run` in its own process, returned once fio has started writing."""
+    path = tmp_path / "long.toml"
+    path.write_text(matrix)
+    db = tmp_path / "db"
+    argv = [sys.executable, "-m", "zfsnas.bench.cli", "run", str(path), "--dataset", "tank/scratch",
+            *fake.flags(db), "--mountpoint", str(fake.root / "tank/scratch"), "--no-direct"]
+    proc = subprocess.Popen(argv, env={**os.environ, **fake.env}, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while not _fio_file(fake):
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.1)
+    return proc, db
+
+
+def _fio_file(fake) -> list[Path]:
+    return list(fake.root.glob("tank/scratch/zfsnas-bench-*/fio.dat"))
+
+
+def test_sigterm_stops_fio_destroys_the_child_and_records_aborted(fake_zfs, tmp_path):
+    proc, db = _start_in_background(fake_zfs, tmp_path,
+                                    'job = "seq-write"\nsize = "4M"\nruntime = 60\ncompression = ["lz4", "off"]\n')
+    started = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 130
+    assert time.monotonic() - started < 20        # fio was stopped, not waited for (runtime 60 s)
+    assert [r["status"] for r in rows(db)] == ["aborted"]   # the second cell never started
+    assert sqlite3.connect(db).execute("SELECT status FROM matrix_runs").fetchone()[0] == "aborted"
+    assert not [d for d in fake_zfs.datasets() if d.startswith("tank/scratch/zfsnas-bench-")]
+    assert not _fio_file(fake_zfs)
+
+
+def test_sigkill_then_next_run_marks_incomplete(fake_zfs, tmp_path, small):
+    proc, db = _start_in_background(fake_zfs, tmp_path, 'job = "seq-write"\nsize = "4M"\nruntime = 3\n')
+    proc.kill()
+    proc.wait()
+    time.sleep(3.5)  # the orphaned fio ends by itself (runtime 3 s)
+    assert [r["status"] for r in rows(db)] == ["running"]
+    [left] = [d for d in fake_zfs.datasets() if d.startswith("tank/scratch/zfsnas-bench-")]
+    # A child someone else marked with a run id we do not know stays untouched.
+    state = fake_zfs.read()
+    state["datasets"]["tank/scratch/zfsnas-bench-other-1"] = {
+        "type": "filesystem", "props": {"org.zfsnas:bench-run": "19990101T000000-0000"}}
+    fake_zfs.write(state)
+    assert run(fake_zfs, db, str(small), "--dataset", "tank/scratch") == 0
+    statuses = [r["status"] for r in rows(db)]
+    assert statuses == ["incomplete"] + ["complete"] * 2
+    assert left not in fake_zfs.datasets()          # the dead run's child was cleaned up
+    assert "tank/scratch/zfsnas-bench-other-1" in fake_zfs.datasets()
+
+
+def test_init_marks_after_confirmation(fake_zfs, tmp_path, monkeypatch, capsys):
+    import io
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO("no\n"))
+    assert main(["init", "tank/home", *fake_zfs.flags(tmp_path / "db")]) == 1
+    assert "org.zfsnas:scratch" not in fake_zfs.datasets()["tank/home"]["props"]
+    monkeypatch.setattr(sys, "stdin", io.StringIO("yes\n"))
+    assert main(["init", "tank/home", *fake_zfs.flags(tmp_path / "db")]) == 0
+    assert fake_zfs.datasets()["tank/home"]["props"]["org.zfsnas:scratch"].startswith("init-")
+    assert main(["init", "tank", "--yes", *fake_zfs.flags(tmp_path / "db")]) == 2
+    assert main(["init", "tank/nothere", "--yes", *fake_zfs.flags(tmp_path / "db")]) == 2
+
+
+def test_list_and_report(fake_zfs, small, tmp_path, capsys):
+    db = tmp_path / "db"
+    assert run(fake_zfs, db, str(small), "--dataset", "tank/scratch") == 0
+    capsys.readouterr()
+    assert main(["list", "--db", str(db)]) == 0
+    listing = capsys.readouterr().out.splitlines()
+    assert len(listing) == 3 and listing[1].split("\t")[2:6] == ["complete", "tiny", "write-size", "off"]
+    png = tmp_path / "chart.png"
+    assert main(["report", "--db", str(db), "--png", str(png)]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].startswith("| matrix | job | compression | recordsize | size | pool | runs | MB/s |")
+    assert table[2].startswith("| tiny | write-size | off | 128K | 4M | tank | 1 | ")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert main(["report", "--db", str(db), "--format", "csv"]) == 0
+    csv_lines = capsys.readouterr().out.splitlines()
+    assert csv_lines[0].startswith("matrix,job,compression") and len(csv_lines) == 3
+
+
+def test_mountpoint_comes_from_the_scratch_dataset(fake_zfs, small, tmp_path):
+    db = tmp_path / "db"
+    assert main(["run", str(small), "--dataset", "tank/scratch", *fake_zfs.flags(db), "--no-direct", "--keep"]) == 0
+    kept = [d for d in fake_zfs.datasets() if d.startswith("tank/scratch/zfsnas-bench-")]
+    assert all((fake_zfs.root / d / "fio.dat").exists() for d in kept) and len(kept) == 2
+
+
+def test_a_failing_job_is_recorded_and_its_child_destroyed(fake_zfs, tmp_path, caplog):
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    (jobs / "bad.fio").write_text("[bad]\nfilename=${ZFSNAS_FILE}\nsize=${ZFSNAS_SIZE}\nrw=sideways\n")
+    path = tmp_path / "bad.toml"
+    path.write_text('job = "bad"\nsize = "4M"\n')
+    db = tmp_path / "db"
+    code = main(["run", str(path), "--dataset", "tank/scratch", *fake_zfs.flags(db), "--jobs-dir", str(jobs),
+                 "--no-direct"])
+    assert code == 1
+    [row] = rows(db)
+    assert row["status"] == "failed" and "fio" in row["error"]
+    assert row["throughput_bytes_per_second"] is None
+    assert not [d for d in fake_zfs.datasets() if d.startswith("tank/scratch/zfsnas-bench-")]
+    assert "cell 1" in caplog.text

@@ -1,0 +1,197 @@
+"""Collectors `datasets` and `pools` on the recorded OpenZFS 2.1 and 2.3 outputs (via the stand-in)."""
+
+import time
+
+import pytest
+
+from tests.conftest import ZFS_COMMAND_VERSIONS, linux_tree, samples, scrape_text, types, value, zfs_commands
+
+ROOT = linux_tree("2.3.2")
+KSTAT = ["--path.procfs", str(ROOT / "proc"), "--path.sysfs", str(ROOT / "sys")]
+PART = "/dev/disk/by-id/ata-WDC_WD80EFZZ-68BTXN0_WD-CA0AAA{}-part1"
+
+
+def scrape(version, *flags, collectors=("datasets", "pools")):
+    chosen = [f"--collector.{c}" for c in collectors]
+    return scrape_text(*KSTAT, "--collector.disable-defaults", *chosen, *zfs_commands(version), *flags)
+
+
+def labelsets(text, metric):
+    return [dict(labels) for (name, labels) in samples(text) if name == metric]
+
+
+@pytest.mark.parametrize("version", ZFS_COMMAND_VERSIONS)
+def test_dataset_values_and_types(version):
+    text = scrape(version, collectors=("datasets",))
+    home = {"pool": "tank", "dataset": "tank/home docs"}
+    assert value(text, "zfs_dataset_compressratio", **home) == 1.48
+    assert value(text, "zfs_dataset_refcompressratio", pool="tank", dataset="tank/vm-disk0") == 1.15
+    assert value(text, "zfs_dataset_used_bytes", **home) == 429496729600
+    assert value(text, "zfs_dataset_logical_used_bytes", **home) == 635655159808
+    assert value(text, "zfs_dataset_referenced_bytes", **home) == 322122547200
+    assert value(text, "zfs_dataset_logical_referenced_bytes", **home) == 476741369856
+    assert value(text, "zfs_dataset_available_bytes", **home) == 25919549022208
+    assert value(text, "zfs_dataset_used_by_snapshots_bytes", **home) == 107374182400
+    assert value(text, "zfs_dataset_written_bytes", **home) == 5368709120
+    assert value(text, "zfs_dataset_reservation_bytes", **home) == 107374182400
+    assert value(text, "zfs_dataset_quota_bytes", pool="tank", dataset="tank/media") == 10995116277760
+    assert value(text, "zfs_dataset_refquota_bytes", pool="backup", dataset="backup/tank") == 2199023255552
+    assert value(text, "zfs_dataset_refreservation_bytes", pool="tank", dataset="tank/vm-disk0") == 1125281431552
+    assert value(text, "zfs_dataset_volume_size_bytes", pool="tank", dataset="tank/vm-disk0") == 1099511627776
+    # quota and reservation only where set
+    assert [d["dataset"] for d in labelsets(text, "zfs_dataset_quota_bytes")] == ["tank/media"]
+    assert [d["dataset"] for d in labelsets(text, "zfs_dataset_reservation_bytes")] == ["tank/home docs"]
+    assert value(text, "zfs_dataset_snapshots", **home) == 2
+    assert value(text, "zfs_dataset_snapshots", pool="tank", dataset="tank") == 0
+    assert value(text, "zfs_dataset_snapshots", pool="backup", dataset="backup/tank") == 3
+    assert set(types(text).values()) == {"gauge"}
+    assert {n for n in types(text) if n.startswith("zfs_dataset_")} >= {
+        "zfs_dataset_compressratio", "zfs_dataset_refcompressratio", "zfs_dataset_info", "zfs_dataset_snapshots"}
+    assert value(text, "zfs_exporter_collector_success", collector="datasets") == 1
+    assert value(text, "zfs_exporter_source_success", source="zfs_datasets") == 1
+    assert value(text, "zfs_exporter_source_success", source="zfs_snapshots") == 1
+
+
+@pytest.mark.parametrize("version", ZFS_COMMAND_VERSIONS)
+def test_dataset_info(version):
+    text = scrape(version, collectors=("datasets",))
+    info = {d["dataset"]: d for d in labelsets(text, "zfs_dataset_info")}
+    assert info["tank/db:pg.main_16"] == {
+        "pool": "tank", "dataset": "tank/db:pg.main_16", "type": "filesystem", "compression": "zstd-fast",
+        "recordsize": "16384", "atime": "off", "sync": "always", "primarycache": "metadata",
+        "secondarycache": "all", "encryption": "off", "dedup": "on", "logbias": "throughput",
+        "special_small_blocks": "16384"}
+    assert (info["tank/vm-disk0"]["type"], info["tank/vm-disk0"]["recordsize"]) == ("volume", "16384")
+    assert info["tank/home docs"]["compression"] == ("zstd" if version == "2.3" else "zstd-3")
+
+
+def test_odd_names_come_out_as_labels():
+    text = scrape("2.3", collectors=("datasets",))
+    odd = "tank/it's \"quoted\" 100% ünïcode"
+    assert value(text, "zfs_dataset_used_bytes", pool="tank", dataset=odd) == 65536
+    assert value(text, "zfs_dataset_snapshots", pool="tank", dataset=odd) == 1
+    assert 'dataset="tank/it\'s \\"quoted\\" 100% ünïcode"' in text
+
+
+def test_dataset_exclude_pool_selection_and_snapshots_off():
+    text = scrape("2.3", "--dataset.exclude", "tank/(media|home docs)", "--pool.exclude", "scratch",
+                  "--datasets.snapshots", "off", collectors=("datasets",))
+    names = {d["dataset"] for d in labelsets(text, "zfs_dataset_used_bytes")}
+    assert "tank/media" not in names and "tank/home docs" not in names and "tank" in names
+    assert not any(n.startswith("scratch") for n in names)
+    assert "backup/tank" in names
+    assert "zfs_dataset_snapshots" not in types(text)
+    assert {d["source"] for d in labelsets(text, "zfs_exporter_source_age_seconds")} == {"zfs_datasets"}
+    only = scrape("2.3", "--pool.include", "back.*", collectors=("datasets", "pools"))
+    assert {d["pool"] for d in labelsets(only, "zfs_dataset_used_bytes")} == {"backup"}
+    assert {d["pool"] for d in labelsets(only, "zfs_vdev_state")} == {"backup"}
+    assert {d["pool"] for d in labelsets(only, "zfs_pool_size_bytes")} == {"backup"}
+
+
+@pytest.mark.parametrize("version", ZFS_COMMAND_VERSIONS)
+def test_pool_space_and_health(version):
+    text = scrape(version, collectors=("pools",))
+    assert value(text, "zfs_pool_size_bytes", pool="tank") == 47971736518656
+    assert value(text, "zfs_pool_allocated_bytes", pool="tank") == 11874725347328
+    assert value(text, "zfs_pool_free_bytes", pool="tank") == 36097011171328
+    assert value(text, "zfs_pool_fragmentation_ratio", pool="tank") == 0.17
+    assert value(text, "zfs_pool_capacity_ratio", pool="tank") == 0.24
+    assert value(text, "zfs_pool_dedup_ratio", pool="tank") == 1.37
+    assert {"pool": "scratch"} not in labelsets(text, "zfs_pool_fragmentation_ratio")  # `-`
+    health = {d["state"]: value(text, "zfs_pool_health", **d) for d in labelsets(text, "zfs_pool_health")
+              if d["pool"] == "tank"}
+    assert health == {"ONLINE": 0, "DEGRADED": 1, "FAULTED": 0, "OFFLINE": 0, "UNAVAIL": 0, "REMOVED": 0,
+                      "SUSPENDED": 0}
+    assert value(text, "zfs_pool_data_errors", pool="tank") == 3
+    assert value(text, "zfs_pool_data_errors", pool="backup") == 0
+    assert set(types(text).values()) == {"gauge"}
+
+
+@pytest.mark.parametrize("version", ZFS_COMMAND_VERSIONS)
+def test_vdevs(version):
+    text = scrape(version, collectors=("pools",))
+    states = {(d["vdev"], d["role"]): d for d in labelsets(text, "zfs_vdev_state") if d["pool"] == "tank"}
+    assert len(states) == 20
+    assert states[(PART.format("A2"), "data")] == {"pool": "tank", "vdev": PART.format("A2"),
+                                                   "vdev_guid": "15913282236170337251", "role": "data",
+                                                   "parent": "spare-1", "state": "FAULTED"}
+    assert states[(PART.format("A4"), "data")]["state"] == "REMOVED"
+    assert states[("12897061293381947325", "data")]["state"] == "UNAVAIL"
+    assert states[(PART.format("S1"), "spare")]["state"] == "INUSE"
+    assert states[(PART.format("S1"), "data")]["parent"] == "spare-1"
+    assert states[("mirror-1", "special")]["parent"] == "tank"
+    assert states[("mirror-2", "log")]["vdev_guid"] == "7788990011223344556"
+    assert sorted(d["vdev"] for d in states.values() if d["role"] == "cache") == [
+        "/dev/disk/by-id/ata-Samsung_SSD_860_EVO_500GB_S4EVNF0M200001-part1",
+        "/dev/disk/by-id/ata-Samsung_SSD_860_EVO_500GB_S4EVNF0M200002-part1"]
+    faulted = {"pool": "tank", "vdev": PART.format("A2"), "vdev_guid": "15913282236170337251", "role": "data"}
+    assert value(text, "zfs_vdev_errors", **faulted, type="read") == 3
+    assert value(text, "zfs_vdev_errors", **faulted, type="write") == 127
+    assert value(text, "zfs_vdev_errors", **faulted, type="checksum") == 0
+    assert value(text, "zfs_vdev_errors", pool="tank", vdev=PART.format("A3"), vdev_guid="17009872342186931234",
+                 role="data", type="checksum") == 2
+    assert not [d for d in labelsets(text, "zfs_vdev_errors") if d["role"] == "spare"]  # no counters printed
+
+
+def local(*fields):
+    return time.mktime((*fields, 0, 0, -1))
+
+
+@pytest.mark.parametrize("version", ZFS_COMMAND_VERSIONS)
+def test_scans(version):
+    text = scrape(version, collectors=("pools",))
+    scrub = {"pool": "backup", "function": "scrub"}
+    assert value(text, "zfs_pool_scan_info", **scrub, state="finished") == 1
+    assert value(text, "zfs_pool_scan_end_timestamp_seconds", **scrub) == local(2026, 11, 22, 10, 0, 0)
+    assert value(text, "zfs_pool_scan_start_timestamp_seconds", **scrub) == local(2026, 11, 22, 10, 0, 0) - 93784
+    assert value(text, "zfs_pool_scan_repaired_bytes", **scrub) == 1572864
+    assert value(text, "zfs_pool_scan_errors", **scrub) == 2
+    resilver = {"pool": "tank", "function": "resilver"}
+    assert value(text, "zfs_pool_scan_info", **resilver, state="scanning") == 1
+    assert value(text, "zfs_pool_scan_start_timestamp_seconds", **resilver) == local(2026, 11, 23, 9, 12, 41)
+    assert value(text, "zfs_pool_scan_examined_bytes", **resilver) == round(1.91 * 2**40)
+    assert value(text, "zfs_pool_scan_issued_bytes", **resilver) == 402 * 2**30
+    assert value(text, "zfs_pool_scan_total_bytes", **resilver) == round(10.8 * 2**40)
+    assert value(text, "zfs_pool_scan_repaired_bytes", **resilver) == round(66.9 * 2**30)
+    assert {"pool": "tank", "function": "resilver"} not in labelsets(text, "zfs_pool_scan_end_timestamp_seconds")
+    running = {"pool": "scratch", "function": "scrub"}
+    assert value(text, "zfs_pool_scan_info", **running, state="scanning") == 1
+    progress = value(text, "zfs_pool_scan_issued_bytes", **running) / value(text, "zfs_pool_scan_total_bytes", **running)
+    assert progress == pytest.approx(0.2462, abs=0.001)
+
+
+def test_shared_zpool_status_for_other_collectors():
+    from zfsnas.cli import build_exporter
+    from tests.conftest import exporter_args
+
+    exporter = build_exporter(exporter_args(*KSTAT, *zfs_commands("2.3")), process_metrics=False)
+    pools = next(c for c in exporter.collectors if c.name == "pools")
+    shared = pools.ctx.shared["zpool_status"]
+    assert shared.name == "zpool_status" and shared.refresh_now()
+    vdevs = shared.state().value
+    cache = [v for v in vdevs if v.role == "cache"]
+    assert [v.guid for v in cache] == ["10101010101010101010", "2020202020202020202"]
+    assert {p.name for p in vdevs.pools} == {"backup", "scratch", "tank"}
+
+
+def test_zfs_missing_fails_only_these_collectors():
+    text = scrape_text(*KSTAT, "--zfs.command-prefix", "/nonexistent/bin/env")
+    assert value(text, "zfs_exporter_collector_success", collector="datasets") == 0
+    assert value(text, "zfs_exporter_collector_success", collector="pools") == 0
+    assert value(text, "zfs_exporter_collector_success", collector="arc") == 1
+    assert value(text, "zfs_exporter_source_success", source="zpool_status") == 0
+    assert value(text, "zfs_arc_size_bytes") > 0
+    assert "zfs_pool_size_bytes" not in types(text)
+
+
+def test_unknown_arguments_fail_loudly():
+    import subprocess
+    import sys
+
+    from tests.conftest import FIXTURES
+
+    standin = [sys.executable, str(FIXTURES / "commands" / "standin.py"), str(FIXTURES / "commands" / "zfs-2.1")]
+    wrong = subprocess.run([*standin, "zpool", "status", "-P"], capture_output=True, text=True)
+    assert wrong.returncode == 2 and "no recorded output for: zpool status -P" in wrong.stderr
+    json = subprocess.run([*standin, "zpool", "status", "-jp"], capture_output=True, text=True)
+    assert json.returncode == 2 and "invalid option 'j'" in json.stderr

@@ -1,0 +1,121 @@
+"""Collector `disks` on the fixture tree: counters in base units, identities, exclusions, fallback."""
+
+import argparse
+
+from tests.conftest import FIXTURES, samples, scrape_text, types, value
+from zfsnas.collector import Context, Report
+from zfsnas.collectors.disks import DisksCollector
+from zfsnas.refresh import BackgroundRefresher
+from zfsnas.sources.model import VdevStatus
+
+TREE = FIXTURES / "linux-disks"
+PATHS = ["--path.procfs", str(TREE / "proc"), "--path.sysfs", str(TREE / "sys"),
+         "--path.udev.data", str(TREE / "udev" / "data")]
+
+
+def scrape(*flags):
+    return scrape_text(*PATHS, "--collector.disable-defaults", "--collector.disks", *flags)
+
+
+def info(text):
+    return {dict(labels)["device"]: dict(labels) for (name, labels) in samples(text) if name == "zfs_disk_info"}
+
+
+def test_counters_in_base_units_whole_disks_only():
+    text = scrape()
+    assert value(text, "zfs_disk_written_bytes_total", device="sdb") == 400_016_000 * 512
+    assert value(text, "zfs_disk_read_bytes_total", device="sdb") == 9_000_016 * 512
+    assert value(text, "zfs_disk_reads_total", device="sdb") == 12016
+    assert value(text, "zfs_disk_writes_total", device="sdb") == 250016
+    assert value(text, "zfs_disk_read_time_seconds_total", device="sdb") == 40.0
+    assert value(text, "zfs_disk_write_time_seconds_total", device="sdb") == 900.0
+    assert value(text, "zfs_disk_io_time_seconds_total", device="sdb") == 800.0
+    assert value(text, "zfs_disk_io_time_weighted_seconds_total", device="sdb") == 1700.0
+    assert value(text, "zfs_disk_io_now", device="sdb") == 1
+    assert value(text, "zfs_disk_discarded_bytes_total", device="nvme0n1") == 50_000_000 * 512
+    assert value(text, "zfs_disk_flushes_total", device="sda") == 9000
+    assert value(text, "zfs_disk_flush_time_seconds_total", device="sda") == 0.3
+    devices = {dict(labels)["device"] for (name, labels) in samples(text) if name == "zfs_disk_reads_total"}
+    assert devices == {"sda", "sdb", "sdc", "sdd", "sde", "nvme0n1", "vda"}  # no partitions, loop or dm
+    kinds = types(text)
+    assert kinds["zfs_disk_written_bytes_total"] == "counter" and kinds["zfs_disk_io_now"] == "gauge"
+    assert kinds["zfs_disk_info"] == "gauge"
+    assert value(text, "zfs_exporter_collector_success", collector="disks") == 1
+
+
+def test_info_labels():
+    disks = info(scrape())
+    assert disks["sdb"] == {"device": "sdb", "serial": "WD-WCC7K1AAAAAA", "model": "WDC_WD40EFRX-68N32N0",
+                            "wwn": "0x50014ee2b0000010", "by_id": "ata-WDC_WD40EFRX-68N32N0_WD-WCC7K1AAAAAA",
+                            "rotational": "1", "pool": "tank", "vdev_guid": "11498310984210357301"}
+    assert disks["sde"] == {"device": "sde", "serial": "", "model": "Flash_Disk", "wwn": "", "by_id": "",
+                            "rotational": "1", "pool": "", "vdev_guid": ""}
+    text = scrape()
+    assert value(text, "zfs_disk_identity_source", source="udev") == 7
+    assert value(text, "zfs_disk_identity_source", source="sysfs") == 0
+
+
+def test_device_exclude_flag_brings_in_multipath():
+    text = scrape("--disks.device-exclude", "^loop")
+    assert info(text)["dm-0"]["pool"] == "backup"
+    assert value(text, "zfs_disk_written_bytes_total", device="dm-0") == 720_000 * 512
+    assert "dm-1" not in info(text)  # the partition map is counted in its multipath device
+
+
+def test_sysfs_fallback_self_metric(tmp_path):
+    text = scrape_text(*PATHS[:4], "--path.udev.data", str(tmp_path), "--collector.disable-defaults",
+                       "--collector.disks")
+    assert value(text, "zfs_disk_identity_source", source="sysfs") == 7
+    assert value(text, "zfs_disk_identity_source", source="udev") == 0
+    assert info(text)["sdd"]["serial"] == "ZA1B2C3D"
+
+
+def collector_with_pools(vdevs):
+    from zfsnas.cli import build_parser
+    args = build_parser().parse_args(PATHS)
+    status = BackgroundRefresher("zpool_status", lambda: vdevs, 60)
+    status.refresh_now()
+    return DisksCollector(Context(kstat=None, commands=None, args=args, shared={"zpool_status": status}))
+
+
+def test_cache_and_spare_membership_from_pools_collector():
+    vdevs = [VdevStatus("tank", "/dev/disk/by-id/nvme-Samsung_SSD_970_EVO_Plus_1TB_S4EWNX0N123456-part1",
+                        "9803362419451837265", "cache", "", "ONLINE", 0, 0, 0, True)]
+    report = Report("disks")
+    families = collector_with_pools(vdevs).collect(report)
+    labels = {s[1][0]: s[1] for f in families.families() if f.name == "zfs_disk_info" for s in f.samples}
+    assert labels["nvme0n1"][6:] == ("tank", "9803362419451837265")
+    assert labels["vda"][6:] == ("", "5589211234001945507")  # the spare is not in that status
+    assert report.ok
+
+
+def test_shared_status_that_failed_or_is_odd_is_ignored():
+    collector = collector_with_pools(None)
+    assert collector._vdevs() == []
+    collector.ctx.shared["zpool_status"] = object()
+    assert collector._vdevs() == []
+    collector.inventory.rescan()
+    assert len(collector.identities()) == 7
+
+
+def test_unreadable_diskstats_is_a_failure_not_a_crash(tmp_path):
+    (tmp_path / "diskstats").mkdir()
+    text = scrape_text("--path.procfs", str(tmp_path), *PATHS[2:], "--collector.disable-defaults", "--collector.disks")
+    assert value(text, "zfs_exporter_collector_success", collector="disks") == 0
+    assert len(info(text)) == 7
+
+
+def test_no_diskstats_no_block_devices_is_not_a_failure(tmp_path):
+    # FreeBSD, or a kstat-only tree: nothing to serve, nothing wrong
+    text = scrape_text("--path.procfs", str(tmp_path), "--path.sysfs", str(tmp_path), "--collector.disable-defaults",
+                       "--collector.disks")
+    assert value(text, "zfs_exporter_collector_success", collector="disks") == 1
+    assert value(text, "zfs_disk_identity_source", source="sysfs") == 0
+    assert "zfs_disk_reads_total" not in text
+
+
+def test_flags_parse():
+    from zfsnas.cli import build_parser
+    args = build_parser().parse_args(["--no-disks.hotplug", "--disks.rescan-interval", "5"])
+    assert args.disks_hotplug is False and args.disks_rescan_interval == 5.0
+    assert isinstance(args, argparse.Namespace)

@@ -1,0 +1,57 @@
+"""Read the generated dashboards: every PromQL query of every panel, variable and annotation."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+DASHBOARDS = Path(__file__).resolve().parents[2] / "dashboards"
+NAMES = ("overview", "arc", "write-path", "datasets", "disks", "benchmarks")
+# What Grafana puts in for "All" (allValue ".*") and for $__rate_interval at a 1 s scrape interval.
+SUBSTITUTIONS = {"$__rate_interval": "10s", "$instance": ".*", "$pool": ".*", "$dataset": ".*", "$disk": ".*",
+                 "$vdev": ".*"}
+
+
+@dataclass(frozen=True)
+class Query:
+    dashboard: str
+    where: str      # panel title, "variable <name>" or "annotation <name>"
+    expr: str
+
+    def promql(self) -> str:
+        """The expression as Grafana sends it with every variable on All."""
+        expr = self.expr
+        label_values = re.fullmatch(r"label_values\((.*), *(\w+)\)", expr)
+        if label_values:  # Grafana answers label_values(m, l) from the series of m
+            expr = f"count by ({label_values[2]}) ({label_values[1]})"
+        for name, value in SUBSTITUTIONS.items():
+            expr = expr.replace(name, value)
+        assert "$" not in expr, f"unsubstituted variable in {self}"
+        return expr
+
+
+def load(name: str) -> dict:
+    return json.loads((DASHBOARDS / f"{name}.json").read_text())
+
+
+def panels(board: dict) -> list[dict]:
+    out = []
+    for panel in board["panels"]:
+        out.append(panel)
+        out.extend(panel.get("panels", []))
+    return [p for p in out if p["type"] != "row"]
+
+
+def queries(name: str) -> list[Query]:
+    board = load(name)
+    out = [Query(name, p["title"], t["expr"]) for p in panels(board) for t in p.get("targets", [])]
+    out += [Query(name, f"variable {v['name']}", v["query"]) for v in board["templating"]["list"]
+            if v["type"] == "query"]
+    out += [Query(name, f"annotation {a['name']}", a["expr"]) for a in board["annotations"]["list"] if "expr" in a]
+    return out
+
+
+def all_queries() -> list[Query]:
+    return [q for name in NAMES for q in queries(name)]

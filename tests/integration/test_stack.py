@@ -1,0 +1,281 @@
+"""The stack for real on 127.0.0.1: exporter on changing fixtures, node_exporter, Prometheus with the
+zfsnas rules, Alertmanager and a webhook receiver.
+
+- Every query of every panel, variable and annotation of the six dashboards runs without error
+  and returns data (variables on All, $__rate_interval at the 1 s scrape interval).
+- A benchmark result that drops in the store (the bench runner's own Store API) fires
+  ZfsBenchThroughputRegression through Prometheus and Alertmanager to the webhook.
+
+The exporter runs every collector on the fixtures their owners wrote: the 2.3.2 kstat tree, the
+disk tree (diskstats, sysfs, udev data) laid over it, the `zfs`/`zpool` stand-in replaying the
+OpenZFS 2.3 recordings, and a bench store written through the runner's Store. A panel whose
+metrics no collector serves fails here, by name.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+import shutil
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FIXTURES, free_port, linux_tree
+from tests.dashboards.queries import all_queries
+from tests.integration.daemon import Daemon
+from tests.integration.exporter_process import ExporterProcess
+from tests.integration.prometheus import Prometheus
+from tests.integration.test_prometheus_scrape import TxgWriter
+from zfsnas.bench.store import Store
+
+ROOT = Path(__file__).resolve().parents[2]
+NAS = "nas1"  # both jobs carry the same instance, as deploy/prometheus/prometheus.yml sets it
+BENCH = {"job": "seqwrite", "compression": "lz4", "recordsize": "1M", "size": "64M", "pool": "tank"}
+GiB = 1 << 30
+
+
+# --- the kernel and the disks change between scrapes ------------------------------------------------
+
+def arcstats_step(name: str) -> int:
+    """ARC counters grow by 9 hits per miss: a 90 % hit ratio."""
+    if name == "hits":
+        return 873
+    if name.endswith(("hits", "misses")) or name in ("deleted", "evict_skip", "evict_not_enough", "l2_read_bytes",
+                                                        "l2_write_bytes"):
+        return 97
+    return 0
+
+
+STEPS = {  # kstat file (relative to proc/spl/kstat/zfs) -> how much each row grows per tick
+    "arcstats": arcstats_step,
+    "dmu_tx": lambda name: 13,
+    "tank/dmu_tx_assign": lambda name: 3 if name.endswith("ns") else 0,
+}
+
+
+def objset_step(name: str) -> int:
+    return 4099 if name in ("writes", "nwritten", "reads", "nread") else 0
+
+
+def bump_named_kstat(path: Path, step) -> None:
+    lines = path.read_text().splitlines()
+    for i, line in enumerate(lines[2:], start=2):
+        name, kind, data = line.rsplit(None, 2)
+        if kind in ("1", "2", "3", "4", "5", "6") and (grow := step(name.strip())):
+            lines[i] = f"{name:<32}{kind:<5}{int(data) + grow}"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("\n".join(lines) + "\n")
+    tmp.replace(path)
+
+
+class Kernel(threading.Thread):
+    """Plays ZFS and the block layer: counters in kstats and /proc/diskstats grow every 0.25 s."""
+
+    def __init__(self, root: Path):
+        super().__init__(daemon=True)
+        self.root = root
+        self.kstat = root / "proc/spl/kstat/zfs"
+        self.stop_event = threading.Event()
+
+    def run(self):
+        diskstats = self.root / "proc/diskstats"
+        while not self.stop_event.wait(0.25):
+            for name, step in STEPS.items():
+                bump_named_kstat(self.kstat / name, step)
+            for objset in self.kstat.glob("*/objset-0x*"):
+                bump_named_kstat(objset, objset_step)
+            if diskstats.exists():
+                rows = [line.split() for line in diskstats.read_text().splitlines()]
+                for row in rows:  # reads, sectors read, read ms, writes, sectors written, write ms, io ms
+                    for col, step in ((3, 5), (5, 2048), (6, 7), (7, 9), (9, 4096), (10, 11), (12, 200)):
+                        if len(row) > col:
+                            row[col] = str(int(row[col]) + step)
+                tmp = diskstats.with_suffix(".tmp")
+                tmp.write_text("".join(" ".join(r) + "\n" for r in rows))
+                tmp.replace(diskstats)
+
+
+def build_tree(tmp: Path) -> Path:
+    """The 2.3.2 kstat tree with the disk tree (diskstats, sysfs block devices, udev data) laid over it."""
+    root = tmp / "tree"
+    shutil.copytree(linux_tree("2.3.2"), root)
+    for part in ("proc", "sys", "udev"):
+        shutil.copytree(FIXTURES / "linux-disks" / part, root / part, dirs_exist_ok=True)
+    return root
+
+
+def command_recordings(tmp: Path) -> Path:
+    """One stand-in directory for every zfs/zpool command the collectors run: the OpenZFS 2.3
+    recordings of `zfs list` / `zpool list|status` plus the `zpool iostat` ones of the disk tree."""
+    commands = tmp / "commands"
+    shutil.copytree(FIXTURES / "commands" / "zfs-2.3", commands)
+    index = json.loads((commands / "index.json").read_text())
+    iostat = FIXTURES / "linux-disks" / "zpool-2.3.2"
+    for flag, name in (("-HpPvw", "iostat-w.txt"), ("-HpPvq", "iostat-q.txt")):
+        shutil.copy(iostat / name, commands / name)
+        index["commands"][f"zpool iostat {flag}"] = name
+    (commands / "index.json").write_text(json.dumps(index, indent=1))
+    return commands
+
+
+def exporter_flags(root: Path, tmp: Path, bench_db: Path) -> list[str]:
+    """Every collector on, zfs/zpool replaced by the stand-in, refreshes every second."""
+    prefix = [sys.executable, str(FIXTURES / "commands" / "standin.py"), str(command_recordings(tmp))]
+    return ["--path.procfs", str(root / "proc"), "--path.sysfs", str(root / "sys"),
+            "--path.udev.data", str(root / "udev" / "data"), "--zfs.command-prefix", shlex.join(prefix),
+            "--collector.vdevlatency", "--bench.db", str(bench_db),
+            *[f"--{name}.refresh-interval=1" for name in ("pools", "datasets", "vdevlatency", "bench")]]
+
+
+# --- a store with benchmark history -----------------------------------------------------------
+
+def store_result(db: Path, throughput: float, finished: float, running: bool = False, **config) -> None:
+    """One run of BENCH (or BENCH with `config` changes) through the bench runner's Store, as
+    `zfsnas-bench run` records it; `running` leaves it in progress."""
+    store = Store(db)
+    try:
+        run_id = f"run-{finished:.3f}"
+        store.start_matrix(run_id, "ci", "tank/bench", 1)
+        result = store.start_result(run_id, 0, "ci", {**BENCH, **config}, "off", 0, "tank/bench/c0",
+                                    started=finished - 30)
+        if not running:
+            store.finish_result(result, "complete", finished=finished, throughput_bytes_per_second=throughput,
+                                compressratio=1.9, cpu_busy_ratio=0.4, duration_seconds=30.0)
+            store.finish_matrix(run_id, "complete")
+    finally:
+        store.close()
+
+
+# --- Alertmanager and the webhook it posts to -------------------------------------------------------
+
+class Webhook(ThreadingHTTPServer):
+    def __init__(self, port: int):
+        self.alerts: list[dict] = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(handler):  # noqa: N805
+                body = json.loads(handler.rfile.read(int(handler.headers["Content-Length"])))
+                self.alerts.extend(body["alerts"])
+                handler.send_response(200)
+                handler.end_headers()
+
+            def log_message(handler, *args):  # noqa: N805
+                pass
+
+        super().__init__(("127.0.0.1", port), Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+
+def alertmanager_config(webhook_port: int) -> str:
+    """deploy/alertmanager/alertmanager.yml with the example receiver pointed at the test's webhook
+    and short waits."""
+    text = (ROOT / "deploy/alertmanager/alertmanager.yml").read_text()
+    text = text.replace("http://127.0.0.1:9099/alerts", f"http://127.0.0.1:{webhook_port}/alerts")
+    return text.replace("group_wait: 30s", "group_wait: 1s").replace("group_interval: 5m", "group_interval: 1s")
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("stack")
+    root = build_tree(tmp)
+    bench_db = tmp / "bench.sqlite"
+    now = time.time()
+    for n, throughput in enumerate((1.00 * GiB, 1.04 * GiB, 0.98 * GiB)):
+        store_result(bench_db, throughput, now - 3600 * (3 - n))
+    # A run in progress: zfs_bench_running, the annotation of users without a Grafana token.
+    store_result(bench_db, 0, now, running=True, compression="zstd")
+    kernel, txgs = Kernel(root), TxgWriter(root / "proc/spl/kstat/zfs/tank/txgs")
+    kernel.start()
+    txgs.start()
+    started = []
+    try:
+        exporter = ExporterProcess(free_port(), *exporter_flags(root, tmp, bench_db), log_path=tmp / "exporter.log")
+        started.append(exporter)
+        exporter.wait_ready()
+        node_port = free_port()
+        started.append(Daemon(["prometheus-node-exporter", f"--web.listen-address=127.0.0.1:{node_port}",
+                               "--collector.disable-defaults", "--collector.cpu"], tmp / "node.log",
+                              f"http://127.0.0.1:{node_port}/metrics"))
+        webhook = Webhook(free_port())
+        am_port = free_port()
+        (tmp / "alertmanager.yml").write_text(alertmanager_config(webhook.server_port))
+        started.append(Daemon(["prometheus-alertmanager", f"--config.file={tmp / 'alertmanager.yml'}",
+                               f"--storage.path={tmp / 'am-data'}", f"--web.listen-address=127.0.0.1:{am_port}",
+                               "--cluster.listen-address="], tmp / "alertmanager.log",
+                              f"http://127.0.0.1:{am_port}/-/ready"))
+        extra = (f"  - job_name: node\n    static_configs:\n      - targets: ['127.0.0.1:{node_port}']\n"
+                 f"        labels: {{instance: {NAS}}}\n"
+                 f"alerting:\n  alertmanagers:\n    - static_configs:\n        - targets: ['127.0.0.1:{am_port}']\n")
+        prom = Prometheus(tmp / "prom", free_port(), [f"127.0.0.1:{exporter.port}"],
+                          rule_files=[str(ROOT / "alerts" / "zfsnas.rules.yml")], extra_config=extra,
+                          target_labels={"instance": NAS})
+        started.append(prom)
+        prom.wait_for('up{job="zfsnas"} == 1')
+        prom.wait_for('up{job="node"} == 1')
+        yield {"prom": prom, "webhook": webhook, "bench_db": bench_db, "exporter": exporter, "tmp": tmp}
+    finally:
+        for daemon in reversed(started):
+            daemon.stop()
+        kernel.stop_event.set()
+        txgs.stop_event.set()
+        kernel.join()
+        txgs.join()
+
+
+def has_data(result: list[dict]) -> bool:
+    return any(math.isfinite(float(r["value"][1])) for r in result)
+
+
+def test_every_dashboard_query_returns_data(stack):
+    prom = stack["prom"]
+    time.sleep(15)  # several scrapes and rule evaluations: rates, recording rules and 10 s windows filled
+    empty, errors = [], []
+    for query in all_queries():
+        try:
+            result = prom.query(query.promql())
+        except Exception as exc:  # noqa: BLE001 - every failing query is reported, not just the first
+            errors.append(f"{query.dashboard} / {query.where}: {query.promql()}: {exc}")
+            continue
+        if not has_data(result):
+            empty.append(f"{query.dashboard} / {query.where}: {query.promql()}")
+    assert not errors, "queries failed:\n" + "\n".join(errors)
+    assert not empty, f"{len(empty)} queries return no data:\n" + "\n".join(empty)
+
+
+def test_dashboards_join_node_exporter_by_instance(stack):
+    prom = stack["prom"]
+    result = prom.query(f'1 - avg by (instance) (rate(node_cpu_seconds_total{{instance="{NAS}", '
+                        'mode=~"idle|iowait"}[10s]))')
+    assert [r["metric"]["instance"] for r in result] == [NAS]
+    assert prom.scalar(f'max(zfs_exporter_collector_success{{instance="{NAS}"}})') == 1
+    # The recording rule the overview and ZfsArcHitRatioCollapsed share sees the 9:1 hits of Kernel.
+    assert prom.scalar(f'instance:zfs_arc_hit_ratio:rate5m{{instance="{NAS}"}}') == pytest.approx(0.9, abs=0.01)
+
+
+def test_regression_alert_reaches_the_webhook(stack):
+    prom, webhook = stack["prom"], stack["webhook"]
+    prom.wait_for('zfs_bench_throughput_previous_median_bytes_per_second{compression="lz4"}')
+    time.sleep(3)
+    assert not [a for a in webhook.alerts if a["labels"]["alertname"] == "ZfsBenchThroughputRegression"], \
+        "history within 15 % of its median must not fire"
+    store_result(stack["bench_db"], 0.70 * GiB, time.time())  # the new run is 30 % below the median
+    deadline = time.monotonic() + 45
+    while time.monotonic() < deadline:
+        fired = [a for a in webhook.alerts if a["labels"]["alertname"] == "ZfsBenchThroughputRegression"]
+        if fired:
+            break
+        time.sleep(0.5)
+    else:
+        raise AssertionError(f"no regression alert at the webhook; alerts: {prom.query('ALERTS')}")
+    alert = fired[0]
+    assert alert["status"] == "firing"
+    assert alert["labels"]["compression"] == "lz4" and alert["labels"]["exported_job"] == "seqwrite"
+    assert alert["labels"]["instance"] == NAS and alert["labels"]["severity"] == "warning"
+    assert "716.8MiB/s" in alert["annotations"]["description"]
+    assert alert["annotations"]["runbook_url"].endswith("docs/runbook.md#zfsbenchthroughputregression")

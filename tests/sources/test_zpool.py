@@ -1,0 +1,147 @@
+"""`zpool list` and `zpool status` parsing on the recorded 2.1 and 2.3 outputs and on edge cases."""
+
+import time
+
+import pytest
+
+from tests.conftest import FIXTURES
+from zfsnas.sources.model import SourceError
+from zfsnas.sources.zpool import (parse_bytes, parse_ctime, parse_duration, parse_list, parse_scan, parse_status,
+                                  read_pools, read_status)
+
+COMMANDS = FIXTURES / "commands"
+VERSIONS = ("2.1", "2.3")
+PART = "/dev/disk/by-id/ata-WDC_WD80EFZZ-68BTXN0_WD-CA0AAA{}-part1"
+
+
+def recorded(version, name):
+    return (COMMANDS / f"zfs-{version}" / name).read_text()
+
+
+def status(version):
+    return read_status(lambda argv: recorded(version, {"-Pp": "zpool-status-P.txt", "-gp": "zpool-status-g.txt"}[argv[2]]))
+
+
+def local(*fields):
+    return time.mktime((*fields, 0, 0, -1))
+
+
+def test_parse_list():
+    pools = {p.name: p for p in parse_list(recorded("2.3", "zpool-list.txt"))}
+    tank = pools["tank"]
+    assert (tank.size, tank.allocated, tank.free) == (47971736518656, 11874725347328, 36097011171328)
+    assert (tank.fragmentation, tank.capacity, tank.dedup, tank.health) == (0.17, 0.24, 1.37, "DEGRADED")
+    assert pools["scratch"].fragmentation is None  # printed as -
+
+
+def test_parse_list_rejects_other_columns():
+    with pytest.raises(SourceError, match="7 columns"):
+        parse_list("tank\t1\t2\t3\t4\t5\t1.00\n")
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_vdev_tree_roles_parents_guids(version):
+    vdevs = status(version)
+    tank = {(v.name, v.role): v for v in vdevs if v.pool == "tank"}
+    assert len([v for v in vdevs if v.pool == "tank"]) == 20
+    root = tank[("tank", "data")]
+    assert (root.parent, root.guid, root.is_leaf, root.state) == ("", "", False, "DEGRADED")
+    raidz = tank[("raidz2-0", "data")]
+    assert (raidz.parent, raidz.guid, raidz.is_leaf) == ("tank", "1475094485618418262", False)
+    faulted = tank[(PART.format("A2"), "data")]
+    assert (faulted.state, faulted.parent, faulted.guid, faulted.is_leaf) == ("FAULTED", "spare-1", "15913282236170337251", True)
+    assert (faulted.read_errors, faulted.write_errors, faulted.checksum_errors) == (3, 127, 0)
+    assert tank[(PART.format("A4"), "data")].state == "REMOVED"
+    missing = tank[("12897061293381947325", "data")]  # an absent device is printed by guid even with -P
+    assert (missing.state, missing.guid, missing.is_leaf) == ("UNAVAIL", "12897061293381947325", True)
+    spare_in_use = tank[(PART.format("S1"), "data")]
+    assert (spare_in_use.parent, spare_in_use.state) == ("spare-1", "ONLINE")
+    listed_spare = tank[(PART.format("S1"), "spare")]
+    assert (listed_spare.state, listed_spare.parent, listed_spare.guid) == ("INUSE", "tank", "6315329934812738204")
+    assert listed_spare.read_errors == -1  # the spares section prints no counters
+    assert tank[(PART.format("S2"), "spare")].state == "AVAIL"
+    assert tank[("mirror-1", "special")].parent == "tank"
+    assert tank[("mirror-2", "log")].is_leaf is False
+    log_leaf = [v for v in vdevs if v.role == "log" and v.is_leaf]
+    assert [v.parent for v in log_leaf] == ["mirror-2", "mirror-2"]
+    cache = [v for v in vdevs if v.role == "cache"]
+    assert [(v.parent, v.is_leaf, v.checksum_errors) for v in cache] == [("tank", True, 0), ("tank", True, 1)]
+    assert cache[1].guid == "2020202020202020202"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_pool_state_scans_and_errors(version):
+    pools = {p.name: p for p in status(version).pools}
+    assert (pools["tank"].state, pools["tank"].data_errors) == ("DEGRADED", 3)
+    assert pools["backup"].data_errors == 0
+    [scrub] = pools["backup"].scans
+    end = local(2026, 11, 22, 10, 0, 0)
+    assert (scrub.function, scrub.state, scrub.end, scrub.start) == ("scrub", "finished", end, end - 93784)
+    assert (scrub.processed, scrub.errors, scrub.examined) == (1572864, 2, None)
+    [resilver] = pools["tank"].scans
+    assert (resilver.function, resilver.state, resilver.start) == ("resilver", "scanning", local(2026, 11, 23, 9, 12, 41))
+    assert resilver.examined == round(1.91 * 2**40)
+    assert resilver.issued == 402 * 2**30
+    assert resilver.total == round(10.8 * 2**40)
+    assert (resilver.processed, resilver.percent_done) == (round(66.9 * 2**30), 3.63)
+    [running] = pools["scratch"].scans
+    assert (running.state, running.start) == ("scanning", local(2026, 11, 2, 8, 0, 0))
+    assert (running.examined, running.issued, running.total) == (210 * 2**30, round(98.5 * 2**30), 400 * 2**30)
+
+
+@pytest.mark.parametrize("lines, expect", [
+    (["none requested"], ("none", "none", None, None)),
+    (["scrub canceled on Sun Nov 22 10:00:00 2026"], ("scrub", "canceled", None, local(2026, 11, 22, 10, 0, 0))),
+    (["resilver canceled on Sun Nov 22 10:00:00 2026"], ("resilver", "canceled", None, local(2026, 11, 22, 10, 0, 0))),
+    (["resilvered 66.9G in 00:10:00 with 0 errors on Sun Nov 22 10:00:00 2026"],
+     ("resilver", "finished", local(2026, 11, 22, 9, 50, 0), local(2026, 11, 22, 10, 0, 0))),
+    (["resilvered (mirror-0) 12.0G in 00:01:40 with 0 errors on Sun Nov 22 10:00:00 2026"],
+     ("resilver", "finished", local(2026, 11, 22, 9, 58, 20), local(2026, 11, 22, 10, 0, 0))),
+    (["scrub paused since Sun Nov 22 11:00:00 2026", "\tscrub started on Sun Nov 22 10:00:00 2026",
+      "\t5.00G scanned, 1.00G issued, 10.0G total", "\t0B repaired, 10.00% done"],
+     ("scrub", "paused", local(2026, 11, 22, 10, 0, 0), None)),
+])
+def test_scan_wordings(lines, expect):
+    scan = parse_scan(lines)
+    assert (scan.function, scan.state, scan.start, scan.end) == expect
+
+
+def test_paused_scrub_figures_and_unknown_wording():
+    scan = parse_scan(["scrub paused since Sun Nov 22 11:00:00 2026", "\tscrub started on Sun Nov 22 10:00:00 2026",
+                       "\t5.00G / 10.0G scanned, 1.00G / 9.00G issued", "\t0B repaired, 10.00% done"])
+    assert (scan.examined, scan.total, scan.issued, scan.percent_done) == (5 * 2**30, 10 * 2**30, 2**30, 10.0)
+    assert parse_scan(["error scrub repaired 0 error blocks in 00:00:01 on Sun Nov 22 10:00:00 2026"]) is None
+
+
+def test_figures():
+    assert [parse_bytes(x) for x in ("0B", "512B", "1.50M", "12.3T", "2K")] == \
+        [0, 512, 1572864, round(12.3 * 2**40), 2048]
+    assert parse_duration("00:00:01") == 1 and parse_duration("2 days 03:04:05") == 183845
+    assert parse_ctime("Mon Nov  2 08:00:00 2026") == local(2026, 11, 2, 8, 0, 0)
+    for bad, parse in (("1.5Q", parse_bytes), ("yesterday", parse_ctime), ("1h", parse_duration)):
+        with pytest.raises(SourceError):
+            parse(bad)
+
+
+def test_tree_changed_between_the_two_commands():
+    text_p = recorded("2.3", "zpool-status-P.txt")
+    text_g = recorded("2.3", "zpool-status-g.txt").replace("\t    8426671512905713004     ONLINE       0     0     0\n", "")
+    with pytest.raises(SourceError, match="changed between"):
+        read_status(lambda argv: text_p if argv[2] == "-Pp" else text_g)
+
+
+def test_no_pools():
+    assert parse_status("no pools available\n") == []
+    assert read_status(lambda argv: "no pools available\n") == []
+    assert parse_list("no pools available\n") == []
+
+    def exits_1(argv):
+        raise SourceError(f"{' '.join(argv)} exited with status 1: no pools available")
+
+    assert read_pools(exits_1) == [] and read_status(exits_1).pools == []
+
+
+def test_shared_value_is_a_vdev_list_with_pools():
+    shared = status("2.3")
+    assert shared.vdevs is shared and len(shared) == 20 + 4 + 2
+    assert [p.name for p in shared.pools] == ["backup", "scratch", "tank"]
