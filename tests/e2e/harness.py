@@ -176,7 +176,7 @@ def run_flavour(flavour: str, image: Path, wheel: Path, workdir: Path, pytest_ar
     guest_port, host_port = 9923, free_port()
     prepare_share(share, wheel, guest_port, disks)
     shutil.rmtree(workdir / "prometheus", ignore_errors=True)
-    prometheus = Prometheus(workdir / "prometheus", free_port(), [f"127.0.0.1:{host_port}"], scrape_interval="2s")
+    prometheus = Prometheus(workdir / "prometheus", free_port(), [f"127.0.0.1:{host_port}"], scrape_interval="5s")
     try:
         log(f"[{flavour}] booting {image.name} (exporter on 127.0.0.1:{host_port})")
         result = boot(image, workdir, share, host_port, guest_port, disks)

@@ -85,7 +85,8 @@ def run(argv: list[str], check: bool = True, **kwargs) -> subprocess.CompletedPr
 
 
 def metrics() -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{PORT}/metrics", timeout=60) as response:
+    # generous: under TCG on a busy host a scrape during a heavy write has been seen to take > 60 s
+    with urllib.request.urlopen(f"http://127.0.0.1:{PORT}/metrics", timeout=300) as response:
         return response.read().decode()
 
 
@@ -197,9 +198,9 @@ def disk_path(disk: dict) -> str:
 def start_exporter() -> subprocess.Popen:
     helptext = run(["zfsnas-exporter", "--help"]).stdout
     argv = ["zfsnas-exporter", f"--web.listen-address=0.0.0.0:{PORT}"]
-    optional = [("--collector.vdevlatency", None), ("--datasets.refresh-interval", "2"),
-                ("--datasets.snapshot-interval", "2"), ("--pools.refresh-interval", "2"),
-                ("--vdevlatency.refresh-interval", "2"), ("--bench.db", BENCH_DB)]
+    optional = [("--collector.vdevlatency", None), ("--datasets.refresh-interval", "5"),
+                ("--datasets.snapshot-interval", "5"), ("--pools.refresh-interval", "5"),
+                ("--vdevlatency.refresh-interval", "5"), ("--bench.db", BENCH_DB)]
     for flag, val in optional:
         if flag in helptext:
             argv.append(flag if val is None else f"{flag}={val}")
@@ -318,8 +319,10 @@ def write_phase() -> None:
     thread.start()
     while not done.is_set():
         k = arcstat("anon_size")
+        scrape_start = time.time()
         text = metrics()
-        samples.append({"phase": "write", "t": time.time(), "kstat": k, "kstat_after": arcstat("anon_size"),
+        samples.append({"phase": "write", "t": time.time(), "scrape_seconds": time.time() - scrape_start,
+                        "kstat": k, "kstat_after": arcstat("anon_size"),
                         "served": served(text, "zfs_arc_anon_size_bytes")})
     thread.join()
     write_seconds = time.time() - started
