@@ -133,11 +133,12 @@ def prepare_share(share: Path, wheel: Path, port: int, disks: list[dict]) -> Non
     shutil.copytree(HERE / "guest", share / "guest")
     if (ROOT / "benchmark-jobs").is_dir():
         shutil.copytree(ROOT / "benchmark-jobs", share / "benchmark-jobs")
-    config = {"port": port, "disks": disks, "data_mib": 8, "write_mib": 192, "linger_seconds": 12}
+    config = {"port": port, "disks": disks, "data_mib": 8, "write_mib": 192, "linger_seconds": 60}
     (share / "config.json").write_text(json.dumps(config, indent=1))
 
 
-def boot(image: Path, workdir: Path, share: Path, host_port: int, guest_port: int, disks: list[dict]) -> dict:
+def boot(image: Path, workdir: Path, share: Path, host_port: int, guest_port: int, disks: list[dict],
+         prometheus=None) -> dict:
     diskdir = workdir / "disks"
     shutil.rmtree(diskdir, ignore_errors=True)
     diskdir.mkdir(parents=True)
@@ -156,12 +157,22 @@ def boot(image: Path, workdir: Path, share: Path, host_port: int, guest_port: in
     started = time.time()
     with open(workdir / "console.log", "wb") as console:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT)
-        try:
-            rc = proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            rc = "timeout"
+        deadline = time.time() + timeout
+        rc = None
+        while rc is None:
+            try:
+                rc = proc.wait(3)
+            except subprocess.TimeoutExpired:
+                if time.time() > deadline:
+                    proc.kill()
+                    proc.wait()
+                    rc = "timeout"
+                elif prometheus is not None and not (share / "host-saw-degraded").exists():
+                    try:
+                        if prometheus.query('zfs_pool_health{pool="tank",state="DEGRADED"} == 1'):
+                            (share / "host-saw-degraded").write_text(f"{time.time()}\n")
+                    except OSError:
+                        pass
     seconds = time.time() - started
     shutil.rmtree(diskdir, ignore_errors=True)
     return {"qemu_exit": rc, "guest_seconds": round(seconds, 1)}
@@ -179,7 +190,7 @@ def run_flavour(flavour: str, image: Path, wheel: Path, workdir: Path, pytest_ar
     prometheus = Prometheus(workdir / "prometheus", free_port(), [f"127.0.0.1:{host_port}"], scrape_interval="5s")
     try:
         log(f"[{flavour}] booting {image.name} (exporter on 127.0.0.1:{host_port})")
-        result = boot(image, workdir, share, host_port, guest_port, disks)
+        result = boot(image, workdir, share, host_port, guest_port, disks, prometheus)
         results = share / "results"
         for archive in results.glob("*/capture.tar"):
             with tarfile.open(archive) as tar:

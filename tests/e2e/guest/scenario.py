@@ -412,8 +412,12 @@ def main() -> int:
         run(["zpool", "offline", "tank", vdev])
         (RESULTS / "offlined.json").write_text(json.dumps(victim))
         capture("degraded")
-        # give the host's Prometheus a few scrapes of the degraded pool
-        time.sleep(float(CONFIG.get("linger_seconds", 6)))
+        # keep serving until the host's Prometheus has scraped the degraded pool (the harness
+        # drops a file on the share when it has), at most linger_seconds
+        deadline = time.time() + float(CONFIG.get("linger_seconds", 60))
+        while not (SHARE / "host-saw-degraded").exists() and time.time() < deadline:
+            time.sleep(1)
+        timeline["host_saw_degraded"] = (SHARE / "host-saw-degraded").exists()
     except Exception:
         log(traceback.format_exc())
         status = 1
@@ -423,7 +427,12 @@ def main() -> int:
         (RESULTS / "timeline.json").write_text(json.dumps(timeline, indent=1))
         if exporter:
             exporter.terminate()
-            exporter.wait(10)
+            try:
+                exporter.wait(20)
+            except subprocess.TimeoutExpired:
+                log("exporter did not stop within 20 s of SIGTERM: killed")
+                exporter.kill()
+                exporter.wait()
     log(f"scenario done, status {status}")
     return status
 
