@@ -213,3 +213,13 @@ def test_partition_not_reread_since_zpool_create_found_by_its_by_id_link():
     assert (ident.pool, ident.vdev_guid, ident.by_id) == ("tank", "77", "wwn-0x50014ee")
     (ident,) = identify([disk, part], [vdev("tank", "/dev/disk/by-id/ata-WDC_X2-part1", "78")])
     assert (ident.pool, ident.vdev_guid, ident.by_id) == ("", "", "ata-WDC_X1")
+
+
+def test_sas_serial_is_the_unit_serial_not_the_wwn():
+    """udev on a SAS disk (seen in the e2e guest): ID_SERIAL_SHORT is the NAA WWN, ID_SCSI_SERIAL the label's serial."""
+    sas = FakeDevice(BLOCK / "sdb", "disk", {"ID_SERIAL": "35000c500e2e10001", "ID_SERIAL_SHORT": "5000c500e2e10001",
+                                             "ID_SCSI_SERIAL": "ZNC0001", "ID_WWN": "0x5000c500e2e10001",
+                                             "USEC_INITIALIZED": "5"},
+                     ["disk/by-id/scsi-35000c500e2e10001", "disk/by-id/wwn-0x5000c500e2e10001"])
+    (ident,) = identify([from_pyudev(sas, UDEV)])
+    assert (ident.serial, ident.wwn) == ("ZNC0001", "0x5000c500e2e10001")

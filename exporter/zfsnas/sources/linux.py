@@ -73,6 +73,10 @@ class ProcfsKstatSource:
     def tx_assign(self, pool: str) -> NamedKstat | None:
         path = self._pool_dir(pool) / "dmu_tx_assign"
         text = self._optional(path)
+        if text is not None and not text.strip():
+            # Seen live (OpenZFS 2.3.2, a pool with no tx assignment yet recorded): with every
+            # bucket empty the kstat holds no rows and the file reads as nothing at all.
+            return NamedKstat({}, {})
         return None if text is None else parse_named_kstat(text, str(path))
 
     def pool_state(self, pool: str) -> str:

@@ -1,0 +1,441 @@
+#!/usr/bin/env python3
+"""The end-to-end scenario, run inside the QEMU guest (python3 scenario.py <share>).
+
+Builds pools like our users' from the disks the host attached (config.json on the share), starts
+the exporter from the project wheel, changes the pools step by step and, at each moment, captures
+into <share>/results/<moment>/ as close together in time as possible:
+  commands/*.txt      zfs get -Hp all, zpool list -Hp, zpool status -gP/-P/-p, zpool iostat ...
+  metrics.txt         the exporter's /metrics, scraped once every background source had refreshed
+                      after the commands ran
+  tree/               /proc/spl/kstat/zfs and /sys/module/zfs read right after that scrape
+                      (same layout as tests/fixtures/linux-zfs-*; `--path.procfs tree/proc`)
+  tree_before/        the kstats read right before the scrape (counters lie in between)
+  udev/export-db.txt  udevadm info --export-db (every disk and partition)
+  times.json          when each part was taken
+The write moment also records anon_size samples (kstat and served) while a file is written.
+The host's pytest (tests/e2e/test_*.py) compares these; this script only asserts what it needs to
+go on. Standard library only: it runs on the guest's python3 before anything else is trusted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+import traceback
+import urllib.request
+from pathlib import Path
+
+SHARE = Path(sys.argv[1] if len(sys.argv) > 1 else "/mnt/share")
+RESULTS = SHARE / "results"
+CONFIG = json.loads((SHARE / "config.json").read_text())
+PORT = CONFIG["port"]
+T0 = time.time()
+MiB = 1 << 20
+BENCH_DB = "/var/lib/zfsnas/bench.sqlite"
+
+# name, compression, recordsize, what is written (compressible corpus / random bytes)
+DATASETS = [
+    ("tank/lz4", "lz4", "128K", "corpus"),
+    ("tank/zstd-fast", "zstd-fast", "128K", "corpus"),
+    ("tank/zstd-1", "zstd-1", "128K", "corpus"),
+    ("tank/zstd-3", "zstd-3", "128K", "corpus"),
+    ("tank/rs256k", "zstd-1", "256K", "corpus"),
+    ("tank/rs512k", "lz4", "512K", "corpus"),
+    ("tank/rs1m", "zstd-3", "1M", "corpus"),
+    ("tank/random", "lz4", "1M", "random"),
+    ("fast/db", "lz4", "128K", "random"),
+    ("fast/nocomp", "off", "1M", None),
+]
+DATA_BYTES = int(CONFIG.get("data_mib", 8)) * MiB
+WRITE_BYTES = int(CONFIG.get("write_mib", 192)) * MiB
+
+COMMANDS = {
+    "zfs_get.txt": ["zfs", "get", "-Hp", "all"],
+    "zfs_list.txt": ["zfs", "list", "-Hp", "-t", "all", "-o", "name,used,avail,refer,written,compressratio,type"],
+    "zpool_list.txt": ["zpool", "list", "-Hp"],
+    "zpool_list_v.txt": ["zpool", "list", "-Hpv"],
+    "zpool_get.txt": ["zpool", "get", "-Hp", "all"],
+    "zpool_status_gP.txt": ["zpool", "status", "-gP"],
+    "zpool_status_P.txt": ["zpool", "status", "-P"],
+    "zpool_status_p.txt": ["zpool", "status", "-p"],
+    "zpool_status_gPp.txt": ["zpool", "status", "-gPp"],
+    "zpool_iostat_w.txt": ["zpool", "iostat", "-Hpvw"],
+    "zpool_iostat_q.txt": ["zpool", "iostat", "-Hpvq"],
+}
+
+
+def log(msg: str) -> None:
+    print(f"{time.time() - T0:8.2f} {msg}", flush=True)
+
+
+def run(argv: list[str], check: bool = True, **kwargs) -> subprocess.CompletedProcess:
+    started = time.time()
+    proc = subprocess.run(argv, capture_output=True, text=True, **kwargs)
+    log(f"$ {' '.join(argv)} -> {proc.returncode} ({time.time() - started:.2f} s)")
+    if check and proc.returncode:
+        log(proc.stdout + proc.stderr)
+        raise RuntimeError(f"command failed: {argv}: {proc.stderr.strip()}")
+    return proc
+
+
+def metrics() -> str:
+    # generous: under TCG on a busy host a scrape during a heavy write has been seen to take > 60 s
+    with urllib.request.urlopen(f"http://127.0.0.1:{PORT}/metrics", timeout=300) as response:
+        return response.read().decode()
+
+
+def source_ages(text: str) -> dict[str, float]:
+    ages = {}
+    for line in text.splitlines():
+        if line.startswith("zfs_exporter_source_age_seconds{"):
+            labels, _, val = line.rpartition(" ")
+            name = labels.split('source="', 1)[1].split('"', 1)[0]
+            ages[name] = float(val)
+    return ages
+
+
+SLOW_SOURCES: set[str] = set()  # sources that did not refresh within a capture's wait: not waited for again
+
+
+def fresh_metrics(since: float, timeout: float = 20) -> tuple[str, float]:
+    """A scrape in which every background source last refreshed after `since`."""
+    deadline = time.time() + timeout
+    while True:
+        scraped = time.time()
+        text = metrics()
+        stale = {s: a for s, a in source_ages(text).items() if scraped - a < since and s not in SLOW_SOURCES}
+        if not stale or time.time() > deadline:
+            if stale:
+                log(f"sources not refreshed within {timeout} s, not waited for again: {stale}")
+                SLOW_SOURCES.update(stale)
+            return text, scraped
+        time.sleep(0.3)
+
+
+def copy_tree(dest: Path, parameters: bool = True) -> None:
+    """/proc/spl/kstat/zfs (and /sys/module/zfs/{version,parameters}) in the fixtures' layout."""
+    roots = [Path("/proc/spl/kstat/zfs")] + ([Path("/sys/module/zfs/parameters")] if parameters else [])
+    for src_root in roots:
+        for dirpath, _, files in os.walk(src_root):
+            for name in files:
+                src = Path(dirpath) / name
+                out = dest / str(src).lstrip("/")
+                out.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    out.write_bytes(src.read_bytes())
+                except OSError:
+                    pass
+    if parameters:
+        version = dest / "sys/module/zfs/version"
+        version.write_bytes(Path("/sys/module/zfs/version").read_bytes())
+
+
+def block_devices() -> list[str]:
+    names = []
+    for entry in sorted(Path("/sys/class/block").iterdir()):
+        if entry.name.startswith(("sd", "vd")):
+            names.append(entry.name)
+    return names
+
+
+def capture(name: str, udev: bool = True) -> Path:
+    """Small files straight to the share; the trees (hundreds of files: slow over 9p) built in
+    /tmp and written to the share as one capture.tar (tests/e2e/conftest.py unpacks it)."""
+    out = RESULTS / name
+    (out / "commands").mkdir(parents=True, exist_ok=True)
+    local = Path("/tmp/capture") / name
+    shutil.rmtree(local, ignore_errors=True)
+    local.mkdir(parents=True)
+    times: dict[str, float] = {"commands_start": time.time()}
+    for filename, argv in COMMANDS.items():
+        proc = run(argv, check=False)
+        (out / "commands" / filename).write_text(proc.stdout)
+        if proc.returncode:
+            (out / "commands" / (filename + ".stderr")).write_text(f"exit {proc.returncode}\n{proc.stderr}")
+    times["commands_end"] = time.time()
+    text, scraped = fresh_metrics(times["commands_end"])
+    times["sources_fresh"] = scraped
+    copy_tree(local / "tree_before", parameters=False)
+    times["tree_before"] = time.time()
+    text = metrics()
+    times["metrics"] = time.time()
+    copy_tree(local / "tree")
+    times["tree"] = time.time()
+    (out / "metrics.txt").write_text(text)
+    if udev:
+        (local / "udev").mkdir()
+        (local / "udev" / "export-db.txt").write_text(run(["udevadm", "info", "--export-db"]).stdout)
+    with tarfile.open(out / "capture.tar", "w") as tar:
+        for part in sorted(local.iterdir()):
+            tar.add(part, arcname=part.name)
+    shutil.rmtree(local)
+    times["end"] = time.time()
+    (out / "times.json").write_text(json.dumps(times, indent=1))
+    log(f"captured {name} in {times['end'] - times['commands_start']:.1f} s "
+        f"(metrics {times['metrics'] - times['commands_end']:.1f} s after the commands)")
+    return out
+
+
+def disk_path(disk: dict) -> str:
+    """The disk's /dev/disk/by-id link as a user would pick it: ata-/scsi-/virtio- (not wwn-).
+
+    SAS disks with a WWN are named by it (scsi-3<wwn>), SATA and virtio disks by serial.
+    """
+    keys = [disk["serial"]] + ([disk["wwn"].removeprefix("0x")] if disk.get("wwn") else [])
+    for key in keys:
+        for link in sorted(Path("/dev/disk/by-id").iterdir()):
+            if key in link.name and "-part" not in link.name and not link.name.startswith("wwn-"):
+                return str(link)
+    raise RuntimeError(f"no /dev/disk/by-id link for {keys}: {sorted(os.listdir('/dev/disk/by-id'))}")
+
+
+def start_exporter() -> subprocess.Popen:
+    helptext = run(["zfsnas-exporter", "--help"]).stdout
+    argv = ["zfsnas-exporter", f"--web.listen-address=0.0.0.0:{PORT}"]
+    optional = [("--collector.vdevlatency", None), ("--datasets.refresh-interval", "5"),
+                ("--datasets.snapshot-interval", "5"), ("--pools.refresh-interval", "5"),
+                ("--vdevlatency.refresh-interval", "5"), ("--bench.db", BENCH_DB)]
+    for flag, val in optional:
+        if flag in helptext:
+            argv.append(flag if val is None else f"{flag}={val}")
+    log(f"exporter: {' '.join(argv)}")
+    logfile = open(RESULTS / "exporter.log", "wb")
+    proc = subprocess.Popen(argv, stdout=logfile, stderr=logfile)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            metrics()
+            return proc
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError("exporter exited; see exporter.log")
+            time.sleep(0.3)
+    raise RuntimeError("exporter did not answer within 60 s")
+
+
+def create_pools() -> dict:
+    disks = CONFIG["disks"]
+    paths = {d["serial"]: disk_path(d) for d in disks}
+
+    def members(pool, role):
+        return [paths[d["serial"]] for d in disks if d["pool"] == pool and d["role"] == role]
+
+    tank = ["zpool", "create", "-f", "-O", "atime=off", "tank", "raidz2", *members("tank", "data")]
+    tank += ["cache", *members("tank", "cache"), "spare", *members("tank", "spare")]
+    run(tank)
+    fast = ["zpool", "create", "-f", "-O", "atime=off", "fast"]
+    mirrors: dict[str, list[str]] = {}
+    for d in disks:
+        if d["pool"] == "fast":
+            mirrors.setdefault(d["group"], []).append(paths[d["serial"]])
+    for group in sorted(mirrors):
+        fast += ["mirror", *mirrors[group]]
+    run(fast)
+    # partitions show their ZFS labels only after a change event
+    run(["udevadm", "trigger", "--action=change", "--subsystem-match=block"])
+    run(["udevadm", "settle", "--timeout=60"])
+    return paths
+
+
+def corpus(size: int) -> bytes:
+    """Real text (Python sources of the guest): compressible, like documents on a NAS."""
+    chunks, total = [], 0
+    for path in sorted(Path("/usr/lib").glob("python3*/**/*.py")):
+        data = path.read_bytes()
+        chunks.append(data)
+        total += len(data)
+        if total >= size:
+            break
+    return b"".join(chunks)[:size]
+
+
+def write_file(path: str, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def create_datasets() -> dict:
+    text = corpus(DATA_BYTES)
+    random = os.urandom(DATA_BYTES)
+    expect = {}
+    for name, compression, recordsize, content in DATASETS:
+        run(["zfs", "create", "-o", f"compression={compression}", "-o", f"recordsize={recordsize}", name])
+        if content:
+            write_file(f"/{name}/data.bin", text if content == "corpus" else random)
+            expect[name] = {"compression": compression, "recordsize": recordsize, "content": content,
+                            "written_bytes": DATA_BYTES}
+    run(["zpool", "sync"])
+    run(["zfs", "snapshot", "-r", "tank@e2e-1"])
+    with open("/tank/lz4/data.bin", "ab") as f:
+        f.write(text[: 2 * MiB])
+    expect["tank/lz4"]["written_bytes"] += 2 * MiB
+    run(["zfs", "snapshot", "tank/lz4@e2e-2"])
+    run(["zfs", "snapshot", "fast/db@e2e-1"])
+    run(["zpool", "sync"])
+    return expect
+
+
+def arcstat(field: str) -> int:
+    for line in Path("/proc/spl/kstat/zfs/arcstats").read_text().splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0] == field:
+            return int(parts[2])
+    raise KeyError(field)
+
+
+def served(text: str, metric: str) -> float | None:
+    for line in text.splitlines():
+        if line.startswith(metric + " "):
+            return float(line.split()[1])
+    return None
+
+
+def write_phase() -> None:
+    """Write WRITE_BYTES into fast/nocomp while sampling anon_size from kstat and /metrics."""
+    samples = []
+    done = threading.Event()
+
+    def writer():
+        block = b"\xa5" * MiB
+        with open("/fast/nocomp/big.bin", "wb") as f:
+            for _ in range(WRITE_BYTES // MiB):
+                f.write(block)
+        done.set()
+
+    for _ in range(3):
+        samples.append({"phase": "rest", "t": time.time(), "kstat": arcstat("anon_size"),
+                        "served": served(metrics(), "zfs_arc_anon_size_bytes")})
+        time.sleep(0.2)
+    started = time.time()
+    thread = threading.Thread(target=writer)
+    thread.start()
+    while not done.is_set():
+        k = arcstat("anon_size")
+        scrape_start = time.time()
+        text = metrics()
+        samples.append({"phase": "write", "t": time.time(), "scrape_seconds": time.time() - scrape_start,
+                        "kstat": k, "kstat_after": arcstat("anon_size"),
+                        "served": served(text, "zfs_arc_anon_size_bytes")})
+    thread.join()
+    write_seconds = time.time() - started
+    run(["zpool", "sync", "fast"])
+    (RESULTS / "write").mkdir(exist_ok=True)
+    (RESULTS / "write" / "anon_samples.json").write_text(json.dumps(
+        {"write_bytes": WRITE_BYTES, "write_seconds": write_seconds, "samples": samples}, indent=1))
+    log(f"write of {WRITE_BYTES // MiB} MiB in {write_seconds:.1f} s, {len(samples)} anon samples, "
+        f"max served {max((s['served'] or 0) for s in samples)}")
+
+
+def bench_phase() -> None:
+    """zfsnas-bench on a scratch dataset: a smoke matrix, its cleanup, its refusal elsewhere."""
+    out = RESULTS / "bench"
+    out.mkdir(exist_ok=True)
+    record = {"present": shutil.which("zfsnas-bench") is not None}
+    jobs = SHARE / "benchmark-jobs"
+    matrix = SHARE / "guest" / "bench-e2e.toml"
+    record["matrix_present"] = (jobs / "write-size.fio").exists()
+    if not record["present"] or not record["matrix_present"]:
+        (out / "record.json").write_text(json.dumps(record, indent=1))
+        log(f"bench skipped: {record}")
+        return
+    os.makedirs(os.path.dirname(BENCH_DB), exist_ok=True)
+    run(["zfs", "create", "fast/scratch"])
+    steps = {
+        "init": ["zfsnas-bench", "init", "fast/scratch", "--yes"],
+        "plan": ["zfsnas-bench", "plan", str(matrix), "--dataset", "fast/scratch", "--jobs-dir", str(jobs)],
+        "run": ["zfsnas-bench", "run", str(matrix), "--dataset", "fast/scratch", "--db", BENCH_DB,
+                "--jobs-dir", str(jobs)],
+        "list_datasets": ["zfs", "list", "-H", "-o", "name", "-r", "-t", "all", "fast/scratch"],
+        "refuse": ["zfsnas-bench", "run", str(matrix), "--dataset", "tank/lz4", "--db", BENCH_DB,
+                   "--jobs-dir", str(jobs)],
+        "list_after_refuse": ["zfs", "list", "-H", "-o", "name", "-r", "-t", "all", "tank/lz4"],
+        "list": ["zfsnas-bench", "list", "--db", BENCH_DB],
+    }
+    for step, argv in steps.items():
+        started = time.time()
+        proc = run(argv, check=False, env={**os.environ, "ZFSNAS_BENCH_DB": BENCH_DB}, timeout=900)
+        record[step] = {"argv": argv, "rc": proc.returncode, "stdout": proc.stdout[-20000:],
+                        "stderr": proc.stderr[-20000:], "seconds": round(time.time() - started, 2)}
+    if os.path.exists(BENCH_DB):
+        shutil.copy(BENCH_DB, out / "bench.sqlite")
+    (out / "record.json").write_text(json.dumps(record, indent=1))
+
+
+def main() -> int:
+    RESULTS.mkdir(exist_ok=True)
+    timeline = {"uptime_at_start": float(Path("/proc/uptime").read_text().split()[0])}
+    status = 0
+    exporter = None
+    try:
+        mark = time.time()
+        exporter = start_exporter()
+        timeline["exporter_start_seconds"] = time.time() - mark
+        mark = time.time()
+        paths = create_pools()
+        (RESULTS / "disk_paths.json").write_text(json.dumps(paths, indent=1))
+        expect = create_datasets()
+        (RESULTS / "expect.json").write_text(json.dumps(expect, indent=1))
+        timeline["pools_and_data_seconds"] = time.time() - mark
+        capture("steady")
+        mark = time.time()
+        capture("before_write", udev=False)
+        write_phase()
+        capture("after_write", udev=False)
+        timeline["write_seconds"] = time.time() - mark
+        mark = time.time()
+        run(["zpool", "scrub", "tank"])
+        run(["zpool", "scrub", "fast"])
+        run(["zpool", "wait", "-t", "scrub", "tank"])
+        run(["zpool", "wait", "-t", "scrub", "fast"])
+        capture("scrubbed", udev=False)
+        timeline["scrub_seconds"] = time.time() - mark
+        mark = time.time()
+        try:
+            bench_phase()
+        except Exception:
+            log(f"bench phase failed:\n{traceback.format_exc()}")
+        capture("bench", udev=False)
+        timeline["bench_seconds"] = time.time() - mark
+        victim = next(d for d in CONFIG["disks"] if d["pool"] == "tank" and d["role"] == "data")
+        tank_status = run(["zpool", "status", "-P", "tank"]).stdout
+        vdev = next(line.split()[0] for line in tank_status.splitlines()
+                    if line.split() and line.split()[0].startswith(paths[victim["serial"]]))
+        victim["vdev"] = vdev
+        run(["zpool", "offline", "tank", vdev])
+        (RESULTS / "offlined.json").write_text(json.dumps(victim))
+        capture("degraded")
+        # keep serving until the host's Prometheus has scraped the degraded pool (the harness
+        # drops a file on the share when it has), at most linger_seconds
+        deadline = time.time() + float(CONFIG.get("linger_seconds", 60))
+        while not (SHARE / "host-saw-degraded").exists() and time.time() < deadline:
+            time.sleep(1)
+        timeline["host_saw_degraded"] = (SHARE / "host-saw-degraded").exists()
+    except Exception:
+        log(traceback.format_exc())
+        status = 1
+    finally:
+        timeline["scenario_seconds"] = time.time() - T0
+        timeline["uptime_at_end"] = float(Path("/proc/uptime").read_text().split()[0])
+        (RESULTS / "timeline.json").write_text(json.dumps(timeline, indent=1))
+        if exporter:
+            exporter.terminate()
+            try:
+                exporter.wait(20)
+            except subprocess.TimeoutExpired:
+                log("exporter did not stop within 20 s of SIGTERM: killed")
+                exporter.kill()
+                exporter.wait()
+    log(f"scenario done, status {status}")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,26 @@
+#!/bin/sh
+# Run by the guest's init from the 9p share: udev, network, the project wheel, then scenario.py.
+# Output goes to results/scenario.log on the share; `==` lines carry the guest's uptime.
+S=/mnt/share
+PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+export PATH
+mark() { echo "== $(cut -d' ' -f1 /proc/uptime) $*"; }
+set -x
+mark udev
+# the drivers of our disks and NIC directly: a full `udevadm trigger` of every device costs ~1 min in TCG
+modprobe -a ahci virtio_scsi sd_mod virtio_net
+/lib/systemd/systemd-udevd --daemon
+udevadm trigger --action=add --subsystem-match=block --subsystem-match=net
+udevadm settle --timeout=60
+mark network
+ip link set lo up
+IF=$(ls /sys/class/net | grep -v '^lo$' | head -1)
+ip link set "$IF" up
+ip addr add 10.0.2.15/24 dev "$IF"
+ip route add default via 10.0.2.2
+mark modprobe zfs
+modprobe zfs || exit 10
+mark pip install
+python3 -m pip install -q --no-deps --no-index --break-system-packages "$S"/wheels/*.whl || exit 11
+mark scenario.py
+exec python3 "$S/guest/scenario.py" "$S"

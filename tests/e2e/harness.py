@@ -1,0 +1,261 @@
+"""Host side of the end-to-end suite (entry point: tests/e2e/run).
+
+For each OpenZFS flavour: build or reuse the guest image (image.sh), build the project wheel,
+create the guest's disks, start a real Prometheus scraping the guest exporter through a forwarded
+port, boot the guest under QEMU (it runs guest/scenario.py from the 9p share and powers off), then
+run `pytest -m e2e tests/e2e` on its results while that Prometheus still holds the scraped series.
+
+Environment: ZFSNAS_E2E_CACHE (images), ZFSNAS_E2E_MIRROR (apt mirror), ZFSNAS_E2E_FLAVOURS
+("2.3 2.1"), ZFSNAS_E2E_WORK (run directory, default build/e2e), ZFSNAS_E2E_ACCEL (tcg|kvm|auto,
+default tcg), ZFSNAS_E2E_TIMEOUT (seconds per guest, default 1500).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT))
+
+FLAVOURS = {"2.3": "2.3.2", "2.1": "2.1.11"}  # flavour -> expected module version prefix (fixture dir name)
+DISK_MIB = 256
+
+
+def log(msg: str) -> None:
+    print(f"{time.strftime('%H:%M:%S', time.gmtime())} e2e: {msg}", file=sys.stderr, flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def disk_layout() -> list[dict]:
+    """Every extra disk: bus, identity and where the scenario puts it.
+
+    tank: RAID-Z2 of 4 SATA + 4 SAS (virtio-scsi) disks, a virtio L2ARC, a SATA spare;
+    fast: 4 two-way mirrors, each of one SAS and one virtio disk.
+    """
+    disks = []
+    for i in range(1, 6):
+        disks.append({"bus": "sata", "serial": f"ZNS{i:04d}", "model": "ZFSNAS SATA HDD",
+                      "wwn": f"0x5000c500e2e0{i:04x}", "pool": "tank",
+                      "role": "spare" if i == 5 else "data", "group": "raidz2-0"})
+    for i in range(1, 9):
+        disks.append({"bus": "scsi", "serial": f"ZNC{i:04d}", "vendor": "ZFSNAS", "product": "SAS HDD",
+                      "wwn": f"0x5000c500e2e1{i:04x}", "pool": "tank" if i <= 4 else "fast",
+                      "role": "data", "group": "raidz2-0" if i <= 4 else f"mirror-{i - 5}"})
+    for i in range(1, 6):
+        disks.append({"bus": "virtio", "serial": f"ZNV{i:04d}", "pool": "tank" if i == 1 else "fast",
+                      "role": "cache" if i == 1 else "data", "group": "cache" if i == 1 else f"mirror-{i - 2}"})
+    return disks
+
+
+def qemu_disk_args(disks: list[dict], diskdir: Path) -> list[str]:
+    args = ["-device", "ich9-ahci,id=ahci", "-device", "virtio-scsi-pci,id=scsi"]
+    sata_port = 0
+    for n, d in enumerate(disks):
+        image = diskdir / f"{d['serial']}.raw"
+        with open(image, "wb") as f:
+            f.truncate(DISK_MIB << 20)
+        drive = f"d{n}"
+        args += ["-drive", f"file={image},if=none,id={drive},format=raw,cache=unsafe,aio=threads"]
+        if d["bus"] == "sata":
+            args += ["-device", f"ide-hd,bus=ahci.{sata_port},drive={drive},serial={d['serial']},"
+                                f"model={d['model']},wwn={d['wwn']},rotation_rate=7200"]
+            sata_port += 1
+        elif d["bus"] == "scsi":
+            args += ["-device", f"scsi-hd,bus=scsi.0,drive={drive},serial={d['serial']},vendor={d['vendor']},"
+                                f"product={d['product']},wwn={d['wwn']},rotation_rate=7200"]
+        else:
+            args += ["-device", f"virtio-blk-pci,drive={drive},serial={d['serial']}"]
+    return args
+
+
+def accel() -> list[str]:
+    choice = os.environ.get("ZFSNAS_E2E_ACCEL", "tcg")
+    if choice == "auto":
+        choice = "kvm" if os.access("/dev/kvm", os.R_OK | os.W_OK) else "tcg"
+    if choice == "kvm":
+        return ["-accel", "kvm", "-cpu", "host"]
+    return ["-accel", "tcg,thread=multi", "-cpu", "max"]
+
+
+def cached_image(flavour: str) -> Path | None:
+    """The image of the current recipe if already built (same key as image.sh: no lock wait)."""
+    import hashlib
+
+    digest = hashlib.sha256((HERE / "image.sh").read_bytes() + (HERE / "guest" / "init").read_bytes()).hexdigest()
+    path = Path(os.environ.get("ZFSNAS_E2E_CACHE", "/var/cache/zfsnas-e2e")) / f"zfs-{flavour}-{digest[:16]}"
+    return path if (path / "info").exists() and (path / "root.qcow2").exists() else None
+
+
+def build_images(flavours: list[str]) -> dict[str, Path]:
+    cached = {f: cached_image(f) for f in flavours}
+    if all(cached.values()):
+        log(f"images cached: {', '.join(str(p) for p in cached.values())}")
+        return cached
+    started = time.time()
+    proc = subprocess.run([str(HERE / "image.sh"), *flavours], stdout=subprocess.PIPE, text=True)
+    if proc.returncode:
+        raise SystemExit(f"e2e: image build failed (exit {proc.returncode})")
+    dirs = [Path(line) for line in proc.stdout.split()]
+    log(f"images ready in {time.time() - started:.0f} s: {', '.join(map(str, dirs))}")
+    return dict(zip(flavours, dirs))
+
+
+def build_wheel(dest: Path) -> Path:
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dest), str(ROOT)],
+                   check=True)
+    wheels = list(dest.glob("zfsnas-*.whl"))
+    assert len(wheels) == 1, wheels
+    return wheels[0]
+
+
+def prepare_share(share: Path, wheel: Path, port: int, disks: list[dict]) -> None:
+    shutil.rmtree(share, ignore_errors=True)
+    (share / "wheels").mkdir(parents=True)
+    (share / "results").mkdir()
+    shutil.copy(wheel, share / "wheels")
+    shutil.copytree(HERE / "guest", share / "guest")
+    if (ROOT / "benchmark-jobs").is_dir():
+        shutil.copytree(ROOT / "benchmark-jobs", share / "benchmark-jobs")
+    config = {"port": port, "disks": disks, "data_mib": 8, "write_mib": 192, "linger_seconds": 60}
+    (share / "config.json").write_text(json.dumps(config, indent=1))
+
+
+def boot(image: Path, workdir: Path, share: Path, host_port: int, guest_port: int, disks: list[dict],
+         prometheus=None) -> dict:
+    diskdir = workdir / "disks"
+    shutil.rmtree(diskdir, ignore_errors=True)
+    diskdir.mkdir(parents=True)
+    argv = ["qemu-system-x86_64", *accel(), "-m", "3072", "-smp", "2", "-nographic", "-no-reboot",
+            "-kernel", str(image / "vmlinuz"), "-initrd", str(image / "initrd.img"),
+            "-append", "root=/dev/vda rw console=ttyS0 init=/sbin/zfsnas-e2e-init panic=-1 loglevel=5",
+            # the root disk first on the PCI bus, so that it is vda
+            "-drive", f"file={image / 'root.qcow2'},if=none,id=root,format=qcow2,snapshot=on",
+            "-device", "virtio-blk-pci,drive=root",
+            *qemu_disk_args(disks, diskdir),
+            "-virtfs", f"local,path={share},mount_tag=share,security_model=none,id=share",
+            "-netdev", f"user,id=n0,hostfwd=tcp:127.0.0.1:{host_port}-:{guest_port}",
+            "-device", "virtio-net-pci,netdev=n0"]
+    (workdir / "qemu.argv").write_text("\n".join(argv) + "\n")
+    timeout = float(os.environ.get("ZFSNAS_E2E_TIMEOUT", "1500"))
+    started = time.time()
+    with open(workdir / "console.log", "wb") as console:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT)
+        deadline = time.time() + timeout
+        rc = None
+        while rc is None:
+            try:
+                rc = proc.wait(3)
+            except subprocess.TimeoutExpired:
+                if time.time() > deadline:
+                    proc.kill()
+                    proc.wait()
+                    rc = "timeout"
+                elif prometheus is not None and not (share / "host-saw-degraded").exists():
+                    try:
+                        if prometheus.query('zfs_pool_health{pool="tank",state="DEGRADED"} == 1'):
+                            (share / "host-saw-degraded").write_text(f"{time.time()}\n")
+                    except OSError:
+                        pass
+    seconds = time.time() - started
+    shutil.rmtree(diskdir, ignore_errors=True)
+    return {"qemu_exit": rc, "guest_seconds": round(seconds, 1)}
+
+
+def run_flavour(flavour: str, image: Path, wheel: Path, workdir: Path, pytest_args: list[str]) -> int:
+    from tests.integration.prometheus import Prometheus
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    share = workdir / "share"
+    disks = disk_layout()
+    guest_port, host_port = 9923, free_port()
+    prepare_share(share, wheel, guest_port, disks)
+    shutil.rmtree(workdir / "prometheus", ignore_errors=True)
+    prometheus = Prometheus(workdir / "prometheus", free_port(), [f"127.0.0.1:{host_port}"], scrape_interval="5s")
+    try:
+        log(f"[{flavour}] booting {image.name} (exporter on 127.0.0.1:{host_port})")
+        result = boot(image, workdir, share, host_port, guest_port, disks, prometheus)
+        results = share / "results"
+        for archive in results.glob("*/capture.tar"):
+            with tarfile.open(archive) as tar:
+                tar.extractall(archive.parent, filter="data")
+        status = (results / "exit_status").read_text().strip() if (results / "exit_status").exists() else "missing"
+        result["scenario_exit"] = status
+        timeline = results / "timeline.json"
+        if timeline.exists():
+            result["timeline"] = json.loads(timeline.read_text())
+        result["image"] = dict(line.split("=", 1) for line in (image / "info").read_text().split())
+        (workdir / "run.json").write_text(json.dumps(result, indent=1))
+        log(f"[{flavour}] guest done in {result['guest_seconds']} s, qemu exit {result['qemu_exit']}, "
+            f"scenario exit {status}; results in {results}")
+        if status != "0":
+            tail = (results / "scenario.log").read_text()[-3000:] if (results / "scenario.log").exists() else \
+                (workdir / "console.log").read_text(errors="replace")[-3000:]
+            log(f"[{flavour}] scenario failed:\n{tail}")
+        env = {**os.environ, "ZFSNAS_E2E_RESULTS": str(results), "ZFSNAS_E2E_PROMETHEUS": prometheus.url,
+               "ZFSNAS_E2E_FLAVOUR": flavour}
+        started = time.time()
+        rc = subprocess.call([sys.executable, "-m", "pytest", "-q", "-m", "e2e", "-p", "no:cacheprovider",
+                              str(HERE), *pytest_args], cwd=ROOT, env=env)
+        log(f"[{flavour}] host comparisons: exit {rc} in {time.time() - started:.0f} s")
+        return rc if status == "0" else (rc or 1)
+    finally:
+        prometheus.stop()
+
+
+def capture_fixtures(flavour: str, results: Path) -> None:
+    """tests/fixtures/linux-zfs-<version>-live/: the guest's kstat tree and command outputs."""
+    version = (results / "steady/tree/sys/module/zfs/version").read_text().split("-")[0].strip()
+    dest = ROOT / "tests" / "fixtures" / f"linux-zfs-{version}-live"
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.copytree(results / "steady" / "tree", dest)
+    shutil.copytree(results / "steady" / "commands", dest / "commands")
+    shutil.copy(results / "steady" / "metrics.txt", dest / "commands" / "metrics.txt")
+    log(f"[{flavour}] fixtures written to {dest}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--capture-fixtures", action="store_true",
+                        help="copy each guest's kstat tree and command outputs to tests/fixtures/linux-zfs-*-live")
+    parser.add_argument("--flavour", action="append", choices=sorted(FLAVOURS),
+                        help="OpenZFS flavour(s) to run (default: ZFSNAS_E2E_FLAVOURS or 2.3 2.1)")
+    parser.add_argument("--images-only", action="store_true", help="build or check the images and stop")
+    parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+    args = parser.parse_args()
+    flavours = args.flavour or os.environ.get("ZFSNAS_E2E_FLAVOURS", "2.3 2.1").split()
+    work = Path(os.environ.get("ZFSNAS_E2E_WORK", ROOT / "build" / "e2e"))
+    started = time.time()
+    images = build_images(flavours)
+    if args.images_only:
+        return 0
+    wheel = build_wheel(work / "wheels")
+    failures = []
+    for flavour in flavours:
+        rc = run_flavour(flavour, images[flavour], wheel, work / flavour, args.pytest_args)
+        if rc:
+            failures.append(flavour)
+        elif args.capture_fixtures:
+            capture_fixtures(flavour, work / flavour / "share" / "results")
+    log(f"done in {time.time() - started:.0f} s; failed: {', '.join(failures) or 'none'}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
