@@ -124,4 +124,5 @@ def test_plan_refuses_a_bad_dataset_before_anything(caplog, tmp_path):
 def test_render_plan_header():
     m = parse_matrix('name = "x"\njob = "write-size"\nsize = "8M"\n', "x", {"write-size"})
     text = render_plan(m, plan_matrix(m, opts()))
-    assert text.startswith("# matrix x: 1 cells on tank/scratch\n")
+    assert text.startswith("# matrix x: 1 cells on tank/scratch; fio time-based runs alone take 0.0 min; "
+                           "the largest cell needs 0.01 GiB\n")

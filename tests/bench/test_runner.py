@@ -304,3 +304,18 @@ def test_a_missing_corpus_is_refused_before_any_change(fake_zfs, tmp_path, caplo
     assert run(fake_zfs, tmp_path / "db", str(path), "--dataset", "tank/scratch") == 2
     assert "is not a directory (give your files with --corpus DIR)" in caplog.text
     assert changing(fake_zfs.commands()) == []
+
+
+def test_list_settles_stale_rows_only_when_no_run_holds_the_lock(tmp_path, capsys):
+    from zfsnas.bench.store import Store
+
+    db = tmp_path / "db"
+    store = Store(db)
+    store.start_matrix("r1", "m", "tank/scratch", 1)
+    store.start_result("r1", 1, "m", {"job": "j", "compression": "lz4", "recordsize": "1M", "size": "1G",
+                                      "pool": "tank"}, "off", 1, "c")
+    with RunLock(f"{db}.lock"):            # a run in progress
+        assert main(["list", "--db", str(db)]) == 0
+        assert "\trunning\t" in capsys.readouterr().out
+    assert main(["list", "--db", str(db)]) == 0  # nobody holds the lock: the row's run is gone
+    assert "\tincomplete\t" in capsys.readouterr().out

@@ -99,7 +99,6 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--fio", default="fio", help="the fio binary")
         if name == "run":
             p.add_argument("--dry-run", action="store_true", help="print every zfs and fio command, run nothing")
-            p.add_argument("--lock", default=None, help="lock file (default <db>.lock)")
     lst = sub.add_parser("list", parents=[common], help="list stored runs")
     lst.add_argument("--all", action="store_true", help="every result, not only the last 50")
     rep = sub.add_parser("report", parents=[common], help="experiment tables (Markdown/CSV) and a PNG chart")
@@ -172,7 +171,7 @@ def cmd_run(args) -> int:
         if warning := pattern_warning(version, (jobs_dir / f"{job}.fio").read_text()):
             log.warning("%s: %s", job, warning)
     store = Store(args.db)
-    with RunLock(args.lock or f"{args.db}.lock"):
+    with RunLock(f"{args.db}.lock"):  # the same lock for every command on this database
         if stale := store.mark_stale(holding_lock=True):
             log.warning("%d result(s) left running by a run that died were marked incomplete", stale)
         for child in zfs.destroy_leftovers(scratch, store.dead_runs()):
@@ -202,7 +201,7 @@ def cmd_run(args) -> int:
 def _settle(args, store: Store) -> None:
     """Mark rows of dead runs incomplete when no run holds the lock (so list/report are honest)."""
     try:
-        with RunLock(args.lock if getattr(args, "lock", None) else f"{args.db}.lock"):
+        with RunLock(f"{args.db}.lock"):
             store.mark_stale(holding_lock=True)
     except (RunError, OSError):
         pass

@@ -135,7 +135,10 @@ def checks(scratch: str) -> list[Step]:
 
 
 def render_plan(matrix: Matrix, plans: list[CellPlan]) -> str:
-    lines = [f"# matrix {matrix.name}: {len(plans)} cells on {plans[0].child.rsplit('/', 1)[0] if plans else '-'}"]
+    timed = sum(p.estimate_seconds for p in plans)
+    largest = max((p.size_bytes for p in plans), default=0)
+    lines = [f"# matrix {matrix.name}: {len(plans)} cells on {plans[0].child.rsplit('/', 1)[0] if plans else '-'}; "
+             f"fio time-based runs alone take {timed / 60:.1f} min; the largest cell needs {largest / 2**30:.2f} GiB"]
     if plans:
         lines += [step.shell() for step in checks(plans[0].child.rsplit("/", 1)[0])]
     for plan in plans:
