@@ -73,8 +73,12 @@ def test_buffer_pattern_warning():
 
 @pytest.mark.parametrize("job", sorted(p.stem for p in JOBS.glob("*.fio")))
 def test_every_shipped_job_runs_in_its_direction(tmp_path, job):
-    result = parse_fio_json(run_job(tmp_path, job, size=4 << 20, runtime=0.3))
+    text = run_job(tmp_path, job, size=4 << 20, runtime=0.3)
+    result = parse_fio_json(text)
     direction = "read" if job.endswith("read") else "write"
     assert set(result.directions) == {direction} and result.io_bytes > 0
+    if direction == "read":  # the data was written first by the unmeasured prefill job
+        prefill = next(j for j in json.loads(text)["jobs"] if j["jobname"] == "prefill")
+        assert prefill["write"]["io_bytes"] == 4 << 20
     if job != "write-size":
         assert 0.25 <= result.runtime_seconds <= 2      # time based: 300 ms, not 0 and not forever

@@ -5,9 +5,11 @@ from zfsnas.bench.probes import deltas, parse_cpu, parse_diskstats, snapshot
 STAT_1 = "cpu  1000 0 500 8000 500 0 0 0 0 0\ncpu0 500 0 250 4000 250 0 0 0 0 0\nintr 1\n"
 STAT_2 = "cpu  1600 0 900 8300 1200 0 0 0 0 0\ncpu0 800 0 450 4150 600 0 0 0 0 0\nintr 2\n"
 DISK_1 = ("   8       0 sda 100 0 2000 50 300 0 8000 90 0 100 140 0 0 0 0 0 0\n"
+          "   8       1 sda1 100 0 2000 50 300 0 8000 90 0 100 140 0 0 0 0 0 0\n"
           "   7       0 loop0 1 0 2 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
           " 230       0 zd0 1 0 2 0 5 0 10 0 0 0 0 0 0 0 0 0 0\n")
 DISK_2 = ("   8       0 sda 100 0 2000 50 500 0 10048 90 0 100 140 0 0 0 0 0 0\n"
+          "   8       1 sda1 100 0 2000 50 500 0 10048 90 0 100 140 0 0 0 0 0 0\n"
           "   7       0 loop0 1 0 2 0 9 0 900 0 0 0 0 0 0 0 0 0 0\n"
           " 230       0 zd0 1 0 2 0 5 0 99 0 0 0 0 0 0 0 0 0 0\n")
 DMU_TX = ("11 1 0x01 3 144 1 2\nname                            type data\n"
@@ -17,18 +19,21 @@ DMU_TX = ("11 1 0x01 3 144 1 2\nname                            type data\n"
 
 def test_cpu_and_disk_parsers():
     assert parse_cpu(STAT_1) == (1000, 0, 500, 8000, 500, 0, 0, 0)
-    disks = parse_diskstats(DISK_1)
-    assert disks == {"sda": (2000 * 512, 8000 * 512)}   # loop and zvol devices left out
+    assert parse_diskstats(DISK_1, {"sda", "loop0", "zd0"}) == {"sda": (2000 * 512, 8000 * 512)}
+    # without /sys/block partitions cannot be told apart; loop and zvol devices are still left out
+    assert set(parse_diskstats(DISK_1)) == {"sda", "sda1"}
 
 
 def test_deltas_from_two_snapshots(tmp_path):
     (tmp_path / "spl/kstat/zfs").mkdir(parents=True)
+    for name in ("sda", "loop0", "zd0"):
+        (tmp_path / "sys/block" / name).mkdir(parents=True)
 
     def write(stat, disk, assigned, delay):
         (tmp_path / "stat").write_text(stat)
         (tmp_path / "diskstats").write_text(disk)
         (tmp_path / "spl/kstat/zfs/dmu_tx").write_text(DMU_TX.format(a=assigned, d=delay))
-        return snapshot(tmp_path)
+        return snapshot(tmp_path, tmp_path / "sys")
 
     before = write(STAT_1, DISK_1, 100, 64)
     after = write(STAT_2, DISK_2, 180, 75)
@@ -41,5 +46,5 @@ def test_deltas_from_two_snapshots(tmp_path):
 
 def test_snapshot_without_zfs_or_diskstats(tmp_path):
     (tmp_path / "stat").write_text(STAT_1)
-    snap = snapshot(tmp_path)
+    snap = snapshot(tmp_path, tmp_path / "nosys")
     assert snap.disks == {} and snap.dmu_tx == {}

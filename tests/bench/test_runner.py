@@ -266,8 +266,8 @@ def test_list_and_report(fake_zfs, small, tmp_path, capsys):
     png = tmp_path / "chart.png"
     assert main(["report", "--db", str(db), "--png", str(png)]) == 0
     table = capsys.readouterr().out.splitlines()
-    assert table[0].startswith("| matrix | job | compression | recordsize | size | pool | runs | MB/s |")
-    assert table[2].startswith("| tiny | write-size | off | 128K | 4M | tank | 1 | ")
+    assert table[0].startswith("| matrix | job | compression | recordsize | encryption | size | pool | runs | MB/s |")
+    assert table[2].startswith("| tiny | write-size | off | 128K | off | 4M | tank | 1 | ")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert main(["report", "--db", str(db), "--format", "csv"]) == 0
     csv_lines = capsys.readouterr().out.splitlines()
@@ -296,3 +296,11 @@ def test_a_failing_job_is_recorded_and_its_child_destroyed(fake_zfs, tmp_path, c
     assert row["throughput_bytes_per_second"] is None
     assert not [d for d in fake_zfs.datasets() if d.startswith("tank/scratch/zfsnas-bench-")]
     assert "cell 1" in caplog.text
+
+
+def test_a_missing_corpus_is_refused_before_any_change(fake_zfs, tmp_path, caplog):
+    path = tmp_path / "copy.toml"
+    path.write_text(f'job = "copy"\ncorpus = "{tmp_path}/nothere"\nsize = ["all"]\n')
+    assert run(fake_zfs, tmp_path / "db", str(path), "--dataset", "tank/scratch") == 2
+    assert "is not a directory (give your files with --corpus DIR)" in caplog.text
+    assert changing(fake_zfs.commands()) == []

@@ -72,7 +72,7 @@ def test_get_parses_and_missing_dataset_is_empty():
 
 
 def test_destroy_asks_the_guard_every_time():
-    answers = {("zfs", "get"): f"type\tfilesystem\t-\norigin\t-\t-\norg.zfsnas:bench-run\tsomeone-else\tlocal\n",
+    answers = {("zfs", "get"): "type\tfilesystem\t-\norigin\t-\t-\norg.zfsnas:bench-run\tsomeone-else\tlocal\n",
                ("zfs", "destroy"): ""}
     runner = Runner(answers)
     with pytest.raises(GuardError, match="belongs to run someone-else"):
@@ -93,3 +93,15 @@ def test_init_refuses_snapshots_volumes_and_clones():
     runner = Runner({("zfs", "get"): "type\tfilesystem\t-\norigin\t-\t-\n", ("zfs", "set"): ""})
     ZfsOps(runner).mark_scratch("tank/x", "init-1")
     assert runner.calls[-1] == ["zfs", "set", "org.zfsnas:scratch=init-1", "tank/x"]
+
+
+def test_destroy_retries_a_busy_dataset(monkeypatch):
+    monkeypatch.setattr("zfsnas.bench.zfs.time.sleep", lambda s: None)
+    busy = iter([SourceError("cannot destroy: dataset is busy"), ""])
+    runner = Runner({("zfs", "get"): f"type\tvolume\t-\norigin\t-\t-\norg.zfsnas:bench-run\t{RUN}\tlocal\n",
+                     ("zfs", "destroy"): lambda a: next(busy)})
+    ZfsOps(runner).destroy("tank/scratch", CHILD, RUN)
+    assert [c for c in runner.calls if c[1] == "destroy"] == [["zfs", "destroy", CHILD]] * 2
+    runner.answers[("zfs", "destroy")] = SourceError("cannot destroy: filesystem has children")
+    with pytest.raises(SourceError, match="has children"):
+        ZfsOps(runner).destroy("tank/scratch", CHILD, RUN)

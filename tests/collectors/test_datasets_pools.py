@@ -111,11 +111,14 @@ def test_pool_space_and_health(version):
 def test_vdevs(version):
     text = scrape(version, collectors=("pools",))
     states = {(d["vdev"], d["role"]): d for d in labelsets(text, "zfs_vdev_state") if d["pool"] == "tank"}
-    assert len(states) == 20
+    assert len(states) == 23
     assert states[(PART.format("A2"), "data")] == {"pool": "tank", "vdev": PART.format("A2"),
                                                    "vdev_guid": "15913282236170337251", "role": "data",
                                                    "parent": "spare-1", "state": "FAULTED"}
-    assert states[(PART.format("A4"), "data")]["state"] == "REMOVED"
+    nvme = "/dev/disk/by-id/nvme-Samsung_SSD_970_EVO_Plus_500GB_S5H7NS0N100002-part1"
+    assert (states[(nvme, "special")]["state"], states[(nvme, "special")]["parent"]) == ("REMOVED", "mirror-1")
+    assert states[("/dev/disk/by-id/ata-INTEL_SSDSC2BB120G7_BTDV7261000B-part1", "log")]["state"] == "OFFLINE"
+    assert states[("mirror-3", "dedup")]["vdev_guid"] == "3344556677889900112"
     assert states[("12897061293381947325", "data")]["state"] == "UNAVAIL"
     assert states[(PART.format("S1"), "spare")]["state"] == "INUSE"
     assert states[(PART.format("S1"), "data")]["parent"] == "spare-1"

@@ -90,10 +90,11 @@ def test_families_built_once_per_refresh():
     collector = VdevLatencyCollector(Context(kstat=None, commands=RecordedZpool("2.3.2"), args=args))
     first = collector.collect(Report("vdevlatency"))
     assert collector.collect(Report("vdevlatency")) is first
+    assert all(family.text for family in first)  # rendered in the refresh, not by the scrape
     collector.refresher.refresh_now()
     again = collector.collect(Report("vdevlatency"))
     assert again is not first
-    assert [f.samples for f in again.families()] == [f.samples for f in first.families()]
+    assert [f.text for f in again] == [f.text for f in first]
 
 
 @pytest.mark.parametrize("version", ["2.1", "2.3"])
@@ -115,3 +116,31 @@ def test_vdev_labels_match_the_pools_collector(version):
     roots = {(pool, pool) for pool, _ in status}
     assert served - roots == status - roots
     assert ("tank", "12897061293381947325") in served  # the missing disk, named by its guid
+
+
+def test_a_hung_zpool_never_holds_a_scrape():
+    import threading
+    import time as clock
+
+    from zfsnas.collector import Report
+    release = threading.Event()
+
+    class Hung(RecordedZpool):
+        def run(self, argv, timeout=None):
+            release.wait(10)
+            return super().run(argv, timeout)
+    collector = VdevLatencyCollector(Context(kstat=None, commands=Hung("2.3.2"), args=build_parser().parse_args([])))
+    collector.start()
+    try:
+        started = clock.monotonic()
+        report = Report("vdevlatency")
+        assert list(collector.collect(report)) == []
+        assert clock.monotonic() - started < 1 and not report.ok  # "not refreshed yet", at once
+        release.set()
+        deadline = clock.monotonic() + 10
+        while collector.refresher.state().value is None and clock.monotonic() < deadline:
+            clock.sleep(0.05)
+        assert collector.collect(Report("vdevlatency"))
+    finally:
+        release.set()
+        collector.stop()

@@ -68,7 +68,7 @@ def test_slow_zfs_never_slows_a_scrape(port, tmp_path):
 
 def test_hung_zfs_is_killed_and_last_values_are_served(port, tmp_path):
     hang = tmp_path / "hang"
-    flags = [*KSTAT, *zfs_commands("2.3", "--hang-if", str(hang)), "--zfs.command-timeout", "1",
+    flags = [*KSTAT, *zfs_commands("2.3", "--hang-if", str(hang)), "--zfs.command-timeout", "3",
              "--pools.refresh-interval", "0.5", "--datasets.refresh-interval", "0.5",
              "--datasets.snapshot-interval", "0.5"]
     with ExporterProcess(port, *flags, log_path=tmp_path / "log") as exp:
@@ -77,19 +77,19 @@ def test_hung_zfs_is_killed_and_last_values_are_served(port, tmp_path):
         hang.touch()
         text = wait_for(exp, lambda d: d[("zfs_exporter_source_success", frozenset({("source", "zpool_list")}))] == 0)
         slowest = 0.0
-        for _ in range(10):  # commands hang, are killed after 1 s, hang again...
+        for _ in range(10):  # commands hang, are killed after 3 s, hang again...
             text, took = timed_get(exp)
             slowest = max(slowest, took)
             time.sleep(0.2)
-        assert slowest < 0.5, f"a scrape took {slowest:.2f}s while zpool hangs"
-        assert value(text, "zfs_exporter_source_age_seconds", source="zpool_list") > 1.5
+        assert slowest < 1.0, f"a scrape took {slowest:.2f}s while zpool hangs"
+        assert value(text, "zfs_exporter_source_age_seconds", source="zpool_list") > 3
         assert value(text, "zfs_exporter_collector_success", collector="pools") == 0
         assert value(text, "zfs_pool_size_bytes", pool="tank") == 47971736518656  # the last good value
         assert value(text, "zfs_dataset_used_bytes", pool="tank", dataset="tank") == 8640284672000
         hang.unlink()
         wait_for(exp, all_sources_ok)
     log = exp.log()
-    assert "timed out after 1s and was killed" in log
+    assert "timed out after 3s and was killed" in log
     assert "source zpool_list recovered" in log
     assert "Traceback" not in log
 

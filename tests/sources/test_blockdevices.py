@@ -47,7 +47,7 @@ def test_identities_from_udev():
     assert (sata.pool, sata.vdev_guid, sata.rotational, sata.source) == ("tank", "11498310984210357301", "1", "udev")
     sas = ids["sdd"]
     assert (sas.serial, sas.model, sas.wwn, sas.pool) == ("ZA1B2C3D", "ST4000NM0025", "0x5000c500a1b2c3d4", "tank")
-    assert sas.by_id == "scsi-SSEAGATE_ST4000NM0025_ZA1B2C3D"  # the serial-based link before the WWN-based one
+    assert sas.by_id == "scsi-35000c500a1b2c3d4"  # the transport link before wwn-
     nvme = ids["nvme0n1"]
     assert (nvme.serial, nvme.wwn, nvme.by_id) == ("S4EWNX0N123456", "eui.0025385b91b2c3d4",
                                                    "nvme-Samsung_SSD_970_EVO_Plus_1TB_S4EWNX0N123456")

@@ -67,3 +67,28 @@ def test_lines_kills_at_timeout():
     with pytest.raises(SourceError, match="timed out after 0.5s and was killed"):
         list(runner.lines([sys.executable, "-c", "import time; print('x', flush=True); time.sleep(30)"]))
     assert time.monotonic() - started < 5
+
+
+def test_close_kills_running_commands_and_refuses_new_ones():
+    import threading
+
+    runner = CommandRunner(timeout=30)
+    errors = []
+
+    def hang():
+        try:
+            runner.run([sys.executable, "-c", "import time; time.sleep(30)"])
+        except SourceError as exc:
+            errors.append(str(exc))
+
+    thread = threading.Thread(target=hang)
+    thread.start()
+    time.sleep(0.5)
+    started = time.monotonic()
+    runner.close()
+    thread.join(10)
+    assert time.monotonic() - started < 2 and errors and "exited with status -9" in errors[0]
+    with pytest.raises(SourceError, match="shutting down"):
+        runner.run([sys.executable, "-c", "pass"])
+    with pytest.raises(SourceError, match="shutting down"):
+        list(runner.lines([sys.executable, "-c", "pass"]))

@@ -12,6 +12,7 @@ from zfsnas.sources.zpool import (parse_bytes, parse_ctime, parse_duration, pars
 COMMANDS = FIXTURES / "commands"
 VERSIONS = ("2.1", "2.3")
 PART = "/dev/disk/by-id/ata-WDC_WD80EFZZ-68BTXN0_WD-CA0AAA{}-part1"
+NVME = "/dev/disk/by-id/nvme-Samsung_SSD_970_EVO_Plus_500GB_S5H7NS0N10000{}-part1"
 
 
 def recorded(version, name):
@@ -43,7 +44,7 @@ def test_parse_list_rejects_other_columns():
 def test_vdev_tree_roles_parents_guids(version):
     vdevs = status(version)
     tank = {(v.name, v.role): v for v in vdevs if v.pool == "tank"}
-    assert len([v for v in vdevs if v.pool == "tank"]) == 20
+    assert len([v for v in vdevs if v.pool == "tank"]) == 23
     root = tank[("tank", "data")]
     assert (root.parent, root.guid, root.is_leaf, root.state) == ("", "", False, "DEGRADED")
     raidz = tank[("raidz2-0", "data")]
@@ -51,7 +52,15 @@ def test_vdev_tree_roles_parents_guids(version):
     faulted = tank[(PART.format("A2"), "data")]
     assert (faulted.state, faulted.parent, faulted.guid, faulted.is_leaf) == ("FAULTED", "spare-1", "15913282236170337251", True)
     assert (faulted.read_errors, faulted.write_errors, faulted.checksum_errors) == (3, 127, 0)
-    assert tank[(PART.format("A4"), "data")].state == "REMOVED"
+    removed = tank[(NVME.format(2), "special")]
+    assert (removed.state, removed.parent, tank[("mirror-1", "special")].state) == ("REMOVED", "mirror-1", "DEGRADED")
+    offline = tank[("/dev/disk/by-id/ata-INTEL_SSDSC2BB120G7_BTDV7261000B-part1", "log")]
+    assert (offline.state, offline.parent, offline.guid) == ("OFFLINE", "mirror-2", "2468013579246801357")
+    dedup = [v for v in vdevs if v.role == "dedup"]
+    assert [(v.name, v.parent, v.is_leaf) for v in dedup] == [
+        ("mirror-3", "tank", False),
+        ("/dev/disk/by-id/ata-Samsung_SSD_850_PRO_256GB_S3Z8NB0K300001-part1", "mirror-3", True),
+        ("/dev/disk/by-id/ata-Samsung_SSD_850_PRO_256GB_S3Z8NB0K300002-part1", "mirror-3", True)]
     missing = tank[("12897061293381947325", "data")]  # an absent device is printed by guid even with -P
     assert (missing.state, missing.guid, missing.is_leaf) == ("UNAVAIL", "12897061293381947325", True)
     spare_in_use = tank[(PART.format("S1"), "data")]
@@ -143,5 +152,5 @@ def test_no_pools():
 
 def test_shared_value_is_a_vdev_list_with_pools():
     shared = status("2.3")
-    assert shared.vdevs is shared and len(shared) == 20 + 4 + 2
+    assert shared.vdevs is shared and len(shared) == 23 + 4 + 2
     assert [p.name for p in shared.pools] == ["backup", "scratch", "tank"]

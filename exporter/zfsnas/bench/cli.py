@@ -164,6 +164,9 @@ def cmd_run(args) -> int:
     if dry:
         sys.stdout.write(render_plan(matrix, plan_matrix(matrix, opts)))
         return 0
+    for corpus in {c.corpus for c in matrix.cells if c.job == "copy"}:
+        if not Path(corpus).is_dir():
+            raise MatrixError(f"corpus {corpus} is not a directory (give your files with --corpus DIR)")
     version_text, version = fio_version(args.fio)
     for job in {c.job for c in matrix.cells if c.job != "copy"}:
         if warning := pattern_warning(version, (jobs_dir / f"{job}.fio").read_text()):
@@ -183,8 +186,9 @@ def cmd_run(args) -> int:
                 sent, failed = annotator.retry(annotator.client.url)
                 if sent or failed:
                     log.info("queued annotations: %d sent, %d still queued", sent, failed)
-            runner = Runner(zfs, store, annotator, RunSettings(matrix.name, scratch, run_id, args.procfs,
-                                                                version_text, args.keep))
+            runner = Runner(zfs, store, annotator, RunSettings(matrix.name, scratch, run_id, procfs=args.procfs,
+                                                                sysfs=args.sysfs, fio_version=version_text,
+                                                                keep=args.keep))
             log.info("run %s: matrix %s, %d cells on %s", run_id, matrix.name, len(plans), scratch)
             status = runner.run(plans)
         finally:
@@ -213,13 +217,13 @@ def cmd_list(args) -> int:
     rows = store.results(status=None)
     if not args.all:
         rows = rows[-50:]
-    print("id\tstarted (UTC)\tstatus\tmatrix\tjob\tcompression\trecordsize\tsize\tpool\tMB/s\tratio")
+    print("id\tstarted (UTC)\tstatus\tmatrix\tjob\tcompression\trecordsize\tencryption\tsize\tpool\tMB/s\tratio")
     for r in rows:
         mbs = "" if r["throughput_bytes_per_second"] is None else f"{r['throughput_bytes_per_second'] / 1e6:.1f}"
         ratio = "" if r["compressratio"] is None else f"{r['compressratio']:.2f}"
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r["started"]))
         print(f"{r['id']}\t{when}\t{r['status']}\t{r['matrix']}\t{r['job']}\t{r['compression']}\t{r['recordsize']}"
-              f"\t{r['size']}\t{r['pool']}\t{mbs}\t{ratio}")
+              f"\t{r['encryption']}\t{r['size']}\t{r['pool']}\t{mbs}\t{ratio}")
     return 0
 
 

@@ -1,7 +1,7 @@
 """fio: run a job with JSON output and read its real JSON into plain figures.
 
 Owns `parse_fio_json` (bandwidth in bytes/s, IOPS, completion-latency percentiles, bytes, for
-every job and direction) and starting/stopping the fio process. Knows nothing of ZFS.
+every job and direction, except jobs named `prefill*`, which only lay out the data a read reads) and starting/stopping the fio process. Knows nothing of ZFS.
 """
 
 from __future__ import annotations
@@ -42,6 +42,8 @@ def parse_fio_json(text: str) -> FioResult:
     clat: dict[str, float] = {}
     directions: dict[str, dict[str, float]] = {}
     for job in jobs:
+        if str(job.get("jobname", "")).startswith("prefill"):  # writes the data a read job reads
+            continue
         if job.get("error"):
             raise ValueError(f"fio job {job.get('jobname')} failed with error {job['error']}")
         for direction in ("read", "write", "trim"):

@@ -1,7 +1,9 @@
-"""System probes around a job: CPU from /proc/stat, per-disk bytes from /proc/diskstats, and the
-write-throttle counters of the `dmu_tx` kstat, as deltas between two snapshots.
+"""System probes around a job: CPU from /proc/stat, per-disk bytes from /proc/diskstats (whole
+disks: the names under /sys/block, less loop/ram/zvol/dm devices), and the write-throttle
+counters of the `dmu_tx` kstat, as deltas between two snapshots.
 
-Owns reading and subtracting those files (under --path.procfs); it runs no command.
+Owns reading and subtracting those files (under --path.procfs/--path.sysfs); it runs no command.
+The diskstats line format is `sources.diskstats`'s business.
 """
 
 from __future__ import annotations
@@ -9,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..sources.diskstats import SECTOR_BYTES, parse_diskstats as parse_diskstats_lines
 from ..sources.kstat import parse_named_kstat
 
-SECTOR = 512
 _VIRTUAL = ("loop", "ram", "zram", "zd", "dm-", "md", "sr", "nbd")
 
 
@@ -37,20 +39,22 @@ def parse_cpu(text: str) -> tuple[int, ...]:
     raise ValueError("/proc/stat has no cpu line")
 
 
-def parse_diskstats(text: str) -> dict[str, tuple[int, int]]:
-    disks = {}
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) >= 10 and not parts[2].startswith(_VIRTUAL):
-            disks[parts[2]] = (int(parts[5]) * SECTOR, int(parts[9]) * SECTOR)
-    return disks
+def parse_diskstats(text: str, whole_disks: set[str] | None = None) -> dict[str, tuple[int, int]]:
+    """name -> (bytes read, bytes written); `whole_disks` (from /sys/block) leaves partitions out."""
+    return {d.device: (d.sectors_read * SECTOR_BYTES, d.sectors_written * SECTOR_BYTES)
+            for d in parse_diskstats_lines(text)
+            if not d.device.startswith(_VIRTUAL) and (whole_disks is None or d.device in whole_disks)}
 
 
-def snapshot(procfs: str | Path = "/proc") -> Snapshot:
+def snapshot(procfs: str | Path = "/proc", sysfs: str | Path = "/sys") -> Snapshot:
     procfs = Path(procfs)
     cpu = parse_cpu((procfs / "stat").read_text())
     try:
-        disks = parse_diskstats((procfs / "diskstats").read_text())
+        whole = {p.name for p in (Path(sysfs) / "block").iterdir()}
+    except OSError:
+        whole = None
+    try:
+        disks = parse_diskstats((procfs / "diskstats").read_text(), whole)
     except OSError:
         disks = {}
     try:

@@ -12,7 +12,7 @@ import io
 import statistics
 from dataclasses import dataclass
 
-COLUMNS = ("matrix", "job", "compression", "recordsize", "size", "pool", "runs", "MB/s", "seconds", "ratio",
+COLUMNS = ("matrix", "job", "compression", "recordsize", "encryption", "size", "pool", "runs", "MB/s", "seconds", "ratio",
            "on-disk GiB", "logical GiB", "CPU %", "iowait %")
 
 
@@ -22,6 +22,7 @@ class Row:
     job: str
     compression: str
     recordsize: str
+    encryption: str
     size: str
     pool: str
     runs: int
@@ -36,7 +37,8 @@ class Row:
     def cells(self) -> list[str]:
         def fmt(v, digits):
             return "" if v is None else f"{v:.{digits}f}"
-        return [self.matrix, self.job, self.compression, self.recordsize, self.size, self.pool, str(self.runs),
+        return [self.matrix, self.job, self.compression, self.recordsize, self.encryption, self.size, self.pool,
+                str(self.runs),
                 fmt(self.mb_per_s, 1), fmt(self.seconds, 1), fmt(self.ratio, 2), fmt(self.used_gib, 2),
                 fmt(self.logical_gib, 2), fmt(self.cpu_percent, 0), fmt(self.iowait_percent, 0)]
 
@@ -50,7 +52,8 @@ def summarise(results) -> list[Row]:
     """One row per configuration in first-run order; figures are medians over its complete runs."""
     groups: dict[tuple, list] = {}
     for r in results:
-        groups.setdefault((r["matrix"], r["job"], r["compression"], r["recordsize"], r["size"], r["pool"]), []).append(r)
+        key = (r["matrix"], r["job"], r["compression"], r["recordsize"], r["encryption"], r["size"], r["pool"])
+        groups.setdefault(key, []).append(r)
     out = []
     for key, rows in groups.items():
         out.append(Row(*key, runs=len(rows), mb_per_s=_median(rows, "throughput_bytes_per_second", 1e-6),
@@ -85,7 +88,8 @@ def chart(rows: list[Row], path: str) -> None:
     fig, ax = plt.subplots(figsize=(8, 5))
     for r in points:
         ax.scatter(r.ratio, r.mb_per_s)
-        ax.annotate(f"{r.job} {r.compression} {r.recordsize} {r.size}", (r.ratio, r.mb_per_s), fontsize=7,
+        label = f"{r.job} {r.compression} {r.recordsize} {r.size}" + (f" {r.encryption}" if r.encryption != "off" else "")
+        ax.annotate(label, (r.ratio, r.mb_per_s), fontsize=7,
                     xytext=(4, 4), textcoords="offset points")
     ax.set_xlabel("compression ratio")
     ax.set_ylabel("throughput (MB/s)")

@@ -109,6 +109,7 @@ class RunSettings:
     run_id: str
     procfs: str = "/proc"
     fio_version: str = ""
+    sysfs: str = "/sys"
     keep: bool = False
 
 
@@ -156,6 +157,9 @@ class Runner:
                     break
                 if cell_status == "failed":
                     status = "failed"
+        except BaseException:
+            status = "failed"  # something unforeseen (the database, a bug): never recorded as complete
+            raise
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
@@ -240,7 +244,7 @@ class Runner:
                            f"or pass --mountpoint): refused")
 
     def _job(self, plan: CellPlan, step) -> dict:
-        before = probes.snapshot(self.s.procfs)
+        before = probes.snapshot(self.s.procfs, self.s.sysfs)
         started = time.monotonic()
         figures: dict = {}
         if step.kind == "copy":
@@ -249,6 +253,8 @@ class Runner:
             figures.update(bytes=result.bytes, throughput_bytes_per_second=result.bytes / seconds if seconds else 0.0)
         else:
             self.fio = FioProcess(list(step.argv), dict(step.env))
+            if self.stop.is_set():  # a signal that came while fio was starting found no fio to stop
+                self.fio.stop()
             code, out, err = self.fio.wait()
             self.fio = None
             seconds = time.monotonic() - started
@@ -265,7 +271,7 @@ class Runner:
                 raise RunError(f"fio: {exc} ({detail})") from None
             figures.update(bytes=fio.io_bytes, throughput_bytes_per_second=fio.bw_bytes, iops=fio.iops,
                            clat_ns=fio.clat_percentiles_ns, fio_json=text[text.find("{"):])
-        after = probes.snapshot(self.s.procfs)
+        after = probes.snapshot(self.s.procfs, self.s.sysfs)
         d = probes.deltas(before, after)
         figures.update(duration_seconds=seconds, cpu_busy_ratio=d.cpu_busy_ratio, cpu_iowait_ratio=d.cpu_iowait_ratio,
                        disks=d.disks, dmu_tx=d.dmu_tx)

@@ -57,9 +57,16 @@ class ZfsOps:
             raise GuardError(f"{argv[-1]!r} already exists: refused")
         self.runner.run(list(argv), timeout=300)
 
-    def destroy(self, scratch: str, child: str, run_id: str) -> None:
+    def destroy(self, scratch: str, child: str, run_id: str, attempts: int = 5) -> None:
         check_own_child(scratch, child, run_id, self.get(child, "type,origin,org.zfsnas:bench-run"))
-        self.runner.run(["zfs", "destroy", child], timeout=600)
+        for attempt in range(1, attempts + 1):
+            try:
+                self.runner.run(["zfs", "destroy", child], timeout=600)
+                return
+            except SourceError as exc:  # udev may still hold a fresh zvol for a moment
+                if "busy" not in str(exc) or attempt == attempts:
+                    raise
+                time.sleep(attempt)
 
     def destroy_leftovers(self, scratch: str, dead_runs: set[str]) -> list[str]:
         """Destroy children that runs which died (power cut, kill -9) left; each passes the guard

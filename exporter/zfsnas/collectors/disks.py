@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from prometheus_client.core import Metric
 
-from ..collector import Collector, Families, Report
+from ..collector import Families, RefreshingCollector, Report
 from ..refresh import BackgroundRefresher
 from ..sources.blockdevices import DeviceInventory, DiskIdentity, identify, scan_pyudev, scan_sysfs
 from ..sources.diskstats import SECTOR_BYTES, DiskStats, read_diskstats
@@ -58,7 +58,7 @@ COUNTERS = (
 )
 
 
-class DisksCollector(Collector):
+class DisksCollector(RefreshingCollector):
     name = "disks"
     description = "per-disk I/O from /proc/diskstats with serial, model, by-id link and pool membership"
     needs_zfs = False
@@ -102,7 +102,7 @@ class DisksCollector(Collector):
         return (self.refresher,)
 
     def start(self) -> None:
-        self.refresher.start()
+        super().start()
         if self.live and self.hotplug:
             # Without a udev daemon only the kernel's own events arrive.
             source = "udev" if Path(self.udev_data).parent.is_dir() else "kernel"
@@ -110,7 +110,7 @@ class DisksCollector(Collector):
 
     def stop(self) -> None:
         self.inventory.stop_monitor()
-        self.refresher.stop()
+        super().stop()
 
     def _vdevs(self) -> list:
         """Vdevs from the `pools` collector's `zpool status` refresher, when it runs."""
@@ -124,20 +124,17 @@ class DisksCollector(Collector):
         value = getattr(value, "vdevs", value)
         return [v for v in value or () if hasattr(v, "guid") and hasattr(v, "pool")]
 
-    def identities(self) -> list[DiskIdentity]:
-        return [i for i in identify(self.inventory.devices(), self._vdevs()) if not self.exclude.search(i.device)]
+    def identities(self, devices=None) -> list[DiskIdentity]:
+        devices = self.inventory.devices() if devices is None else devices
+        return [i for i in identify(devices, self._vdevs()) if not self.exclude.search(i.device)]
 
     def collect(self, report: Report) -> Iterable["Metric"]:
-        if not self.inventory.scanned:  # not scanned yet (started without the thread)
-            self.refresher.refresh_now()
-        state = self.refresher.state()
-        if not state.success:
-            report.fail("block devices", state.error or "not scanned")
+        self.current(self.refresher, report)  # the inventory itself holds the devices
         families = Families()
         devices = self.inventory.devices()
         identities = []
         with report.guard("identifying disks"):
-            identities = [i for i in identify(devices, self._vdevs()) if not self.exclude.search(i.device)]
+            identities = self.identities(devices)
         whole = {i.device for i in identities}
         known = {d.name for d in devices}
         with report.guard("reading diskstats"):

@@ -5,7 +5,8 @@ syncq_wait, asyncq_wait with io read/write, and scrub, trim, rebuild with io "")
 `zfs_vdev_queue_pending{pool,vdev,class}` / `zfs_vdev_queue_active{...}`. Values come from
 `zpool iostat -HpPvw` and `-HpPvq`, which take the pool configuration lock, so they run in the
 background every `--vdevlatency.refresh-interval` seconds (source `zpool_iostat`), never on the
-scrape path. Histogram counts run since pool import: `rate()` of the buckets gives the heatmap.
+scrape path; the refresh also renders the families' text (11 histograms of 38 buckets per vdev),
+so a scrape only copies it. Histogram counts run since pool import: `rate()` of the buckets gives the heatmap.
 There is no `_sum`: zpool reports only bucket counts. Vdev names are those of `zpool status -P`
 (root vdev named like the pool, `raidz2-0`, full paths of leaves), as in the `pools` collector.
 """
@@ -20,7 +21,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from prometheus_client.core import Metric
 
-from ..collector import Collector, Families, Report
+from ..collector import Families, RefreshingCollector, Report
+from ..exposition import Family, FrozenFamily
 from ..refresh import BackgroundRefresher
 from ..sources.model import SourceError
 from ..sources.zpool_iostat import (LATENCY_HISTOGRAMS, QUEUE_DEPTHS, VdevLatency, VdevQueues,
@@ -29,7 +31,7 @@ from ..sources.zpool_iostat import (LATENCY_HISTOGRAMS, QUEUE_DEPTHS, VdevLatenc
 NS = 1e-9
 
 
-class VdevLatencyCollector(Collector):
+class VdevLatencyCollector(RefreshingCollector):
     name = "vdevlatency"
     description = "per-vdev latency histograms and queue depths from zpool iostat -w/-q"
     default_enabled = False
@@ -42,8 +44,7 @@ class VdevLatencyCollector(Collector):
     def __init__(self, ctx):
         super().__init__(ctx)
         interval = getattr(ctx.args, "vdevlatency_refresh_interval", 60.0)
-        self.refresher = BackgroundRefresher("zpool_iostat", self._read, interval)
-        self._built, self._built_from = Families(), None
+        self.refresher = BackgroundRefresher("zpool_iostat", self._fetch, interval)
 
     def _known_pools(self) -> set[str] | None:
         shared = self.ctx.shared.get("zpool_status")
@@ -66,28 +67,17 @@ class VdevLatencyCollector(Collector):
         queues = parse_queue_depths(run(list(QUEUE_DEPTHS)), pools)
         return latency, queues
 
+    def _fetch(self) -> list[FrozenFamily]:
+        """Thousands of bucket samples that change once a refresh: built and rendered here, in the
+        refresh thread, so a scrape only copies their text."""
+        families = self._families(*self._read())
+        return [_frozen(family) for family in families.families()]
+
     def sources(self):
         return (self.refresher,)
 
-    def start(self) -> None:
-        self.refresher.start()
-
-    def stop(self) -> None:
-        self.refresher.stop()
-
     def collect(self, report: Report) -> Iterable["Metric"]:
-        state = self.refresher.state()
-        if state.value is None and not state.success:
-            self.refresher.refresh_now()
-            state = self.refresher.state()
-        if not state.success:
-            report.fail("zpool iostat", state.error or "not read")
-        if state.value is None:
-            return Families()
-        # Thousands of bucket samples that change once a refresh: build them once per refresh.
-        if state.value is not self._built_from:
-            self._built, self._built_from = self._families(*state.value), state.value
-        return self._built
+        return self.current(self.refresher, report) or []  # never runs zpool on the scrape path once started
 
     @staticmethod
     def _families(latency: list[VdevLatency], queues: list[VdevQueues]) -> Families:
@@ -110,3 +100,9 @@ class VdevLatencyCollector(Collector):
                 families.gauge("zfs_vdev_queue_active", "I/Os issued to the vdev's disks, by class (zpool iostat -q).",
                                {"pool": vdev.pool, "vdev": vdev.vdev, "class": cls}, value)
         return families
+
+
+def _frozen(family: Family) -> FrozenFamily:
+    frozen = FrozenFamily(family.name, family.documentation, family.kind, family.labelnames)
+    frozen.samples = family.samples
+    return frozen.freeze()

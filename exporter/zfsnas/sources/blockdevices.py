@@ -8,9 +8,9 @@ and of the sysfs attributes used when udev has no database (containers, minimal 
 into one `DiskIdentity` per whole disk. Nothing here knows about metrics.
 
 Decisions (see docs/disks.md):
-- `serial` is ID_SCSI_SERIAL (SAS/SCSI: the unit serial of VPD page 0x80, printed on the label;
-  their ID_SERIAL_SHORT is the WWN, seen in the e2e guest), else ID_SERIAL_SHORT (what is printed
-  on the label), else ID_SERIAL, else sysfs.
+- `serial` is what is printed on the disk's label: ID_SCSI_SERIAL (the unit serial of SCSI/SAS
+  disks, whose ID_SERIAL_SHORT is their WWN), else ID_SERIAL_SHORT (ATA, NVMe), else ID_SERIAL
+  (virtio has only this), else sysfs.
 - `by_id` is the name of one `/dev/disk/by-id/` link without that prefix: the one a pool uses
   when `zpool status -P` names a by-id path of this disk, else the first of the transport links
   (ata-, nvme-, scsi-, virtio-, usb-, mmc-; names built from a WWN/EUI such as `scsi-3...`,
@@ -250,7 +250,8 @@ def identify(devices: Sequence[BlockDevice], vdevs: Sequence[Any] = ()) -> list[
             preferred.append(re.sub(r"-part\d+$", "", used_path[len("/dev/" + BY_ID):]))
         out.append(DiskIdentity(
             device=disk.name,
-            serial=props.get("ID_SCSI_SERIAL") or props.get("ID_SERIAL_SHORT") or props.get("ID_SERIAL") or disk.serial,
+            serial=(props.get("ID_SCSI_SERIAL") or props.get("ID_SERIAL_SHORT") or props.get("ID_SERIAL")
+                    or disk.serial),
             model=props.get("ID_MODEL") or disk.model,
             wwn=props.get("ID_WWN") or normalise_wwid(disk.wwid),
             by_id=choose_by_id(disk.links, preferred),
