@@ -12,7 +12,7 @@ import argparse
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ..collector import Collector, Families, Report
+from ..collector import Families, RefreshingCollector, Report
 from ..refresh import BackgroundRefresher
 from ..sources.benchdb import BenchConfig, default_bench_db, read_bench_db
 
@@ -35,7 +35,7 @@ FAMILIES = (
 )
 
 
-class BenchCollector(Collector):
+class BenchCollector(RefreshingCollector):
     name = "bench"
     description = "zfsnas-bench results from its SQLite database"
     needs_zfs = False
@@ -56,21 +56,9 @@ class BenchCollector(Collector):
     def sources(self):
         return (self.refresher,)
 
-    def start(self) -> None:
-        self.refresher.start()
-
-    def stop(self) -> None:
-        self.refresher.stop()
-
     def collect(self, report: Report) -> Iterable["Metric"]:
-        state = self.refresher.state()
-        if state.value is None and not state.success:
-            self.refresher.refresh_now()
-            state = self.refresher.state()
-        if not state.success:
-            report.fail("bench database", state.error or "not read")
         families = Families()
-        configs: list[BenchConfig] = state.value or []
+        configs: list[BenchConfig] = self.current(self.refresher, report) or []
         for config in configs:
             labels = config.labels
             for metric, kind, helptext, attribute in FAMILIES:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from prometheus_client.core import Metric
 
-from ..collector import Collector, Families, Report
+from ..collector import Families, RefreshingCollector, Report
 from ..refresh import BackgroundRefresher
 
 
@@ -28,7 +28,7 @@ def numeric(text: str) -> int | None:
         return None
 
 
-class TunablesCollector(Collector):
+class TunablesCollector(RefreshingCollector):
     name = "tunables"
     description = "OpenZFS version and numeric module parameters"
 
@@ -51,22 +51,11 @@ class TunablesCollector(Collector):
     def sources(self):
         return (self.refresher,)
 
-    def start(self) -> None:
-        self.refresher.start()
-
-    def stop(self) -> None:
-        self.refresher.stop()
-
     def collect(self, report: Report) -> Iterable["Metric"]:
-        state = self.refresher.state()
-        if state.value is None and not state.success:  # not read yet (started without the thread)
-            self.refresher.refresh_now()
-            state = self.refresher.state()
-        if not state.success:
-            report.fail("module parameters", state.error or "not read")
+        read = self.current(self.refresher, report)
         families = Families()
-        if state.value is not None:
-            version, parameters = state.value
+        if read is not None:
+            version, parameters = read
             if version:
                 families.gauge("zfs_version_info", "OpenZFS kernel module version.", {"version": version}, 1)
             for name, value in parameters.items():
