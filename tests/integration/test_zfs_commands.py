@@ -75,7 +75,9 @@ def test_hung_zfs_is_killed_and_last_values_are_served(port, tmp_path):
         exp.wait_ready()
         wait_for(exp, all_sources_ok)
         hang.touch()
-        text = wait_for(exp, lambda d: d[("zfs_exporter_source_success", frozenset({("source", "zpool_list")}))] == 0)
+        # One command at a time: zpool list gets its turn after the hung zfs commands are killed.
+        text = wait_for(exp, lambda d: d[("zfs_exporter_source_success", frozenset({("source", "zpool_list")}))] == 0,
+                        timeout=60.0)
         slowest = 0.0
         for _ in range(10):  # commands hang, are killed after 3 s, hang again...
             text, took = timed_get(exp)
@@ -87,7 +89,7 @@ def test_hung_zfs_is_killed_and_last_values_are_served(port, tmp_path):
         assert value(text, "zfs_pool_size_bytes", pool="tank") == 47971736518656  # the last good value
         assert value(text, "zfs_dataset_used_bytes", pool="tank", dataset="tank") == 8640284672000
         hang.unlink()
-        wait_for(exp, all_sources_ok)
+        wait_for(exp, all_sources_ok, timeout=60.0)
     log = exp.log()
     assert "timed out after 3s and was killed" in log
     assert "source zpool_list recovered" in log
