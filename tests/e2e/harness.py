@@ -133,7 +133,7 @@ def prepare_share(share: Path, wheel: Path, port: int, disks: list[dict]) -> Non
     shutil.copytree(HERE / "guest", share / "guest")
     if (ROOT / "benchmark-jobs").is_dir():
         shutil.copytree(ROOT / "benchmark-jobs", share / "benchmark-jobs")
-    config = {"port": port, "disks": disks, "data_mib": 8, "write_mib": 192, "linger_seconds": 60}
+    config = {"port": port, "disks": disks, "data_mib": 8, "write_mib": 256, "linger_seconds": 60}
     (share / "config.json").write_text(json.dumps(config, indent=1))
 
 
