@@ -107,7 +107,9 @@ def build_images(flavours: list[str]) -> dict[str, Path]:
         log(f"images cached: {', '.join(str(p) for p in cached.values())}")
         return cached
     started = time.time()
-    proc = subprocess.run([str(HERE / "image.sh"), *flavours], stdout=subprocess.PIPE, text=True)
+    # debootstrap and chroot need root; the guests themselves do not
+    sudo = ["sudo", "--preserve-env=ZFSNAS_E2E_CACHE,ZFSNAS_E2E_MIRROR"] if os.geteuid() != 0 and shutil.which("sudo") else []
+    proc = subprocess.run([*sudo, str(HERE / "image.sh"), *flavours], stdout=subprocess.PIPE, text=True)
     if proc.returncode:
         raise SystemExit(f"e2e: image build failed (exit {proc.returncode})")
     dirs = [Path(line) for line in proc.stdout.split()]
@@ -133,7 +135,7 @@ def prepare_share(share: Path, wheel: Path, port: int, disks: list[dict]) -> Non
     shutil.copytree(HERE / "guest", share / "guest")
     if (ROOT / "benchmark-jobs").is_dir():
         shutil.copytree(ROOT / "benchmark-jobs", share / "benchmark-jobs")
-    config = {"port": port, "disks": disks, "data_mib": 8, "write_mib": 192, "linger_seconds": 60}
+    config = {"port": port, "disks": disks, "data_mib": 8, "write_mib": 256, "linger_seconds": 60}
     (share / "config.json").write_text(json.dumps(config, indent=1))
 
 

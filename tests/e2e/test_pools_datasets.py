@@ -10,7 +10,7 @@ import pytest
 
 pytestmark = pytest.mark.e2e
 
-from .conftest import parse_zfs_ratio, require_collector
+from .conftest import parse_zfs_ratio, require_collector, vdev_guids
 
 # served metric -> `zfs get -p` property
 DATASET_BYTES = {
@@ -113,3 +113,51 @@ def test_scrub_end_time(moment):
             f"zfs_pool_scan_end_timestamp_seconds{{pool={pool}}}: expected {want} ({match[2].strip()} in zpool status), "
             f"served {got}")
         assert want <= cap.times["commands_start"] + 1
+
+
+def leaf_states(status_P: str) -> dict[str, str]:
+    """{leaf device path: state} from `zpool status -P` (rows whose name is a /dev path)."""
+    out = {}
+    for line in status_P.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0].startswith("/dev/"):
+            out[parts[0]] = parts[1]
+    return out
+
+
+@pytest.mark.parametrize("moment_name", ["steady", "degraded"])
+def test_vdev_states_match_zpool_status(moment, moment_name):
+    cap = moment(moment_name)
+    require_collector(cap, "pools")
+    guids = vdev_guids(cap.command("zpool_status_gP.txt"), cap.command("zpool_status_P.txt"))
+    states = leaf_states(cap.command("zpool_status_P.txt"))
+    assert len(states) == 18, f"zpool status -P lists {len(states)} leaf vdevs: {sorted(states)}"
+    for path, state in states.items():
+        series = [labels for labels, v in cap.series("zfs_vdev_state", vdev=path) if v == 1]
+        assert len(series) == 1, f"zfs_vdev_state{{vdev={path}}}: expected one series at 1, served {series}"
+        assert series[0]["state"] == state and series[0]["vdev_guid"] == guids[path], (
+            f"zfs_vdev_state{{vdev={path}}}: expected state {state}, vdev_guid {guids[path]} (zpool status -P/-g), "
+            f"served {series[0]}")
+
+
+def test_vdev_latency_for_every_written_leaf(steady):
+    require_collector(steady, "vdevlatency")
+    states = leaf_states(steady.command("zpool_status_P.txt"))
+    spare = [p for p, s in states.items() if s == "AVAIL"]  # spares are never written
+    for path in set(states) - set(spare):
+        series = steady.series("zfs_vdev_latency_seconds_count", vdev=path, type="total_wait", io="write")
+        assert len(series) == 1 and series[0][1] > 0, \
+            f"zfs_vdev_latency_seconds_count{{vdev={path},type=total_wait,io=write}}: expected > 0 writes, served {series}"
+
+
+def test_snapshot_counts(steady):
+    require_collector(steady, "datasets")
+    counts: dict[str, int] = {}
+    for name in steady.zfs_get:
+        if "@" in name:
+            counts[name.split("@")[0]] = counts.get(name.split("@")[0], 0) + 1
+    assert counts["tank/lz4"] == 2 and counts["fast/db"] == 1, counts
+    for name in filesystems(steady):
+        want = counts.get(name, 0)
+        got = steady.served("zfs_dataset_snapshots", pool=name.split("/")[0], dataset=name)
+        assert got == want, f"zfs_dataset_snapshots{{dataset={name}}}: expected {want} (zfs get), served {got}"
