@@ -38,7 +38,9 @@ class FakeZfs:
         return json.loads(self.state.read_text())
 
     def write(self, state: dict) -> None:
-        self.state.write_text(json.dumps(state))
+        temporary = self.state.with_name(self.state.name + ".test")
+        temporary.write_text(json.dumps(state))
+        temporary.replace(self.state)  # atomic: the fake zfs may read it at any moment
 
     def datasets(self) -> dict:
         return self.read()["datasets"]

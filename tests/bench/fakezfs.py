@@ -29,7 +29,10 @@ def load() -> dict:
 
 
 def save(state: dict) -> None:
-    STATE.write_text(json.dumps(state, indent=1, sort_keys=True))
+    # Atomic (write then rename): the test and a concurrent fake zfs may read the state at any moment.
+    temporary = STATE.with_name(f"{STATE.name}.{os.getpid()}")
+    temporary.write_text(json.dumps(state, indent=1, sort_keys=True))
+    os.replace(temporary, STATE)
 
 
 def fail(message: str, code: int = 1):
