@@ -101,6 +101,16 @@ def cached_image(flavour: str) -> Path | None:
     return path if (path / "info").exists() and (path / "root.qcow2").exists() else None
 
 
+def image_dirs(stdout: str, flavours: list[str]) -> list[Path]:
+    """The image directories image.sh printed, one line each, in flavour order; tools it runs may
+    print more on stdout (mkfs.ext4 says `Creating regular file ...` even with -q)."""
+    dirs = [Path(line.strip()) for line in stdout.splitlines()
+            if line.strip().startswith("/") and (Path(line.strip()) / "info").is_file()]
+    if len(dirs) != len(flavours):
+        raise SystemExit(f"e2e: image.sh printed {len(dirs)} image directories for {len(flavours)} flavours: {stdout!r}")
+    return dirs
+
+
 def build_images(flavours: list[str]) -> dict[str, Path]:
     cached = {f: cached_image(f) for f in flavours}
     if all(cached.values()):
@@ -112,7 +122,7 @@ def build_images(flavours: list[str]) -> dict[str, Path]:
     proc = subprocess.run([*sudo, str(HERE / "image.sh"), *flavours], stdout=subprocess.PIPE, text=True)
     if proc.returncode:
         raise SystemExit(f"e2e: image build failed (exit {proc.returncode})")
-    dirs = [Path(line) for line in proc.stdout.split()]
+    dirs = image_dirs(proc.stdout, flavours)
     log(f"images ready in {time.time() - started:.0f} s: {', '.join(map(str, dirs))}")
     return dict(zip(flavours, dirs))
 
