@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from . import __version__
 from .collector import Collector, Context, ScrapeCollector
 from .collectors import ALL
-from .exposition import render
 from .process import process_families
 from .server import make_server, serve_in_thread
 from .sources.commands import CommandRunner
@@ -89,11 +88,9 @@ class Exporter:
     scrape: ScrapeCollector
     process_metrics: bool = True
 
-    def render(self) -> str:
-        items = self.scrape.scrape()
-        if self.process_metrics:
-            items += process_families().families()
-        return render(items)
+    def render(self, deadline: float | None = None) -> str:
+        """The page; `deadline` (time.monotonic()) is the scrape's, from Prometheus' timeout header."""
+        return self.scrape.render(process_families().families() if self.process_metrics else (), deadline)
 
     @property
     def registry(self):

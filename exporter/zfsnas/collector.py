@@ -4,7 +4,9 @@ Owns: the `Collector` base class (name, flags, collect), `Report` (how a collect
 failed without stopping), `Families` (building metric families from values), and `ScrapeCollector`,
 which runs each collector in turn and adds the self metrics
 `zfs_exporter_collector_success`, `zfs_exporter_collector_duration_seconds`,
-`zfs_exporter_source_age_seconds` and `zfs_exporter_source_success`.
+`zfs_exporter_source_age_seconds`, `zfs_exporter_source_success`, and what rendering had to leave
+out or change: `zfs_exporter_samples_dropped_total{collector,reason}` and
+`zfs_exporter_label_values_rewritten_total{collector,reason}` (each cause logged once).
 It must not read the OS itself: that is the sources' job.
 """
 
@@ -19,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .exposition import Family, format_le, render
+from .exposition import Family, RenderIssues, format_le, render, render_family
 
 if TYPE_CHECKING:
     from prometheus_client.core import Metric
@@ -59,7 +61,7 @@ class Report:
             self.fail(what, exc)
 
     def fail(self, what: str, exc: BaseException | str) -> None:
-        reason = str(exc) if isinstance(exc, str) else _one_line(exc)
+        reason = exc[:MAX_REASON] if isinstance(exc, str) else _one_line(exc)
         self.errors.append(f"{what}: {reason}")
         if isinstance(exc, BaseException):
             log.debug("collector %s: %s", self.collector, what, exc_info=exc)
@@ -69,9 +71,28 @@ class Report:
         return not self.errors
 
 
+MAX_REASON = 500  # characters of an error kept and logged: a runaway line of input stays out of memory and logs
+
+
 def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+    text = str(exc)[:MAX_REASON * 4].strip().splitlines()
+    return text[0][:MAX_REASON] if text else type(exc).__name__
+
+
+class _CapLength(logging.Filter):
+    """Every log line of the exporter is at most MAX_LOG_LINE characters, whatever it quotes."""
+
+    MAX_LOG_LINE = 2000
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if len(message) > self.MAX_LOG_LINE:
+            record.msg, record.args = message[:self.MAX_LOG_LINE] + f"...[{len(message)} characters]", None
+        return True
+
+
+if not any(isinstance(f, _CapLength) for f in log.filters):
+    log.addFilter(_CapLength())
 
 
 class Collector:
@@ -182,35 +203,70 @@ class Families:
 class ScrapeCollector:
     """The prometheus_client collector: runs every enabled collector once per scrape, one scrape at a time."""
 
+    MAX_LOGGED = 1000  # distinct (collector, family, reason) drop causes logged; the counters go on
+
     def __init__(self, collectors: Sequence[Collector], kstat: "KstatSource | None" = None):
         self.collectors = list(collectors)
         self.kstat = kstat
         self._lock = threading.Lock()
         self._last_errors: dict[str, list[str]] = {}
         self._zfs_reason: str | None = None
+        self._dropped: dict[tuple[str, str], int] = {}
+        self._rewritten: dict[tuple[str, str], int] = {}
+        self._logged: set[tuple[str, str, str]] = set()
 
     def collect(self) -> Iterator["Metric"]:
         """The prometheus_client collector protocol (slower; the server uses `render`)."""
         for item in self.scrape():
             yield item.to_metric() if isinstance(item, Family) else item
 
-    def render(self) -> str:
-        return render(self.scrape())
+    def render(self, extra: Iterable[Family] = (), deadline: float | None = None) -> str:
+        """The whole page: every collector's families, `extra` ones (e.g. process metrics), then the
+        self metrics, which count what this very render had to drop. Raises TimeoutError when the
+        `deadline` (time.monotonic()) passes while another scrape still runs."""
+        with self._locked(deadline):
+            per_collector, families = self._scrape(deadline)
+            out: list[str] = []
+            for name, items in [*per_collector, ("exporter", list(extra))]:
+                problems = RenderIssues()
+                out.append(render(items, problems))
+                if problems:
+                    self._count(name, problems)
+            self._problem_metrics(families)
+            for family in families.families():
+                render_family(family, out)
+            return "".join(out)
 
-    def scrape(self) -> list:
-        with self._lock:
-            return self._scrape()
+    def scrape(self, deadline: float | None = None) -> list:
+        """Every family of one scrape (the self metrics last), for prometheus_client users."""
+        with self._locked(deadline):
+            per_collector, families = self._scrape(deadline)
+            self._problem_metrics(families)
+            return [item for _, items in per_collector for item in items] + families.families()
 
-    def _scrape(self) -> list:
-        out: list = []
+    @contextmanager
+    def _locked(self, deadline: float | None) -> Iterator[None]:
+        wait = -1 if deadline is None else max(0.0, deadline - time.monotonic())
+        if not self._lock.acquire(timeout=wait):
+            raise TimeoutError("the scrape deadline passed while another scrape was running")
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+    def _scrape(self, deadline: float | None = None) -> tuple[list[tuple[str, list]], Families]:
+        out: list[tuple[str, list]] = []
         families = Families()
         zfs_missing = self._zfs_missing()
         for collector in self.collectors:
             report = Report(collector.name)
             started = time.perf_counter()
-            result: Iterable = ()
+            result: list = []
             if zfs_missing and collector.needs_zfs:
                 report.fail("zfs", zfs_missing)  # said once by _zfs_missing, not per collector
+            elif deadline is not None and time.monotonic() > deadline:
+                report.fail("scrape deadline", "not run: the scrape's deadline (X-Prometheus-Scrape-Timeout-Seconds) had passed")
+                self._log_changes(collector.name, report.errors)
             else:
                 with report.guard("collect"):
                     produced = collector.collect(report)
@@ -222,10 +278,36 @@ class ScrapeCollector:
                            labels, 1 if report.ok else 0)
             families.gauge("zfs_exporter_collector_duration_seconds", "How long the collector took in the last scrape.",
                            labels, time.perf_counter() - started)
-            out.extend(result)
+            out.append((collector.name, result))
         self._source_metrics(families)
-        return out + families.families()
+        return out, families
 
+    def _count(self, collector: str, problems: RenderIssues) -> None:
+        """Add one render's drops and rewrites to the totals; each new cause is logged once."""
+        for counts, totals, what in ((problems.dropped, self._dropped, "dropped"),
+                                     (problems.rewritten, self._rewritten, "rewrote the label values of")):
+            for (family, reason), count in counts.items():
+                key = (collector, reason)
+                totals[key] = totals.get(key, 0) + count
+                cause = (collector, family, reason)
+                if cause not in self._logged and len(self._logged) < self.MAX_LOGGED:
+                    self._logged.add(cause)
+                    log.warning("collector %s: %s %d sample(s) of %s (%s), e.g. %s; counted from now on in "
+                                "zfs_exporter_%s_total", collector, what, count, family, reason,
+                                problems.examples.get((family, reason), ""),
+                                "samples_dropped" if counts is problems.dropped else "label_values_rewritten")
+
+    def _problem_metrics(self, families: Families) -> None:
+        for (collector, reason), count in sorted(self._dropped.items()):
+            families.counter("zfs_exporter_samples_dropped_total",
+                             "Samples left out of the exposition because their value or names could not be "
+                             "written (reason: out_of_range, not_a_number, invalid_metric_name, ...).",
+                             {"collector": collector, "reason": reason}, count)
+        for (collector, reason), count in sorted(self._rewritten.items()):
+            families.counter("zfs_exporter_label_values_rewritten_total",
+                             "Samples served with a label value changed to be valid: too_long (cut at "
+                             "1024 characters, ending in ...[cut]) or invalid_utf8 (bytes shown as \\xNN).",
+                             {"collector": collector, "reason": reason}, count)
     def _zfs_missing(self) -> str | None:
         """Why ZFS kstats cannot be read right now (None when they can); said once per change."""
         reason = None

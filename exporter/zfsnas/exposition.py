@@ -1,6 +1,11 @@
 """Metric families as plain data, and a fast renderer of the Prometheus text format (0.0.4).
 
-Owns how samples become text. prometheus_client's generic renderer costs several microseconds
+Owns how samples become text, and that the text always parses: metric and label names are
+checked, values are numbers float64 can hold (or the format's +Inf/-Inf/NaN), label values are
+valid UTF-8, escaped and at most MAX_LABEL_VALUE characters. A sample that cannot be written is
+dropped alone and reported in a `RenderIssues` (the scrape loop counts it in
+`zfs_exporter_samples_dropped_total`); whatever a source read, one bad field never costs its
+family or the page. prometheus_client's generic renderer costs several microseconds
 a sample; on a NAS with thousands of datasets that decides whether a scrape takes tens or
 hundreds of milliseconds, so families built by collectors are rendered here directly. The same
 families convert to prometheus_client `Metric` objects for anything that wants those.
@@ -9,6 +14,9 @@ families convert to prometheus_client `Metric` objects for anything that wants t
 from __future__ import annotations
 
 import math
+import re
+import sys
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -50,9 +58,35 @@ class Family:
         return metric
 
 
+class Unrepresentable(ValueError):
+    """A sample the text format cannot carry; `reason` is the `reason` label of the drop counter."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+# The largest integer a float64 parser (Prometheus' strconv.ParseFloat) reads without ErrRange.
+_INT_LIMIT = int(sys.float_info.max)
+
+
 def format_value(value: float) -> str:
-    if isinstance(value, int):
-        return str(value)  # exact, even above 2**53
+    """The sample value as the text format spells it; raises Unrepresentable for anything else
+    (a string, None, an integer beyond float64), so one bad value drops one sample, not the page."""
+    kind = type(value)
+    if kind is int:
+        if -_INT_LIMIT <= value <= _INT_LIMIT:
+            return str(value)  # exact, even above 2**53
+        raise Unrepresentable("out_of_range")
+    if kind is not float:
+        if kind is bool:
+            return "1" if value else "0"
+        if isinstance(value, (str, bytes)) or value is None:
+            raise Unrepresentable("not_a_number")
+        try:
+            value = float(value)
+        except (TypeError, ValueError, OverflowError):
+            raise Unrepresentable("not_a_number") from None
     if value.is_integer() and abs(value) < 1e15:
         return str(int(value))
     if math.isinf(value):
@@ -66,6 +100,69 @@ def format_le(bound: float) -> str:
     return "+Inf" if bound == math.inf else repr(float(bound))
 
 
+# Label values longer than this are cut (a dataset name is at most 255 bytes, a by-id path about
+# 100): one runaway line of command output must not become gigabytes of exposition text.
+MAX_LABEL_VALUE = 1024
+CUT_MARKER = "...[cut]"
+_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+
+
+class RenderIssues:
+    """What rendering had to drop or rewrite, by (family name, reason), and one example of each."""
+
+    __slots__ = ("dropped", "rewritten", "examples")
+
+    def __init__(self) -> None:
+        self.dropped: Counter[tuple[str, str]] = Counter()
+        self.rewritten: Counter[tuple[str, str]] = Counter()
+        self.examples: dict[tuple[str, str], str] = {}
+
+    def drop(self, family: str, reason: str, example: str, count: int = 1) -> None:
+        self.dropped[family, reason] += count
+        self.examples.setdefault((family, reason), example[:200])
+
+    def rewrite(self, family: str, reason: str, example: str) -> None:
+        self.rewritten[family, reason] += 1
+        self.examples.setdefault((family, reason), example[:200])
+
+    def add(self, other: "RenderIssues") -> None:
+        self.dropped.update(other.dropped)
+        self.rewritten.update(other.rewritten)
+        for key, example in other.examples.items():
+            self.examples.setdefault(key, example)
+
+    def __bool__(self) -> bool:
+        return bool(self.dropped or self.rewritten)
+
+
+def valid_utf8(text: str) -> str:
+    """`text` made encodable as UTF-8: bytes a file name smuggled in through surrogateescape come
+    back as visible `\\xNN` escapes (so two such names stay distinct), other lone surrogates as U+FFFD."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _clean_label_value(value: Any, issues: list[str]) -> str:
+    """A label value as valid, bounded UTF-8; what had to change is appended to `issues`."""
+    if type(value) is not str:
+        if not isinstance(value, (int, float, str)) or isinstance(value, bool):
+            raise Unrepresentable("invalid_label_value")
+        value = str(value)
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            value = valid_utf8(value)
+            issues.append("invalid_utf8")
+    if len(value) > MAX_LABEL_VALUE:
+        value = value[:MAX_LABEL_VALUE - len(CUT_MARKER)] + CUT_MARKER
+        issues.append("too_long")
+    return value
+
+
 def _escape_label(value: str) -> str:
     if "\\" in value or '"' in value or "\n" in value:
         value = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
@@ -73,66 +170,123 @@ def _escape_label(value: str) -> str:
 
 
 def _escape_help(text: str) -> str:
+    if not text.isascii():
+        text = valid_utf8(text)
     return text.replace("\\", "\\\\").replace("\n", "\\n")
 
 
-# Label sets repeat from scrape to scrape (the same pools, datasets, buckets): their text is kept.
-_LABEL_TEXT: dict[tuple[tuple[str, ...], tuple[str, ...]], str] = {}
-_LABEL_TEXT_MAX = 200_000
-
-
-def _format_labels(keys: tuple[str, ...], values: tuple[str, ...]) -> str:
+def _format_labels(keys: tuple[str, ...], values: tuple[str, ...], issues: list[str] | None = None) -> str:
+    """Label text; a value that is not short, valid UTF-8 text is fixed and noted in `issues`."""
+    for value in values:
+        if type(value) is not str or len(value) > MAX_LABEL_VALUE or not value.isascii():
+            if issues is None:
+                issues = []
+            values = tuple(_clean_label_value(v, issues) for v in values)
+            break
     return "{" + ",".join(f'{k}="{_escape_label(v)}"' for k, v in zip(keys, values)) + "}"
 
 
-def _labels(keys: tuple[str, ...], values: tuple[str, ...]) -> str:
-    key = (keys, values)
-    text = _LABEL_TEXT.get(key)
-    if text is None:
-        if len(_LABEL_TEXT) >= _LABEL_TEXT_MAX:
-            _LABEL_TEXT.clear()
-        text = _LABEL_TEXT[key] = _format_labels(keys, values)
-    return text
+class _LabelCache:
+    """Label sets repeat from scrape to scrape (the same pools, buckets): their text is kept, up to
+    a bound in entries and characters so hostile names cannot grow it without limit."""
+
+    MAX_ENTRIES = 100_000
+    MAX_CHARS = 8_000_000
+
+    def __init__(self) -> None:
+        self.texts: dict[tuple[tuple[str, ...], tuple[str, ...]], str] = {}
+        self.chars = 0
+
+    def __call__(self, keys: tuple[str, ...], values: tuple[str, ...], issues: list[str]) -> str:
+        key = (keys, values)
+        text = self.texts.get(key)
+        if text is None:
+            before = len(issues)
+            text = _format_labels(keys, values, issues)
+            if len(issues) == before:  # a rewritten set is not kept: it is counted on every render
+                if len(self.texts) >= self.MAX_ENTRIES or self.chars + len(text) > self.MAX_CHARS:
+                    self.texts.clear()
+                    self.chars = 0
+                self.texts[key] = text
+                self.chars += len(text)
+        return text
 
 
-def render_family(family: Family, out: list[str], labels_text=_labels) -> None:
-    """`labels_text` formats a label set; the default keeps the text for the next scrape."""
+_LABEL_TEXT = _LabelCache()
+
+
+def _uncached_labels(keys: tuple[str, ...], values: tuple[str, ...], issues: list[str]) -> str:
+    return _format_labels(keys, values, issues)
+
+
+def render_family(family: Family, out: list[str], labels_text=_LABEL_TEXT,
+                  problems: RenderIssues | None = None) -> None:
+    """Append the family's text to `out`. A sample whose value or labels cannot be written is left
+    out and noted in `problems` (its family's other samples are not affected); `labels_text`
+    formats a label set, by default keeping the text for the next scrape."""
     name = family.name
-    out.append(f"# HELP {name} {_escape_help(family.documentation)}\n# TYPE {name} {family.kind}\n")
+    if problems is None:
+        problems = RenderIssues()
     names = family.labelnames
+    if not _METRIC_NAME.fullmatch(name) or not all(_LABEL_NAME.fullmatch(n) and not n.startswith("__")
+                                                   for n in names):
+        reason = "invalid_metric_name" if not _METRIC_NAME.fullmatch(name) else "invalid_label_name"
+        if family.samples:
+            problems.drop(valid_utf8(name), reason, f"{name} {names}", len(family.samples))
+        return
+    out.append(f"# HELP {name} {_escape_help(family.documentation)}\n# TYPE {name} {family.kind}\n")
     bucket_names = (*names, "le")
+    issues: list[str] = []
     for suffix, values, value in family.samples:
-        labels = labels_text(bucket_names if suffix == "_bucket" else names, values) if values else ""
-        out.append(f"{name}{suffix}{labels} {format_value(value)}\n")
+        try:
+            text = format_value(value)
+            labels = labels_text(bucket_names if suffix == "_bucket" else names, values, issues) if values else ""
+        except Unrepresentable as exc:
+            problems.drop(name, exc.reason, f"{name}{suffix} {values!r:.150} {value!r:.50}")
+            continue
+        if issues:
+            for reason in issues:
+                problems.rewrite(name, reason, f"{name}{suffix} {values!r:.150}")
+            issues.clear()
+        out.append(f"{name}{suffix}{labels} {text}\n")
 
 
 class FrozenFamily(Family):
     """A family whose samples no longer change (built by a background refresh): `freeze` renders its
     text once, outside the scrape path, and every scrape reuses it. 60,000 dataset samples then cost
-    a string copy per scrape instead of 60,000 formattings."""
+    a string copy per scrape instead of 60,000 formattings. What freezing had to drop or rewrite is
+    kept in `problems` and counted again on every scrape that serves the text."""
 
-    __slots__ = ("text",)
+    __slots__ = ("text", "problems")
 
     def __init__(self, name: str, documentation: str, kind: str, labelnames: Sequence[str]):
         super().__init__(name, documentation, kind, labelnames)
         self.text: str | None = None
+        self.problems: RenderIssues | None = None
 
     def freeze(self) -> "FrozenFamily":
         out: list[str] = []
-        render_family(self, out, _format_labels)  # rendered once: no point keeping label texts
+        problems = RenderIssues()
+        render_family(self, out, _uncached_labels, problems)  # rendered once: no point keeping label texts
         self.text = "".join(out)
+        self.problems = problems or None
         return self
 
 
-def render(items: Iterable[Any]) -> str:
-    """Text exposition of families; foreign prometheus_client Metric objects take the generic path."""
+def render(items: Iterable[Any], problems: RenderIssues | None = None) -> str:
+    """Text exposition of families; foreign prometheus_client Metric objects take the generic path.
+    What had to be dropped or rewritten is added to `problems`."""
     out: list[str] = []
     foreign: list = []
+    if problems is None:
+        problems = RenderIssues()
     for item in items:
         if isinstance(item, FrozenFamily) and item.text is not None:
             out.append(item.text)
+            if item.problems:
+                problems.add(item.problems)
         elif isinstance(item, Family):
-            render_family(item, out)
+            render_family(item, out, problems=problems)
         else:
             foreign.append(item)
     if foreign:

@@ -1,21 +1,37 @@
 """The HTTP side: `/metrics`, a landing page, TLS and basic auth from the web config.
 
-A small HTTP/1.1 server on `socketserver` rather than `http.server`: the latter pulls in
-`http.client`, `ssl` and `email`, about 10 MB of resident memory a NAS should not pay for an
-exporter that answers GET requests. Each request is answered and the connection closed; TLS
-(and so `ssl`) is loaded only when the web config asks for it. Owns nothing about ZFS.
+A small HTTP/1.1 server on `selectors` and a fixed pool of worker threads rather than
+`http.server`: the latter pulls in `http.client`, `ssl` and `email`, about 10 MB of resident
+memory a NAS should not pay for an exporter that answers GET requests, and gives every
+connection a thread for as long as the client cares to keep it.
+
+How a connection is served, and why no client can hold the exporter up:
+- One event-loop thread accepts connections, drives their TLS handshakes and reads their request
+  line and headers without blocking. A connection that has not sent a whole request within
+  `READ_TIMEOUT` seconds of being accepted is closed; past `MAX_PENDING` connections the oldest
+  unfinished one is dropped. Silent or slow clients therefore never occupy a worker.
+- Complete requests go to `WORKERS` threads that answer them (the scrape, then a write with
+  `WRITE_TIMEOUT` seconds per send) and close the connection.
+- A scrape's deadline comes from Prometheus' `X-Prometheus-Scrape-Timeout-Seconds` (minus
+  `SCRAPE_TIMEOUT_OFFSET`), as blackbox_exporter does: collectors not reached by then report
+  `success 0` instead of making Prometheus give up on the whole scrape.
+TLS (and so `ssl`) is loaded only when the web config asks for it. Owns nothing about ZFS.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import collections
 import gzip
 import html
+import inspect
 import logging
+import queue
+import selectors
 import socket
-import socketserver
 import threading
+import time
 from collections.abc import Callable
 
 from . import __version__
@@ -25,9 +41,16 @@ from .webconfig import WebConfig
 log = logging.getLogger("zfsnas")
 
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
-            405: "Method Not Allowed", 431: "Request Header Fields Too Large", 500: "Internal Server Error"}
+            405: "Method Not Allowed", 431: "Request Header Fields Too Large", 500: "Internal Server Error",
+            503: "Service Unavailable"}
 MAX_LINE = 8192
 MAX_HEADERS = 100
+MAX_REQUEST = 64 * 1024   # request line and headers together
+READ_TIMEOUT = 10.0       # seconds from accept to a complete request (TLS handshake included)
+WRITE_TIMEOUT = 30.0      # seconds a single send of the answer may block
+WORKERS = 8
+MAX_PENDING = 1024        # connections still handshaking or sending their request
+SCRAPE_TIMEOUT_OFFSET = 0.5
 
 
 def parse_listen_address(address: str) -> tuple[str, int]:
@@ -37,112 +60,253 @@ def parse_listen_address(address: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
-class _Server(socketserver.ThreadingTCPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 64
+def scrape_deadline(headers: dict[str, str], now: float) -> float | None:
+    """Monotonic deadline from Prometheus' scrape timeout header; None without (a valid) one."""
+    try:
+        timeout = float(headers.get("x-prometheus-scrape-timeout-seconds", ""))
+    except ValueError:
+        return None
+    if not 0 < timeout < 86400:
+        return None
+    return now + (timeout - SCRAPE_TIMEOUT_OFFSET if timeout > 2 * SCRAPE_TIMEOUT_OFFSET else timeout / 2)
 
-    def handle_error(self, request, client_address):
-        # A client that hangs up or fails the TLS handshake is not the exporter's problem.
-        log.debug("request from %s failed", client_address[0], exc_info=True)
+
+class _Pending:
+    __slots__ = ("sock", "address", "deadline", "handshaken", "buffer")
+
+    def __init__(self, sock, address, deadline: float, handshaken: bool):
+        self.sock, self.address, self.deadline = sock, address, deadline
+        self.handshaken = handshaken
+        self.buffer = bytearray()
 
 
-def make_server(address: str, render: Callable[[], str], telemetry_path: str = "/metrics",
-                web: WebConfig | None = None) -> socketserver.TCPServer:
-    """An HTTP server whose telemetry path answers with `render()` (Prometheus text format)."""
+class Server:
+    """Listening socket, event loop and workers; `serve_forever` in one thread, `shutdown` from another."""
+
+    def __init__(self, address: tuple[str, int], answer: Callable[[bytes, str], bytes], web: WebConfig,
+                 workers: int = WORKERS):
+        family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        self.socket = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self.socket.bind(address)
+            self.socket.listen(128)
+        except OSError:
+            self.socket.close()
+            raise
+        self.socket.setblocking(False)
+        self.server_address = self.socket.getsockname()
+        self._answer = answer
+        self._tls = web.tls
+        self._pending: collections.OrderedDict[int, _Pending] = collections.OrderedDict()
+        self._selector = selectors.DefaultSelector()
+        self._requests: queue.Queue = queue.Queue()
+        self._stop = threading.Event()
+        self._stopped = threading.Event()
+        self._workers = [threading.Thread(target=self._work, name=f"http-{i}", daemon=True) for i in range(workers)]
+
+    def serve_forever(self) -> None:
+        for worker in self._workers:
+            worker.start()
+        self._selector.register(self.socket, selectors.EVENT_READ)
+        try:
+            while not self._stop.is_set():
+                for key, _ in self._selector.select(timeout=0.5):
+                    if key.fileobj is self.socket:
+                        self._accept()
+                    else:
+                        self._advance(key.data)
+                self._expire(time.monotonic())
+        finally:
+            for pending in list(self._pending.values()):
+                self._drop(pending)
+            self._selector.close()
+            self.socket.close()
+            for _ in self._workers:
+                self._requests.put(None)
+            self._stopped.set()
+
+    def shutdown(self) -> None:
+        self._stop.set()
+        self._stopped.wait(5)
+
+    def _accept(self) -> None:
+        now = time.monotonic()
+        for _ in range(64):
+            try:
+                sock, address = self.socket.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:  # e.g. out of file descriptors: drop the oldest and go on
+                log.debug("accept failed: %s", exc)
+                if self._pending:
+                    self._drop(next(iter(self._pending.values())))
+                return
+            if len(self._pending) >= MAX_PENDING:
+                self._drop(next(iter(self._pending.values())))
+            sock.setblocking(False)
+            if self._tls is not None:
+                try:
+                    sock = self._tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+                except OSError:
+                    sock.close()
+                    continue
+            pending = _Pending(sock, address, now + READ_TIMEOUT, self._tls is None)
+            self._pending[id(pending)] = pending
+            self._selector.register(sock, selectors.EVENT_READ, pending)
+
+    def _advance(self, pending: _Pending) -> None:
+        """Move a connection on as far as it goes without blocking: handshake, then request bytes."""
+        import_ssl = self._tls is not None
+        try:
+            if not pending.handshaken:
+                pending.sock.do_handshake()
+                pending.handshaken = True
+                self._selector.modify(pending.sock, selectors.EVENT_READ, pending)
+            while True:
+                chunk = pending.sock.recv(16384)
+                if not chunk:
+                    self._drop(pending)
+                    return
+                pending.buffer += chunk
+                if b"\r\n\r\n" in pending.buffer or b"\n\n" in pending.buffer or len(pending.buffer) > MAX_REQUEST:
+                    self._hand_over(pending)
+                    return
+                if not (import_ssl and pending.sock.pending()):
+                    return
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            if import_ssl:
+                import ssl
+
+                if isinstance(exc, ssl.SSLWantReadError):
+                    return
+                if isinstance(exc, ssl.SSLWantWriteError):
+                    self._selector.modify(pending.sock, selectors.EVENT_WRITE, pending)
+                    return
+            log.debug("connection from %s: %s", pending.address[0], exc)
+            self._drop(pending)
+
+    def _hand_over(self, pending: _Pending) -> None:
+        self._selector.unregister(pending.sock)
+        del self._pending[id(pending)]
+        self._requests.put(pending)
+
+    def _drop(self, pending: _Pending) -> None:
+        self._pending.pop(id(pending), None)
+        try:
+            self._selector.unregister(pending.sock)
+        except (KeyError, ValueError):
+            pass
+        pending.sock.close()
+
+    def _expire(self, now: float) -> None:
+        # Deadlines grow in accept order, so the expired ones are at the front.
+        while self._pending:
+            oldest = next(iter(self._pending.values()))
+            if oldest.deadline > now:
+                return
+            log.debug("connection from %s: no complete request within %gs", oldest.address[0], READ_TIMEOUT)
+            self._drop(oldest)
+
+    def _work(self) -> None:
+        while True:
+            pending = self._requests.get()
+            if pending is None:
+                return
+            sock = pending.sock
+            try:
+                sock.settimeout(WRITE_TIMEOUT)
+                sock.sendall(self._answer(bytes(pending.buffer), pending.address[0]))
+                try:
+                    sock.shutdown(socket.SHUT_WR)
+                except OSError:
+                    pass
+            except OSError as exc:  # a client that hangs up is not the exporter's problem
+                log.debug("answering %s: %s", pending.address[0], exc)
+            except Exception:  # the last line of defence: one bad request never stops a worker
+                log.exception("answering %s failed", pending.address[0])
+            finally:
+                sock.close()
+
+
+def make_server(address: str, render: Callable[..., str], telemetry_path: str = "/metrics",
+                web: WebConfig | None = None) -> Server:
+    """An HTTP server whose telemetry path answers with `render()` (Prometheus text format);
+    `render(deadline=...)` is given the scrape's monotonic deadline when it takes one."""
     web = web or WebConfig()
     host, port = parse_listen_address(address)
     landing = _landing_page(telemetry_path).encode()
+    takes_deadline = "deadline" in inspect.signature(render).parameters
 
-    class Handler(socketserver.StreamRequestHandler):
-        timeout = 30
+    def reply(code: int, content_type: str, body: bytes, headers: dict | None = None, head: bool = False) -> bytes:
+        lines = [f"HTTP/1.1 {code} {_REASONS[code]}", f"Content-Type: {content_type}",
+                 f"Content-Length: {len(body)}", "Connection: close", f"Server: zfsnas-exporter/{__version__}"]
+        lines += [f"{key}: {value}" for key, value in {**web.headers, **(headers or {})}.items()]
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (b"" if head else body)
 
-        def setup(self):
-            if web.tls is not None:  # the handshake runs here, in the request's own thread
-                self.request = web.tls.wrap_socket(self.request, server_side=True)
-            super().setup()
-
-        def handle(self):
+    def answer(raw: bytes, client: str) -> bytes:
+        request = _parse_request(raw)
+        if isinstance(request, int):
+            message = b"bad request\n" if request == 400 else b"too many or too long headers\n"
+            return reply(request, "text/plain; charset=utf-8", message)
+        method, target, headers = request
+        if method not in ("GET", "HEAD"):
+            return reply(405, "text/plain; charset=utf-8", b"method not allowed\n", {"Allow": "GET, HEAD"})
+        if not _authorized(web, headers):
+            return reply(401, "text/plain; charset=utf-8", b"Unauthorized\n",
+                         {"WWW-Authenticate": 'Basic realm="zfsnas-exporter"'})
+        path = target.split("?", 1)[0]
+        head = method == "HEAD"
+        if path == telemetry_path:
+            deadline = scrape_deadline(headers, time.monotonic())
             try:
-                request = self._read_request()
-                if request is not None:
-                    self._dispatch(*request)
-            except (OSError, ValueError) as exc:
-                log.debug("%s: %s", self.client_address[0], exc)
+                text = render(deadline=deadline) if takes_deadline else render()
+                body = text.encode("utf-8", "backslashreplace")  # renderers emit valid UTF-8; never a 500 for it
+            except Exception as exc:  # collectors guard themselves; this is the last line of defence
+                log.error("rendering metrics failed: %s", str(exc)[:500])
+                return reply(500, "text/plain; charset=utf-8", b"rendering metrics failed\n")
+            if "gzip" in headers.get("accept-encoding", ""):
+                return reply(200, CONTENT_TYPE, gzip.compress(body, 1), {"Content-Encoding": "gzip"}, head)
+            return reply(200, CONTENT_TYPE, body, head=head)
+        if path == "/":
+            return reply(200, "text/html; charset=utf-8", landing, head=head)
+        return reply(404, "text/plain; charset=utf-8", b"404 page not found\n", head=head)
 
-        def _read_request(self):
-            line = self.rfile.readline(MAX_LINE + 1)
-            parts = line.decode("latin-1").split()
-            if len(parts) != 3 or not parts[2].startswith("HTTP/") or len(line) > MAX_LINE:
-                self._reply(400, "text/plain; charset=utf-8", b"bad request\n")
-                return None
-            headers = {}
-            for _ in range(MAX_HEADERS):
-                raw = self.rfile.readline(MAX_LINE + 1)
-                if raw in (b"\r\n", b"\n", b""):
-                    return parts[0], parts[1], headers
-                if len(raw) > MAX_LINE:
-                    break
-                name, _, value = raw.decode("latin-1").partition(":")
-                headers[name.strip().lower()] = value.strip()
-            self._reply(431, "text/plain; charset=utf-8", b"too many or too long headers\n")
-            return None
-
-        def _dispatch(self, method: str, target: str, headers: dict[str, str]):
-            if method not in ("GET", "HEAD"):
-                self._reply(405, "text/plain; charset=utf-8", b"method not allowed\n", {"Allow": "GET, HEAD"})
-                return
-            if not self._authorized(headers):
-                self._reply(401, "text/plain; charset=utf-8", b"unauthorized\n",
-                            {"WWW-Authenticate": 'Basic realm="zfsnas-exporter"'})
-                return
-            path = target.split("?", 1)[0]
-            head = method == "HEAD"
-            if path == telemetry_path:
-                try:
-                    body = render().encode()
-                except Exception as exc:  # collectors guard themselves; this is the last line of defence
-                    log.error("rendering metrics failed: %s", exc)
-                    self._reply(500, "text/plain; charset=utf-8", b"rendering metrics failed\n")
-                    return
-                if "gzip" in headers.get("accept-encoding", ""):
-                    self._reply(200, CONTENT_TYPE, gzip.compress(body, 1), {"Content-Encoding": "gzip"}, head)
-                else:
-                    self._reply(200, CONTENT_TYPE, body, head=head)
-            elif path == "/":
-                self._reply(200, "text/html; charset=utf-8", landing, head=head)
-            else:
-                self._reply(404, "text/plain; charset=utf-8", b"404 page not found\n", head=head)
-
-        def _authorized(self, headers: dict[str, str]) -> bool:
-            if not web.users:
-                return True
-            scheme, _, encoded = headers.get("authorization", "").partition(" ")
-            if scheme.lower() != "basic":
-                return False
-            try:
-                user, _, password = base64.b64decode(encoded, validate=True).decode().partition(":")
-            except (binascii.Error, UnicodeDecodeError):
-                return False
-            return bool(user) and web.authorized(user, password)
-
-        def _reply(self, code: int, content_type: str, body: bytes, headers: dict | None = None,
-                   head: bool = False):
-            lines = [f"HTTP/1.1 {code} {_REASONS[code]}", f"Content-Type: {content_type}",
-                     f"Content-Length: {len(body)}", "Connection: close",
-                     f"Server: zfsnas-exporter/{__version__}"]
-            lines += [f"{key}: {value}" for key, value in (headers or {}).items()]
-            self.wfile.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (b"" if head else body))
-
-    server_class = _Server
-    if ":" in host:
-        class _Server6(_Server):
-            address_family = socket.AF_INET6
-        server_class = _Server6
-    return server_class((host, port), Handler)
+    return Server((host, port), answer, web)
 
 
-def serve_in_thread(server: socketserver.TCPServer) -> threading.Thread:
+def _parse_request(raw: bytes) -> tuple[str, str, dict[str, str]] | int:
+    """(method, target, headers with lower-case names) or the status code that refuses the request."""
+    head = raw.replace(b"\r\n", b"\n").split(b"\n\n", 1)
+    lines = head[0].split(b"\n")
+    parts = lines[0].decode("latin-1").split()
+    if len(parts) != 3 or not parts[2].startswith("HTTP/") or len(lines[0]) > MAX_LINE:
+        return 400
+    if len(head) < 2 or len(lines) - 1 > MAX_HEADERS or any(len(line) > MAX_LINE for line in lines):
+        return 431
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.decode("latin-1").partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return parts[0], parts[1], headers
+
+
+def _authorized(web: WebConfig, headers: dict[str, str]) -> bool:
+    if not web.users:
+        return True
+    scheme, _, encoded = headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "basic":
+        return False
+    try:
+        user, _, password = base64.b64decode(encoded.strip(), validate=True).decode().partition(":")
+    except (binascii.Error, UnicodeDecodeError):
+        return False
+    return bool(user) and web.authorized(user, password)
+
+
+def serve_in_thread(server: Server) -> threading.Thread:
     thread = threading.Thread(target=server.serve_forever, name="http", daemon=True)
     thread.start()
     return thread
@@ -153,7 +317,7 @@ def _landing_page(telemetry_path: str) -> str:
     return f"""<!DOCTYPE html>
 <html><head><title>zfsnas exporter</title></head>
 <body><h1>zfsnas exporter {html.escape(__version__)}</h1>
-<p>ZFS ARC/L2ARC, txg and dirty data, datasets, pools and disks for Prometheus.</p>
+<p>ZFS ARC/L2ARC, txgs and dirty data, datasets, pools and disks for Prometheus.</p>
 <ul><li><a href="{path}">Metrics</a></li></ul>
 </body></html>
 """

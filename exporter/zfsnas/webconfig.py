@@ -1,18 +1,28 @@
-"""`--web.config.file`: the exporter-toolkit YAML the official exporters take.
+"""`--web.config.file`: the exporter-toolkit YAML the official exporters take, failing closed.
 
-Supported: `tls_server_config` (cert_file, key_file, client_ca_file, client_auth_type,
-min_version, max_version) and `basic_auth_users` (user: bcrypt hash). Unknown keys are an error
-at start-up, as in exporter-toolkit, so a typo never silently leaves the exporter open.
+Owns reading that file into a `WebConfig` (a TLS context, the basic-auth users, extra response
+headers) and checking a user's password. The contract is the exporter-toolkit version inside
+Debian 12's node_exporter 1.5 (tested side by side in tests/integration/test_webconfig_node_exporter.py):
+every field it knows is honoured as it honours it, or the exporter refuses to start with one line
+naming the field; every field it does not know (`client_allowed_sans` among them), a duplicated
+key, or a value of the wrong type is refused too. What we refuse that node_exporter accepts,
+and why, is listed in docs/reliability.md.
+
+Basic auth costs the same bcrypt work for an unknown user as for a wrong password (a dummy hash
+of the same cost), so response times do not tell which users exist.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# yaml, bcrypt, hashlib and ssl are imported only when a web config needs them: an exporter without one
+# yaml, bcrypt and ssl are imported only when a web config needs them: an exporter without one
 # should not carry their memory.
 
 
@@ -21,99 +31,293 @@ class WebConfigError(ValueError):
 
 
 _TLS_VERSIONS = {"TLS10": "TLSv1", "TLS11": "TLSv1_1", "TLS12": "TLSv1_2", "TLS13": "TLSv1_3"}
-_CLIENT_AUTH = {"NoClientCert": "CERT_NONE", "RequestClientCert": "CERT_OPTIONAL",
-                "RequireAnyClientCert": "CERT_REQUIRED", "VerifyClientCertIfGiven": "CERT_OPTIONAL",
-                "RequireAndVerifyClientCert": "CERT_REQUIRED"}
-_TLS_KEYS = {"cert_file", "key_file", "client_ca_file", "client_auth_type", "min_version", "max_version",
-             "cipher_suites", "curve_preferences", "prefer_server_cipher_suites", "client_allowed_sans"}
+# exporter-toolkit's cipher names are Go's (IANA); OpenSSL spells them differently. Go offers only
+# these "secure" suites; the TLS 1.3 ones cannot be chosen (neither in Go nor in OpenSSL's list).
+_TLS13_SUITES = {"TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256"}
+_CIPHERS = {
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA": "ECDHE-ECDSA-AES128-SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA": "ECDHE-ECDSA-AES256-SHA",
+    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA": "ECDHE-RSA-AES128-SHA",
+    "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA": "ECDHE-RSA-AES256-SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256": "ECDHE-ECDSA-AES128-GCM-SHA256",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384": "ECDHE-ECDSA-AES256-GCM-SHA384",
+    "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256": "ECDHE-RSA-AES128-GCM-SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384": "ECDHE-RSA-AES256-GCM-SHA384",
+    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-RSA-CHACHA20-POLY1305",
+    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-ECDSA-CHACHA20-POLY1305",
+}
+_CURVES = {"CurveP256": "P-256", "CurveP384": "P-384", "CurveP521": "P-521", "X25519": "X25519"}
+# Python's ssl can require a client certificate only by verifying it; Go's RequestClientCert never
+# looks at the certificate, which is the same as not asking for one. RequireAnyClientCert (accept any
+# certificate, verified or not) cannot be reproduced and is refused at start.
+_CLIENT_AUTH = {"": "CERT_NONE", "NoClientCert": "CERT_NONE", "RequestClientCert": "CERT_NONE",
+                "VerifyClientCertIfGiven": "CERT_OPTIONAL", "RequireAndVerifyClientCert": "CERT_REQUIRED"}
+_UNSUPPORTED_CLIENT_AUTH = {"RequireAnyClientCert", "RequireClientCert"}
+# The response headers exporter-toolkit lets a config add, with the values it allows (None: any).
+_HEADERS: dict[str, tuple[str, ...] | None] = {
+    "Strict-Transport-Security": None, "X-Content-Type-Options": ("nosniff",),
+    "X-Frame-Options": ("deny", "sameorigin"), "X-XSS-Protection": None, "Content-Security-Policy": None}
+_BCRYPT = re.compile(r"\$2[abxy]?\$(\d\d)\$[./A-Za-z0-9]{53}")
+_CACHE_MAX = 256  # verified (user, password) digests kept, like exporter-toolkit's small cache
+
+# Field schemas: the types exporter-toolkit's Go structs declare.
+_STR, _BOOL, _STRLIST, _STRMAP = "a string", "a boolean", "a list of strings", "a map of strings"
+_TOP = {"tls_server_config": dict, "basic_auth_users": _STRMAP, "http_server_config": dict}
+_TLS_FIELDS = {"cert_file": _STR, "key_file": _STR, "client_ca_file": _STR, "client_auth_type": _STR,
+               "min_version": _STR, "max_version": _STR, "cipher_suites": _STRLIST,
+               "curve_preferences": _STRLIST, "prefer_server_cipher_suites": _BOOL}
+_HTTP_FIELDS = {"http2": _BOOL, "headers": _STRMAP}
 
 
 @dataclass
 class WebConfig:
     tls: Any = None  # ssl.SSLContext
     users: dict[str, bytes] = field(default_factory=dict)
-    _verified: set[bytes] = field(default_factory=set)
+    headers: dict[str, str] = field(default_factory=dict)
+    _dummy_hash: bytes = b""
+    _verified: OrderedDict = field(default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _bcrypt_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def authorized(self, user: str, password: str) -> bool:
-        """bcrypt is slow on purpose; a verified pair is remembered by its digest, not in clear."""
+        """bcrypt is slow on purpose; an unknown user is checked against a dummy hash of the same
+        cost so that both answers take as long. Results are remembered by digest, not in clear."""
         if not self.users:
             return True
         hashed = self.users.get(user)
-        if hashed is None:
-            return False
-        import hashlib
-
-        key = hashlib.sha256(b"\0".join([user.encode(), password.encode(), hashed])).digest()
+        known = hashed is not None
+        if not known:
+            hashed = self._dummy_hash or self._make_dummy()
+        key = hashlib.sha256(b"\0".join([user.encode("utf-8", "surrogateescape"),
+                                         password.encode("utf-8", "surrogateescape"), hashed])).digest()
         with self._lock:
-            if key in self._verified:
-                return True
+            cached = self._verified.get(key)
+        if cached is None:
+            import bcrypt
+
+            # One bcrypt at a time, as exporter-toolkit: a flood of guesses costs one core, not all.
+            with self._bcrypt_lock:
+                try:
+                    cached = bcrypt.checkpw(password.encode("utf-8", "surrogateescape"), hashed)
+                except ValueError:
+                    cached = False
+            with self._lock:
+                self._verified[key] = cached
+                if len(self._verified) > _CACHE_MAX:
+                    self._verified.popitem(last=False)
+        return known and cached
+
+    def _make_dummy(self) -> bytes:
+        import secrets
+
         import bcrypt
 
-        try:
-            ok = bcrypt.checkpw(password.encode(), hashed)
-        except ValueError:
-            return False
-        if ok:
-            with self._lock:
-                self._verified.add(key)
-        return ok
+        cost = max(int(_BCRYPT.fullmatch(h.decode()).group(1)) for h in self.users.values())
+        self._dummy_hash = bcrypt.hashpw(secrets.token_bytes(16), bcrypt.gensalt(rounds=cost))
+        return self._dummy_hash
 
 
 def load_web_config(path: str | None) -> WebConfig:
     if not path:
         return WebConfig()
+    data = _load_yaml(path)
+    if data is None:
+        return WebConfig()
+    if not isinstance(data, dict):
+        raise WebConfigError(f"{path}: expected a mapping at the top level, found {_kind(data)}")
+    _check_fields(path, "", data, _TOP)
+    config = WebConfig()
+    for user, hashed in (data.get("basic_auth_users") or {}).items():
+        if not _BCRYPT.fullmatch(hashed):
+            raise WebConfigError(f"{path}: basic_auth_users: the password of {user!r} is not a bcrypt hash")
+        config.users[user] = hashed.encode()
+    if config.users:
+        config._make_dummy()
+    http = data.get("http_server_config") or {}
+    _check_fields(path, "http_server_config.", http, _HTTP_FIELDS)
+    # http2 only allows HTTP/2; this server answers HTTP/1.1, which every HTTP/2 client also speaks.
+    for name, value in (http.get("headers") or {}).items():
+        allowed = _HEADERS.get(name, ())
+        if allowed == ():
+            raise WebConfigError(f"{path}: http_server_config.headers: HTTP header {name!r} can not be configured")
+        if allowed is not None and value not in allowed:
+            raise WebConfigError(f"{path}: http_server_config.headers: {name} must be one of "
+                                 f"{', '.join(allowed)}, not {value!r}")
+        config.headers[name] = value
+    tls = data.get("tls_server_config") or {}
+    _check_fields(path, "tls_server_config.", tls, _TLS_FIELDS)
+    # As exporter-toolkit: a tls_server_config without any of these four means plain HTTP.
+    if any(tls.get(key) for key in ("cert_file", "key_file", "client_auth_type", "client_ca_file")):
+        config.tls = _tls_context(tls, Path(path).parent, path)
+    return config
+
+
+def _load_yaml(path: str) -> Any:
     import yaml
 
+    class StrictLoader(yaml.SafeLoader):
+        """Refuses a key given twice in one mapping: PyYAML would keep the last one silently,
+        which once turned a duplicated `tls_server_config` into plain HTTP."""
+
+        def construct_mapping(self, node, deep=False):
+            seen = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                if isinstance(key, (str, int, float, bool)) or key is None:
+                    if key in seen:
+                        raise yaml.constructor.ConstructorError(
+                            None, None, f"key {key!r} given twice", key_node.start_mark)
+                    seen.add(key)
+            return super().construct_mapping(node, deep)
+
     try:
-        data = yaml.safe_load(Path(path).read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise WebConfigError(f"{path}: {exc}") from None
+        with open(path, "rb") as stream:
+            text = stream.read((1 << 20) + 1)
+        if len(text) > 1 << 20:
+            raise WebConfigError(f"{path}: larger than 1 MiB")
+        return yaml.load(text, Loader=StrictLoader)
+    except OSError as exc:
+        raise WebConfigError(f"{path}: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        raise WebConfigError(f"{path}: {' '.join(str(exc).split())}") from None
+
+
+def _kind(value: Any) -> str:
+    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "a number",
+            float: "a number", type(None): "nothing"}.get(type(value), type(value).__name__)
+
+
+def _check_fields(path: str, prefix: str, data: Any, schema: dict) -> None:
+    """Unknown fields and wrong types are refused with the field's full name. Scalars become strings
+    where Go's YAML decoder would turn them into one (`cert_file: 5` is the file "5")."""
     if not isinstance(data, dict):
-        raise WebConfigError(f"{path}: expected a mapping at the top level")
-    unknown = set(data) - {"tls_server_config", "basic_auth_users", "http_server_config"}
-    if unknown:
-        raise WebConfigError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}")
-    config = WebConfig()
-    users = data.get("basic_auth_users") or {}
-    if not isinstance(users, dict):
-        raise WebConfigError(f"{path}: basic_auth_users must map user names to bcrypt hashes")
-    for user, hashed in users.items():
-        if not isinstance(hashed, str) or not hashed.startswith(("$2a$", "$2b$", "$2y$")):
-            raise WebConfigError(f"{path}: the password of {user!r} is not a bcrypt hash")
-        config.users[str(user)] = hashed.encode()
-    if data.get("tls_server_config"):
-        config.tls = _tls_context(data["tls_server_config"], Path(path).parent, path)
-    return config
+        raise WebConfigError(f"{path}: {prefix.rstrip('.')} must be a mapping, not {_kind(data)}")
+    for key in list(data):
+        name = f"{prefix}{key}"
+        if key not in schema:
+            raise WebConfigError(f"{path}: unknown field {name} (not supported by exporter-toolkit's web config)")
+        expected, value = schema[key], data[key]
+        if value is None:
+            continue
+        if expected is dict:
+            if not isinstance(value, dict):
+                raise WebConfigError(f"{path}: {name} must be a mapping, not {_kind(value)}")
+        elif expected == _BOOL:
+            if not isinstance(value, bool):
+                raise WebConfigError(f"{path}: {name} must be true or false, not {_kind(value)}")
+        elif expected == _STR:
+            data[key] = _scalar(path, name, value)
+        elif expected == _STRLIST:
+            if not isinstance(value, list):
+                raise WebConfigError(f"{path}: {name} must be a list, not {_kind(value)}")
+            data[key] = [_scalar(path, name, item) for item in value]
+        elif expected == _STRMAP:
+            if not isinstance(value, dict):
+                raise WebConfigError(f"{path}: {name} must be a mapping, not {_kind(value)}")
+            data[key] = {_scalar(path, name, k): ("" if v is None else _scalar(path, f"{name}.{k}", v))
+                         for k, v in value.items()}
+
+
+def _scalar(path: str, name: str, value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (str, int, float)):
+        return str(value)
+    raise WebConfigError(f"{path}: {name} must be a string, not {_kind(value)}")
 
 
 def _tls_context(tls: dict, base: Path, path: str):
     import ssl
 
-    unknown = set(tls) - _TLS_KEYS
-    if unknown:
-        raise WebConfigError(f"{path}: unknown tls_server_config key(s) {', '.join(sorted(unknown))}")
-    if not tls.get("cert_file") or not tls.get("key_file"):
-        raise WebConfigError(f"{path}: tls_server_config needs cert_file and key_file")
+    where = f"{path}: tls_server_config"
+    if not tls.get("cert_file"):
+        raise WebConfigError(f"{where}: missing cert_file")
+    if not tls.get("key_file"):
+        raise WebConfigError(f"{where}: missing key_file")
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    minimum = _TLS_VERSIONS.get(tls.get("min_version", "TLS12")) or _bad(path, "min_version", tls)
-    context.minimum_version = getattr(ssl.TLSVersion, minimum)
-    if "max_version" in tls:
-        context.maximum_version = getattr(ssl.TLSVersion, _TLS_VERSIONS.get(tls["max_version"]) or _bad(path, "max_version", tls))
-    try:
-        context.load_cert_chain(base / tls["cert_file"], base / tls["key_file"])
-        auth = tls.get("client_auth_type", "NoClientCert")
-        if auth not in _CLIENT_AUTH:
-            _bad(path, "client_auth_type", tls)
-        context.verify_mode = getattr(ssl, _CLIENT_AUTH[auth])
-        if tls.get("client_ca_file"):
-            context.load_verify_locations(base / tls["client_ca_file"])
-        elif auth in ("VerifyClientCertIfGiven", "RequireAndVerifyClientCert"):
-            raise WebConfigError(f"{path}: client_auth_type {auth} needs client_ca_file")
-    except (OSError, ssl.SSLError) as exc:
-        raise WebConfigError(f"{path}: TLS: {exc}") from None
+    versions = {}
+    for key, default in (("min_version", "TLS12"), ("max_version", "TLS13")):
+        name = tls.get(key) or default
+        if name not in _TLS_VERSIONS:
+            raise WebConfigError(f"{where}.{key}: unknown TLS version {name!r} (TLS10, TLS11, TLS12, TLS13)")
+        versions[key] = getattr(ssl.TLSVersion, _TLS_VERSIONS[name])
+    if versions["min_version"] > versions["max_version"]:
+        raise WebConfigError(f"{where}: min_version is above max_version: no client could connect")
+    if tls.get("cipher_suites"):
+        _set_ciphers(context, tls["cipher_suites"], versions, where)
+    context.minimum_version, context.maximum_version = versions["min_version"], versions["max_version"]
+    if tls.get("prefer_server_cipher_suites", True):
+        context.options |= ssl.OP_CIPHER_SERVER_PREFERENCE
+    else:
+        context.options &= ~ssl.OP_CIPHER_SERVER_PREFERENCE
+    if tls.get("curve_preferences"):
+        _set_curves(context, tls["curve_preferences"], where)
+    auth = tls.get("client_auth_type") or ""
+    if auth in _UNSUPPORTED_CLIENT_AUTH:
+        raise WebConfigError(f"{where}.client_auth_type: {auth} (a client certificate accepted without "
+                             "verification) is not supported; use RequireAndVerifyClientCert with client_ca_file")
+    if auth not in _CLIENT_AUTH:
+        raise WebConfigError(f"{where}.client_auth_type: invalid value {auth!r}")
+    if tls.get("client_ca_file") and auth in ("", "NoClientCert"):
+        # exporter-toolkit's own rule: a CA with no policy would check nothing, so it is an error.
+        raise WebConfigError(f"{where}: client_ca_file is set without client_auth_type "
+                             "(Client CA's have been configured without a Client Auth Policy)")
+    context.verify_mode = getattr(ssl, _CLIENT_AUTH[auth])
+    for fields, load in ((("cert_file", "key_file"), lambda: context.load_cert_chain(base / tls["cert_file"],
+                                                                                     base / tls["key_file"])),
+                         (("client_ca_file",), lambda: context.load_verify_locations(base / tls["client_ca_file"])
+                          if tls.get("client_ca_file") else None)):
+        try:
+            load()
+        except (OSError, ssl.SSLError) as exc:
+            detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            files = ", ".join(f"{f} {tls[f]}" for f in fields)
+            raise WebConfigError(f"{where}: cannot load {files}: {detail}") from None
+    if not tls.get("client_ca_file") and context.verify_mode != ssl.CERT_NONE:
+        context.load_default_certs(ssl.Purpose.CLIENT_AUTH)  # Go verifies against the system roots then
     return context
 
 
-def _bad(path: str, key: str, tls: dict):
-    raise WebConfigError(f"{path}: tls_server_config {key} {tls.get(key)!r} is not valid")
+def _set_ciphers(context, names: list[str], versions: dict, where: str) -> None:
+    import ssl
+
+    unknown = [n for n in names if n not in _CIPHERS and n not in _TLS13_SUITES]
+    if unknown:
+        raise WebConfigError(f"{where}.cipher_suites: unknown cipher {unknown[0]!r}")
+    chosen = [_CIPHERS[n] for n in names if n in _CIPHERS]
+    if not chosen:
+        # Only TLS 1.3 suites listed: Go then has no suite for TLS 1.2 and below, so only 1.3 connects.
+        versions["min_version"] = ssl.TLSVersion.TLSv1_3
+        if versions["max_version"] < ssl.TLSVersion.TLSv1_3:
+            raise WebConfigError(f"{where}.cipher_suites: only TLS 1.3 suites, but max_version is below TLS13")
+        return
+    try:
+        context.set_ciphers(":".join(chosen))
+    except ssl.SSLError as exc:
+        raise WebConfigError(f"{where}.cipher_suites: {exc}") from None
+
+
+def _set_curves(context, names: list[str], where: str) -> None:
+    """Python's ssl sets a single curve only; the groups list goes to OpenSSL directly (CPython's
+    SSLContext keeps its SSL_CTX pointer right after the object header). Anything else: refused."""
+    unknown = [n for n in names if n not in _CURVES]
+    if unknown:
+        raise WebConfigError(f"{where}.curve_preferences: unknown curve {unknown[0]!r}")
+    groups = ":".join(_CURVES[n] for n in dict.fromkeys(names)).encode()
+    try:
+        import ctypes
+        import ssl
+        import sys
+
+        if sys.implementation.name != "cpython" or ssl.OPENSSL_VERSION_INFO < (1, 1, 1):
+            raise OSError("needs CPython with OpenSSL 1.1.1 or newer")
+        # The very libssl the ssl module uses: dlsym on _ssl's handle searches its dependencies.
+        libssl = ctypes.CDLL(getattr(ssl._ssl, "__file__", None))
+        libssl.SSL_CTX_ctrl.argtypes = (ctypes.c_void_p, ctypes.c_int, ctypes.c_long, ctypes.c_char_p)
+        libssl.SSL_CTX_ctrl.restype = ctypes.c_long
+        ctx_pointer = ctypes.c_void_p.from_address(id(context) + ctypes.sizeof(ctypes.c_ssize_t) * 2).value
+        SSL_CTRL_SET_GROUPS_LIST = 92
+        if libssl.SSL_CTX_ctrl(ctx_pointer, SSL_CTRL_SET_GROUPS_LIST, 0, groups) != 1:
+            raise OSError("OpenSSL refused the list")
+    except (OSError, AttributeError) as exc:
+        raise WebConfigError(f"{where}.curve_preferences: cannot be applied here ({exc})") from None

@@ -80,8 +80,9 @@ def test_tls_and_basic_auth(port, tmp_path):
 
 @pytest.mark.parametrize("content, message", [
     ("basic_auth_users:\n  alice: plaintext\n", "not a bcrypt hash"),
-    ("tls_server_config:\n  cert_file: nope.pem\n  key_file: nope.pem\n", "TLS"),
-    ("tls_server_confg: {}\n", "unknown key(s) tls_server_confg"),
+    ("tls_server_config:\n  cert_file: nope.pem\n  key_file: nope.pem\n",
+     "tls_server_config: cannot load cert_file nope.pem, key_file nope.pem: No such file or directory"),
+    ("tls_server_confg: {}\n", "unknown field tls_server_confg"),
 ])
 def test_bad_web_config_is_refused_at_start(tmp_path, content, message):
     (tmp_path / "web.yml").write_text(content)
