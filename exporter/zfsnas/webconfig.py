@@ -46,6 +46,7 @@ _CIPHERS = {
     "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-RSA-CHACHA20-POLY1305",
     "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-ECDSA-CHACHA20-POLY1305",
 }
+_HTTP2_SUITES = {"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"}
 _CURVES = {"CurveP256": "P-256", "CurveP384": "P-384", "CurveP521": "P-521", "X25519": "X25519"}
 # Python's ssl can require a client certificate only by verifying it; Go's RequestClientCert never
 # looks at the certificate, which is the same as not asking for one. RequireAnyClientCert (accept any
@@ -148,7 +149,7 @@ def load_web_config(path: str | None) -> WebConfig:
     _check_fields(path, "tls_server_config.", tls, _TLS_FIELDS)
     # As exporter-toolkit: a tls_server_config without any of these four means plain HTTP.
     if any(tls.get(key) for key in ("cert_file", "key_file", "client_auth_type", "client_ca_file")):
-        config.tls = _tls_context(tls, Path(path).parent, path)
+        config.tls = _tls_context(tls, Path(path).parent, path, http.get("http2") is not False)
     return config
 
 
@@ -226,7 +227,7 @@ def _scalar(path: str, name: str, value: Any) -> str:
     raise WebConfigError(f"{path}: {name} must be a string, not {_kind(value)}")
 
 
-def _tls_context(tls: dict, base: Path, path: str):
+def _tls_context(tls: dict, base: Path, path: str, http2: bool):
     import ssl
 
     where = f"{path}: tls_server_config"
@@ -244,6 +245,10 @@ def _tls_context(tls: dict, base: Path, path: str):
     if versions["min_version"] > versions["max_version"]:
         raise WebConfigError(f"{where}: min_version is above max_version: no client could connect")
     if tls.get("cipher_suites"):
+        if http2 and not _HTTP2_SUITES & set(tls["cipher_suites"]):
+            # Go's HTTP/2 server refuses to start then; exporter-toolkit passes that on.
+            raise WebConfigError(f"{where}.cipher_suites: with http2 (the default) the list needs "
+                                 f"{' or '.join(sorted(_HTTP2_SUITES))}")
         _set_ciphers(context, tls["cipher_suites"], versions, where)
     context.minimum_version, context.maximum_version = versions["min_version"], versions["max_version"]
     if tls.get("prefer_server_cipher_suites", True):

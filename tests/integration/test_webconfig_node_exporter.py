@@ -1,0 +1,245 @@
+"""Our `--web.config.file` side by side with Debian's node_exporter 1.5 (its exporter-toolkit) on the
+same files: both must refuse the same configs at start, and on the configs both accept, every probe
+(plain HTTP, TLS versions, curves, client certificates, basic auth, extra headers) must get the
+same outcome. Where we knowingly refuse what node_exporter accepts, the case says why
+(docs/reliability.md lists them); nowhere may we accept what it refuses, or serve what it refuses.
+"""
+
+from __future__ import annotations
+
+import base64
+import shutil
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import bcrypt
+import pytest
+
+from tests.conftest import free_port
+from tests.integration.exporter_process import exporter_command
+
+NODE_EXPORTER = shutil.which("prometheus-node-exporter")
+pytestmark = pytest.mark.skipif(NODE_EXPORTER is None or shutil.which("openssl") is None,
+                                reason="needs Debian's prometheus-node-exporter and openssl")
+
+
+def openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory) -> Path:
+    """A CA, a server certificate for 127.0.0.1 it signed, a client it signed, and a self-signed client."""
+    d = tmp_path_factory.mktemp("pki")
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=test CA",
+            "-keyout", "ca.key", "-out", "ca.pem", cwd=d)
+    for name, cn, ext in (("server", "127.0.0.1", "subjectAltName=IP:127.0.0.1"),
+                          ("client", "scraper", "subjectAltName=DNS:scraper.example")):
+        openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={cn}", "-keyout", f"{name}.key",
+                "-out", f"{name}.csr", cwd=d)
+        (d / f"{name}.ext").write_text(ext + "\n")
+        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+                "-days", "2", "-extfile", f"{name}.ext", "-out", f"{name}.pem", cwd=d)
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=stranger",
+            "-keyout", "stranger.key", "-out", "stranger.pem", cwd=d)
+    return d
+
+
+HASH = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(rounds=4)).decode()
+TLS = "tls_server_config:\n  cert_file: server.pem\n  key_file: server.key\n"
+MTLS = TLS + "  client_ca_file: ca.pem\n"
+
+# (case id, web config, what we do where node_exporter differs: None = same, else why we refuse)
+CASES = [
+    ("empty", "", None),
+    ("tls", TLS, None),
+    ("tls-empty-section", "tls_server_config: {}\n", None),
+    ("tls13-only", TLS + "  min_version: TLS13\n", None),
+    ("tls12-max", TLS + "  max_version: TLS12\n", None),
+    ("ciphers", TLS + "  max_version: TLS12\n  cipher_suites: [TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256]\n", None),
+    ("ciphers-without-http2-suite", TLS + "  cipher_suites: [TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384]\n", None),
+    ("ciphers-http2-off", TLS + "  max_version: TLS12\n  cipher_suites: [TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384]\n"
+                          "http_server_config:\n  http2: false\n", None),
+    ("ciphers-tls13-names-only", TLS + "  cipher_suites: [TLS_AES_128_GCM_SHA256]\n"
+                                 "http_server_config:\n  http2: false\n", None),
+    ("curves", TLS + "  curve_preferences: [CurveP384]\n", None),
+    ("prefer-server-ciphers-off", TLS + "  prefer_server_cipher_suites: false\n", None),
+    ("mtls-require", MTLS + "  client_auth_type: RequireAndVerifyClientCert\n", None),
+    ("mtls-if-given", MTLS + "  client_auth_type: VerifyClientCertIfGiven\n", None),
+    ("ca-without-auth-type", MTLS, None),
+    ("ca-with-no-client-cert", MTLS + "  client_auth_type: NoClientCert\n", None),
+    ("request-client-cert", MTLS + "  client_auth_type: RequestClientCert\n", None),
+    ("require-any-client-cert", MTLS + "  client_auth_type: RequireAnyClientCert\n",
+     "an unverified client certificate proves nothing, and Python's ssl cannot require one without verifying it"),
+    ("client-allowed-sans", MTLS + "  client_auth_type: RequireAndVerifyClientCert\n"
+                                   "  client_allowed_sans: [scraper.example]\n", None),
+    ("basic-auth", f"basic_auth_users:\n  prometheus: '{HASH}'\n", None),
+    ("basic-auth-tls", TLS + f"basic_auth_users:\n  prometheus: '{HASH}'\n", None),
+    ("duplicate-user", f"basic_auth_users:\n  prometheus: '{HASH}'\n  prometheus: '{HASH}'\n", None),
+    ("duplicate-tls", TLS + "tls_server_config:\n  cert_file: server.pem\n  key_file: server.key\n", None),
+    ("headers", "http_server_config:\n  http2: false\n  headers:\n    X-Frame-Options: deny\n"
+                "    X-Content-Type-Options: nosniff\n    Strict-Transport-Security: max-age=60\n", None),
+    ("header-not-allowed", "http_server_config:\n  headers:\n    Foo: bar\n", None),
+    ("header-bad-value", "http_server_config:\n  headers:\n    X-Frame-Options: bogus\n", None),
+    ("http-unknown-field", "http_server_config:\n  bogus: 1\n", None),
+    ("unknown-top-field", "tls_server_confg: {}\n", None),
+    ("wrong-type-users", "basic_auth_users: 5\n", None),
+    ("wrong-type-bool", TLS + "  prefer_server_cipher_suites: 'yes'\n", None),
+    ("wrong-type-list", "tls_server_config:\n  cert_file: [server.pem]\n  key_file: server.key\n", None),
+    ("top-level-list", "- a\n", None),
+    ("not-a-hash", "basic_auth_users:\n  alice: plaintext\n", None),
+    ("unknown-cipher", TLS + "  cipher_suites: [ECDHE-RSA-AES128-GCM-SHA256]\n", None),
+    ("unknown-curve", TLS + "  curve_preferences: [P256]\n", None),
+    ("unknown-version", TLS + "  min_version: TLS9\n", None),
+    ("missing-key", "tls_server_config:\n  cert_file: server.pem\n", None),
+    ("auth-type-without-cert", "tls_server_config:\n  client_auth_type: RequireAndVerifyClientCert\n", None),
+    ("bad-auth-type", TLS + "  client_auth_type: Sometimes\n", None),
+    ("missing-cert-file", "tls_server_config:\n  cert_file: nope.pem\n  key_file: server.key\n", None),
+    ("min-above-max", TLS + "  min_version: TLS13\n  max_version: TLS12\n",
+     "no client could ever connect: refused at start rather than failing every handshake"),
+]
+
+
+def start(argv: list[str], log: Path) -> subprocess.Popen:
+    return subprocess.Popen(argv, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+
+
+def accepted(proc: subprocess.Popen, port: int, log: Path, timeout: float = 20) -> bool:
+    """True once it serves, False if the process exits first (it refused its config). node_exporter
+    listens before it reads its web config: it serves once it has logged "TLS is enabled/disabled"."""
+    import socket
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        if "node_exporter" in proc.args[0]:
+            if "TLS is" not in log.read_text():
+                time.sleep(0.05)
+                continue
+            time.sleep(0.3)  # it may still refuse right after (e.g. HTTP/2's cipher rule)
+            if proc.poll() is not None:
+                return False
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError(f"{proc.args[0]} neither served nor exited within {timeout}s")
+
+
+def probe(port: int, pki: Path, *, https: bool, client: str | None = None, version: str | None = None,
+          curve: str | None = None, user: str | None = None, password: str = "") -> tuple:
+    """What a client sees: ("ok", configured headers), ("unauthorized", scheme) or ("refused",)."""
+    url = f"{'https' if https else 'http'}://127.0.0.1:{port}/metrics"
+    headers = {}
+    if user is not None:
+        headers["Authorization"] = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+    kwargs = {}
+    if https:
+        context = ssl.create_default_context(cafile=str(pki / "ca.pem"))
+        if client:
+            context.load_cert_chain(pki / f"{client}.pem", pki / f"{client}.key")
+        if version:
+            context.minimum_version = context.maximum_version = getattr(ssl.TLSVersion, version)
+        if curve:
+            context.set_ecdh_curve(curve)
+        kwargs["context"] = context
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10, **kwargs) as response:
+            shown = {k: response.headers[k] for k in ("X-Frame-Options", "X-Content-Type-Options",
+                                                      "Strict-Transport-Security") if response.headers[k]}
+            return "ok", shown
+    except urllib.error.HTTPError as exc:
+        if exc.code == 401:
+            return "unauthorized", exc.headers["WWW-Authenticate"].split()[0]
+        return ("refused",)  # node_exporter answers plain HTTP on a TLS port with a 400; we hang up
+    except (urllib.error.URLError, OSError):
+        return ("refused",)
+
+
+PROBES = {
+    "plain http": dict(https=False),
+    "https": dict(https=True),
+    "https TLS 1.2": dict(https=True, version="TLSv1_2"),
+    "https TLS 1.3": dict(https=True, version="TLSv1_3"),
+    "https P-256 only": dict(https=True, version="TLSv1_2", curve="prime256v1"),
+    "https client cert": dict(https=True, client="client"),
+    "https stranger cert": dict(https=True, client="stranger"),
+    "right password": dict(https=None, user="prometheus", password="s3cret"),
+    "wrong password": dict(https=None, user="prometheus", password="nope"),
+    "unknown user": dict(https=None, user="mallory", password="s3cret"),
+}
+
+
+def outcomes(port: int, pki: Path, tls: bool) -> dict:
+    out = {}
+    for name, kwargs in PROBES.items():
+        kwargs = dict(kwargs)
+        if kwargs["https"] is None:
+            kwargs["https"] = tls
+        elif not tls and kwargs["https"]:
+            continue  # TLS probes say nothing about a plain HTTP server beyond "refused" on both
+        out[name] = probe(port, pki, **kwargs)
+    return out
+
+
+@pytest.mark.parametrize("case, config, we_refuse", CASES, ids=[c[0] for c in CASES])
+def test_same_outcome_as_node_exporter(pki, tmp_path, case, config, we_refuse):
+    web = pki / f"{case}.yml"
+    web.write_text(config)
+    node_port, our_port = free_port(), free_port()
+    node = start([NODE_EXPORTER, f"--web.config.file={web}", f"--web.listen-address=127.0.0.1:{node_port}",
+                  "--collector.disable-defaults"], tmp_path / "node.log")
+    ours = start([*exporter_command(), f"--web.config.file={web}", f"--web.listen-address=127.0.0.1:{our_port}",
+                  "--collector.disable-defaults", f"--path.procfs={tmp_path}", f"--path.sysfs={tmp_path}"],
+                 tmp_path / "ours.log")
+    try:
+        node_ok, our_ok = accepted(node, node_port, tmp_path / "node.log"), accepted(ours, our_port, tmp_path / "ours.log")
+        our_log = (tmp_path / "ours.log").read_text()
+        if we_refuse:
+            assert node_ok and not our_ok, f"expected node_exporter to accept and us to refuse: {our_log}"
+            assert len(our_log.strip().splitlines()) == 1 and "Traceback" not in our_log
+            return
+        assert our_ok == node_ok, (f"node_exporter {'accepts' if node_ok else 'refuses'}, we "
+                                   f"{'accept' if our_ok else 'refuse'}: {our_log}\n"
+                                   f"{(tmp_path / 'node.log').read_text()[-600:]}")
+        if not our_ok:
+            assert ours.returncode == 2
+            lines = our_log.strip().splitlines()
+            assert len(lines) == 1 and "invalid web config" in lines[0] and "Traceback" not in our_log
+            return
+        tls = "cert_file" in config
+        theirs = outcomes(node_port, pki, tls)
+        mine = outcomes(our_port, pki, tls)
+        assert mine == theirs
+    finally:
+        for proc in (node, ours):
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait(10)
+
+
+def test_the_cases_cover_every_outcome(pki, tmp_path):
+    """The probes must tell configs apart: on mTLS a stranger is refused and a signed client served,
+    with basic auth only the right password is served (so a broken probe cannot make everything equal)."""
+    web = pki / "check.yml"
+    web.write_text(MTLS + "  client_auth_type: RequireAndVerifyClientCert\n" + f"basic_auth_users:\n  prometheus: '{HASH}'\n")
+    port = free_port()
+    ours = start([*exporter_command(), f"--web.config.file={web}", f"--web.listen-address=127.0.0.1:{port}",
+                  "--collector.disable-defaults", f"--path.procfs={tmp_path}", f"--path.sysfs={tmp_path}"],
+                 tmp_path / "ours.log")
+    try:
+        assert accepted(ours, port, tmp_path / "ours.log")
+        assert probe(port, pki, https=True, client="stranger", user="prometheus", password="s3cret") == ("refused",)
+        assert probe(port, pki, https=True, client="client", user="prometheus", password="s3cret")[0] == "ok"
+        assert probe(port, pki, https=True, client="client", user="prometheus", password="x") == ("unauthorized", "Basic")
+        assert probe(port, pki, https=True, client="client", user="mallory", password="s3cret") == ("unauthorized", "Basic")
+        assert probe(port, pki, https=False) == ("refused",)
+    finally:
+        ours.terminate()
+        ours.wait(10)
