@@ -17,7 +17,7 @@ from .collector import Collector, Context, ScrapeCollector
 from .collectors import ALL
 from .process import process_families
 from .server import make_server, serve_in_thread
-from .sources.commands import CommandRunner
+from .sources.commands import DEFAULT_MAX_OUTPUT, CommandRunner
 from .sources.freebsd import SysctlKstatSource
 from .sources.linux import ProcfsKstatSource
 from .webconfig import WebConfigError, load_web_config
@@ -49,6 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="prefix for zfs/zpool/sysctl commands, e.g. 'nsenter --target 1 --mount --' in a container")
     parser.add_argument("--zfs.command-timeout", dest="command_timeout", type=float, default=30.0,
                         help="seconds before a zfs/zpool/sysctl command is killed (default 30)")
+    parser.add_argument("--zfs.command-max-output", dest="command_max_output", type=int, default=DEFAULT_MAX_OUTPUT,
+                        help="bytes of output read from one zfs/zpool/sysctl command before it is killed and its "
+                             f"source fails (default {DEFAULT_MAX_OUTPUT}, about 60,000 datasets in zfs list; "
+                             "the snapshot listing is streamed and not limited)")
     parser.add_argument("--collector.disable-defaults", dest="disable_defaults", action="store_true",
                         help="enable only collectors named with --collector.<name>")
     for cls in ALL:
@@ -110,7 +114,7 @@ class Exporter:
 
 
 def build_exporter(args: argparse.Namespace, process_metrics: bool = True) -> Exporter:
-    runner = CommandRunner(args.command_prefix, args.command_timeout)
+    runner = CommandRunner(args.command_prefix, args.command_timeout, args.command_max_output)
     kstat = kstat_source(args, runner)
     ctx = Context(kstat=kstat, commands=runner, args=args)
     collectors = [cls(ctx) for cls in enabled_collectors(args)]

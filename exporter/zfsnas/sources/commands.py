@@ -1,27 +1,44 @@
-"""Runs external commands (zfs, zpool, sysctl) safely: argument lists, no shell, a hard timeout.
+"""Runs external commands (zfs, zpool, sysctl) safely: argument lists, no shell, hard limits.
 
-A command that hangs is killed with its whole process group when its timeout passes. The
-optional prefix (e.g. `nsenter --target 1 --mount --`) lets an exporter in a container run the
-host's own userland, which must match the host's kernel module.
+Every command runs in its own process group with stdin closed, and is bounded three ways:
+- time: at its timeout the whole process group is killed and our end of its pipes closed, so
+  not even a leftover process that keeps the pipe open (or a child that escaped the group) can
+  make us wait; once the command itself has exited we wait at most `EOF_GRACE` for the pipe;
+- output: `run` reads at most `max_output` bytes (default `--zfs.command-max-output`; a command
+  printing more is killed and its source fails with one line saying which limit to raise);
+  `lines` streams and caps each line at `MAX_LINE_BYTES`;
+- error text: only the last `MAX_STDERR` bytes of stderr are read, for the one-line error.
+The optional prefix (e.g. `nsenter --target 1 --mount --`) lets an exporter in a container run
+the host's own userland, which must match the host's kernel module.
 """
 
 from __future__ import annotations
 
 import os
+import select
 import shlex
 import signal
 import subprocess
 import tempfile
-import threading
+import time
 from collections.abc import Iterator, Sequence
+from contextlib import closing
 
 from .model import SourceError
 
+DEFAULT_MAX_OUTPUT = 16 * 1024 * 1024
+MAX_LINE_BYTES = 64 * 1024
+MAX_STDERR = 4096
+EOF_GRACE = 1.0
+_CHUNK = 65536
+
 
 class CommandRunner:
-    def __init__(self, prefix: Sequence[str] | str = (), timeout: float = 30.0):
+    def __init__(self, prefix: Sequence[str] | str = (), timeout: float = 30.0,
+                 max_output: int = DEFAULT_MAX_OUTPUT):
         self.prefix = shlex.split(prefix) if isinstance(prefix, str) else list(prefix)
         self.timeout = timeout
+        self.max_output = max_output
         self._running: set[subprocess.Popen] = set()
         self._closed = False
 
@@ -30,86 +47,129 @@ class CommandRunner:
         outlives the exporter nor holds up its exit."""
         self._closed = True
         for proc in list(self._running):
-            _signal_group(proc)
+            _kill_group(proc)
 
-    def _start(self, full: list[str], **kwargs) -> subprocess.Popen:
+    def run(self, argv: Sequence[str], timeout: float | None = None, max_output: int | None = None) -> str:
+        """Run `argv` (after the prefix); return stdout or raise SourceError with one clear line."""
+        limit = self.max_output if max_output is None else max_output
+        out = bytearray()
+        with closing(self._chunks(argv, timeout)) as chunks:
+            for chunk in chunks:
+                out += chunk
+                if len(out) > limit:
+                    raise SourceError(f"{_show(argv)} printed more than {limit} bytes (its output limit; "
+                                      "--zfs.command-max-output raises it) and was killed")
+        text = out.decode("utf-8", "replace")
+        del out
+        return text
+
+    def lines(self, argv: Sequence[str], timeout: float | None = None,
+              max_output: int | None = None) -> Iterator[str]:
+        """Run `argv` and yield its stdout line by line (without the newline), for outputs too big
+        to hold at once (a million snapshot names). A line longer than MAX_LINE_BYTES is cut there;
+        `max_output` (default: none) bounds the total. Same timeout and errors as `run`, raised at the end."""
+        with closing(self._chunks(argv, timeout)) as chunks:
+            yield from self._split(chunks, argv, max_output)
+
+    @staticmethod
+    def _split(chunks: Iterator[bytes], argv: Sequence[str], max_output: int | None) -> Iterator[str]:
+        pending = bytearray()
+        skipping = False  # inside an over-long line, until its newline
+        total = 0
+        for chunk in chunks:
+            total += len(chunk)
+            if max_output is not None and total > max_output:
+                raise SourceError(f"{_show(argv)} printed more than {max_output} bytes and was killed")
+            start = 0
+            while True:
+                end = chunk.find(b"\n", start)
+                if end < 0:
+                    if not skipping:
+                        pending += chunk[start:]
+                        if len(pending) > MAX_LINE_BYTES:
+                            yield bytes(pending[:MAX_LINE_BYTES]).decode("utf-8", "replace")
+                            pending.clear()
+                            skipping = True
+                    break
+                if not skipping:
+                    pending += chunk[start:end]
+                    yield bytes(pending[:MAX_LINE_BYTES]).decode("utf-8", "replace")
+                pending.clear()
+                skipping = False
+                start = end + 1
+        if pending and not skipping:
+            yield pending.decode("utf-8", "replace")
+
+    def _chunks(self, argv: Sequence[str], timeout: float | None) -> Iterator[bytes]:
+        """The command's stdout as it comes. The command is killed and reaped whenever this ends,
+        early or not; a timeout or a failure raises SourceError after the last chunk."""
+        full = [*self.prefix, *argv]
+        limit = self.timeout if timeout is None else timeout
         if self._closed:
             raise SourceError("exporter shutting down: command not started")
-        try:
-            proc = subprocess.Popen(full, stdin=subprocess.DEVNULL, start_new_session=True,
-                                    env={**os.environ, "LC_ALL": "C"}, **kwargs)
-        except FileNotFoundError:
-            raise SourceError(f"{full[0]}: command not found") from None
-        except OSError as exc:
-            raise SourceError(f"{full[0]}: {exc.strerror or exc}") from None
-        self._running.add(proc)
-        return proc
-
-    def run(self, argv: Sequence[str], timeout: float | None = None) -> str:
-        """Run `argv` (after the prefix); return stdout or raise SourceError with one clear line."""
-        full = [*self.prefix, *argv]
-        limit = self.timeout if timeout is None else timeout
-        proc = self._start(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        try:
-            out, err = proc.communicate(timeout=limit)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            raise SourceError(f"{shlex.join(argv)} timed out after {limit:g}s and was killed") from None
-        finally:
-            self._running.discard(proc)
-        if proc.returncode != 0:
-            message = err.decode("utf-8", "replace").strip().splitlines()
-            detail = message[-1] if message else "no error output"
-            raise SourceError(f"{shlex.join(argv)} exited with status {proc.returncode}: {detail}")
-        return out.decode("utf-8", "replace")
-
-    def lines(self, argv: Sequence[str], timeout: float | None = None) -> Iterator[str]:
-        """Run `argv` and yield its stdout line by line (without the newline), for outputs too big
-        to hold at once (50,000 snapshot names); same timeout and errors as `run`, raised at the end."""
-        full = [*self.prefix, *argv]
-        limit = self.timeout if timeout is None else timeout
         with tempfile.TemporaryFile() as err:  # a file, not a pipe: stderr can never block stdout
-            proc = self._start(full, stdout=subprocess.PIPE, stderr=err)
-            timed_out = threading.Event()
-
-            def expire() -> None:
-                timed_out.set()
-                _signal_group(proc)
-
-            timer = threading.Timer(limit, expire)
-            timer.daemon = True
-            timer.start()
             try:
-                assert proc.stdout is not None
-                for raw in proc.stdout:
-                    yield raw.decode("utf-8", "replace").rstrip("\n")
-                proc.wait()
+                proc = subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
+                                        start_new_session=True, env={**os.environ, "LC_ALL": "C"})
+            except FileNotFoundError:
+                raise SourceError(f"{full[0]}: command not found") from None
+            except OSError as exc:
+                raise SourceError(f"{full[0]}: {exc.strerror or exc}") from None
+            self._running.add(proc)
+            assert proc.stdout is not None
+            fd = proc.stdout.fileno()
+            os.set_blocking(fd, False)
+            poller = select.poll()
+            poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+            deadline = time.monotonic() + limit
+            exited_at = None
+            timed_out = False
+            try:
+                while True:
+                    now = time.monotonic()
+                    if now >= deadline:
+                        timed_out = True
+                        break
+                    if exited_at is None and proc.poll() is not None:
+                        exited_at = now
+                    if exited_at is not None and now - exited_at > EOF_GRACE:
+                        break  # the command is done; whoever still holds its pipe is not waited for
+                    if not poller.poll(min(deadline - now, 0.2) * 1000):
+                        continue
+                    try:
+                        chunk = os.read(fd, _CHUNK)
+                    except BlockingIOError:
+                        continue
+                    if not chunk:
+                        break
+                    yield chunk
             finally:
                 self._running.discard(proc)
-                timer.cancel()
-                if proc.poll() is None:  # the caller stopped early
-                    _signal_group(proc)
-                    proc.wait()
                 proc.stdout.close()
-            if timed_out.is_set():
-                raise SourceError(f"{shlex.join(argv)} timed out after {limit:g}s and was killed")
+                _kill_group(proc)
+            if timed_out:
+                raise SourceError(f"{_show(argv)} timed out after {limit:g}s and was killed")
             if proc.returncode != 0:
-                err.seek(0)
+                size = err.seek(0, os.SEEK_END)
+                err.seek(max(0, size - MAX_STDERR))
                 message = err.read().decode("utf-8", "replace").strip().splitlines()
-                detail = message[-1] if message else "no error output"
-                raise SourceError(f"{shlex.join(argv)} exited with status {proc.returncode}: {detail}")
+                detail = message[-1][:500] if message else "no error output"
+                raise SourceError(f"{_show(argv)} exited with status {proc.returncode}: {detail}")
 
 
-def _signal_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+def _show(argv: Sequence[str]) -> str:
+    text = shlex.join(argv)
+    return text if len(text) <= 200 else text[:200] + "..."
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the command's whole process group (whatever it started), then reap it, briefly:
+    a process stuck in the kernel is left to subprocess' own later reaping rather than waited for."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
+    except (ProcessLookupError, PermissionError):
         pass
-    proc.communicate()
+    try:
+        proc.wait(timeout=2)
+    except subprocess.TimeoutExpired:
+        pass

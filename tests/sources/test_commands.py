@@ -1,0 +1,86 @@
+"""CommandRunner's hard limits (sources/commands.py): whole process group killed at the timeout,
+leftover pipe holders not waited for, output and line sizes bounded."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import pytest
+
+from zfsnas.sources.commands import MAX_LINE_BYTES, CommandRunner
+from zfsnas.sources.model import SourceError
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is gone for our purpose (its parent, not us, must reap it).
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_timeout_kills_the_whole_process_group(tmp_path):
+    """The command starts a grandchild that holds its stdout and ignores SIGTERM: both are gone at the timeout."""
+    pidfile = tmp_path / "pid"
+    script = ("import os, signal, subprocess, sys, time\n"
+              "child = subprocess.Popen([sys.executable, '-c', 'import signal, time; "
+              "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)'])\n"
+              f"open({str(pidfile)!r}, 'w').write(str(child.pid))\n"
+              "print('started', flush=True); time.sleep(60)\n")
+    runner = CommandRunner(timeout=1)
+    started = time.monotonic()
+    with pytest.raises(SourceError, match="timed out after 1s and was killed"):
+        runner.run([sys.executable, "-c", script])
+    assert time.monotonic() - started < 4
+    grandchild = int(pidfile.read_text())
+    deadline = time.monotonic() + 3
+    while alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(grandchild)
+
+
+def test_a_leftover_holding_the_pipe_does_not_stall(tmp_path):
+    """zpool exits at once but a process in another session keeps its stdout open for 60 s: the
+    output is returned about EOF_GRACE after the exit, not when the leftover lets go."""
+    pidfile = tmp_path / "pid"
+    script = ("import subprocess, sys\n"
+              "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], start_new_session=True)\n"
+              f"open({str(pidfile)!r}, 'w').write(str(child.pid))\n"
+              "print('pool\\tONLINE', flush=True)\n")
+    runner = CommandRunner(timeout=30)
+    started = time.monotonic()
+    try:
+        assert runner.run([sys.executable, "-c", script]) == "pool\tONLINE\n"
+        assert time.monotonic() - started < 5
+        assert list(runner.lines([sys.executable, "-c", script])) == ["pool\tONLINE"]
+    finally:
+        os.kill(int(pidfile.read_text()), 9)
+
+
+def test_output_limit_kills_and_names_the_flag():
+    runner = CommandRunner(timeout=30, max_output=100_000)
+    started = time.monotonic()
+    with pytest.raises(SourceError) as err:
+        runner.run([sys.executable, "-c", "import sys\nwhile True: sys.stdout.write('x' * 65536)"])
+    assert "printed more than 100000 bytes" in str(err.value) and "--zfs.command-max-output" in str(err.value)
+    assert time.monotonic() - started < 5
+    assert runner.run([sys.executable, "-c", "print('a' * 99_999)"], max_output=100_000) == "a" * 99_999 + "\n"
+
+
+def test_lines_caps_each_line_and_keeps_the_rest():
+    runner = CommandRunner(timeout=30)
+    script = f"print('tank@a'); print('z' * {3 * MAX_LINE_BYTES}); print('tank@b')"
+    lines = list(runner.lines([sys.executable, "-c", script]))
+    assert lines == ["tank@a", "z" * MAX_LINE_BYTES, "tank@b"]
+
+
+def test_stderr_is_read_from_its_end_only():
+    runner = CommandRunner(timeout=30)
+    script = "import sys; sys.stderr.write('noise ' * 1_000_000 + '\\ncannot open tank: no such pool\\n'); sys.exit(1)"
+    with pytest.raises(SourceError) as err:
+        runner.run([sys.executable, "-c", script])
+    assert str(err.value).endswith("exited with status 1: cannot open tank: no such pool")
