@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .model import SourceError, read_bounded
+
 log = logging.getLogger("zfsnas")
 
 BY_ID = "disk/by-id/"
@@ -93,8 +95,8 @@ def parse_udev_db(text: str) -> tuple[dict[str, str], tuple[str, ...]]:
 
 def read_udev_db(udev_data: str | Path, major: int, minor: int) -> tuple[dict[str, str], tuple[str, ...]] | None:
     try:
-        text = (Path(udev_data) / f"b{major}:{minor}").read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        text = read_bounded(Path(udev_data) / f"b{major}:{minor}")
+    except (OSError, SourceError):
         return None
     return parse_udev_db(text)
 

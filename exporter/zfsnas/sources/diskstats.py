@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .model import SourceError
+from .model import SourceError, read_bounded
 
 SECTOR_BYTES = 512
 
@@ -65,7 +65,7 @@ def read_diskstats(procfs: str | Path = "/proc") -> list[DiskStats] | None:
     """The parsed file; None where there is none (FreeBSD, a procfs tree without disks)."""
     path = Path(procfs) / "diskstats"
     try:
-        return parse_diskstats(path.read_text(encoding="ascii", errors="replace"))
+        return parse_diskstats(read_bounded(path, encoding="ascii"))
     except FileNotFoundError:
         return None
     except OSError as exc:

@@ -9,9 +9,9 @@ by name. Tunables are `vfs.zfs.*`. For tests, the whole output can come from a f
 from __future__ import annotations
 
 import re
-from .commands import CommandRunner
+from .commands import DEFAULT_MAX_OUTPUT, CommandRunner
 from .kstat import IO_COLUMNS, KstatFormatError, NamedKstat, Txg, parse_txgs
-from .model import Objset, SourceError
+from .model import Objset, SourceError, read_bounded
 
 _ENTRY = re.compile(r"^(?P<name>(?:kstat|vfs)\.[^:]+):(?: (?P<value>.*))?$")
 
@@ -60,8 +60,7 @@ class SysctlKstatSource:
         """Replace the snapshot at once: a background reader never sees half of one."""
         if self._path is not None:
             try:
-                with open(self._path, encoding="utf-8", errors="replace") as handle:
-                    self._values = parse_sysctl(handle.read())
+                self._values = parse_sysctl(read_bounded(self._path, DEFAULT_MAX_OUTPUT))
             except OSError as exc:
                 self._values = {}
                 raise SourceError(f"{self._path}: {exc.strerror or exc}") from None

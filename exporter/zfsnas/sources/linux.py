@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from .kstat import NamedKstat, Txg, parse_io_kstat, parse_named_kstat, parse_txgs
-from .model import Objset, SourceError
+from .model import Objset, SourceError, read_bounded
 
 
 class ProcfsKstatSource:
@@ -25,7 +25,7 @@ class ProcfsKstatSource:
 
     def _read(self, path: Path) -> str:
         try:
-            return path.read_text(encoding="utf-8", errors="replace")
+            return read_bounded(path)
         except FileNotFoundError:
             raise SourceError(f"{path} does not exist") from None
         except OSError as exc:
@@ -34,8 +34,7 @@ class ProcfsKstatSource:
     def _optional(self, path: Path) -> str | None:
         """The file's text, or None where this OpenZFS version does not have it."""
         try:
-            with open(path, encoding="utf-8", errors="replace") as handle:
-                return handle.read()
+            return read_bounded(path)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -122,8 +121,8 @@ class ProcfsKstatSource:
         values = {}
         for path in sorted(params.iterdir()):
             try:
-                values[path.name] = path.read_text(encoding="utf-8", errors="replace").strip()
-            except OSError:  # write-only or vanished parameter: nothing to report
+                values[path.name] = read_bounded(path, 65536).strip()
+            except (OSError, SourceError):  # write-only or vanished parameter: nothing to report
                 continue
         return values
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -10,6 +11,21 @@ from .kstat import NamedKstat, Txg
 
 class SourceError(RuntimeError):
     """A source could not read what it was asked for; the message is one clear line."""
+
+
+# The largest kstat, sysfs, udev or diskstats file read: real ones are a few KB (diskstats about
+# 150 bytes a device); a file past this is refused rather than held in memory.
+MAX_FILE_BYTES = 4 * 1024 * 1024
+
+
+def read_bounded(path: "str | os.PathLike", limit: int = MAX_FILE_BYTES, encoding: str = "utf-8") -> str:
+    """The file's text (undecodable bytes replaced); SourceError when it holds more than `limit`
+    bytes. OSError (FileNotFoundError included) is the caller's to interpret."""
+    with open(path, "rb") as handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise SourceError(f"{path}: larger than {limit} bytes, not read")
+    return data.decode(encoding, "replace")
 
 
 @dataclass(frozen=True)
