@@ -203,7 +203,7 @@ class Families:
 class ScrapeCollector:
     """The prometheus_client collector: runs every enabled collector once per scrape, one scrape at a time."""
 
-    MAX_LOGGED = 1000  # distinct (collector, family, reason) drop causes logged; the counters go on
+    MAX_LOGGED = 1000  # distinct (collector, reason) causes logged; the counters go on regardless
 
     def __init__(self, collectors: Sequence[Collector], kstat: "KstatSource | None" = None):
         self.collectors = list(collectors)
@@ -213,7 +213,7 @@ class ScrapeCollector:
         self._zfs_reason: str | None = None
         self._dropped: dict[tuple[str, str], int] = {}
         self._rewritten: dict[tuple[str, str], int] = {}
-        self._logged: set[tuple[str, str, str]] = set()
+        self._logged: set[tuple[str, str]] = set()
 
     def collect(self) -> Iterator["Metric"]:
         """The prometheus_client collector protocol (slower; the server uses `render`)."""
@@ -289,7 +289,7 @@ class ScrapeCollector:
             for (family, reason), count in counts.items():
                 key = (collector, reason)
                 totals[key] = totals.get(key, 0) + count
-                cause = (collector, family, reason)
+                cause = (collector, reason)  # one line per cause, however many families it touches
                 if cause not in self._logged and len(self._logged) < self.MAX_LOGGED:
                     self._logged.add(cause)
                     log.warning("collector %s: %s %d sample(s) of %s (%s), e.g. %s; counted from now on in "
@@ -306,7 +306,7 @@ class ScrapeCollector:
         for (collector, reason), count in sorted(self._rewritten.items()):
             families.counter("zfs_exporter_label_values_rewritten_total",
                              "Samples served with a label value changed to be valid: too_long (cut at "
-                             "1024 characters, ending in ...[cut]) or invalid_utf8 (bytes shown as \\xNN).",
+                             "1024 characters, ending in ...[cut <digest of the whole value>]) or invalid_utf8 (bytes shown as \\xNN).",
                              {"collector": collector, "reason": reason}, count)
     def _zfs_missing(self) -> str | None:
         """Why ZFS kstats cannot be read right now (None when they can); said once per change."""

@@ -13,6 +13,7 @@ families convert to prometheus_client `Metric` objects for anything that wants t
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 import sys
@@ -103,9 +104,12 @@ def format_le(bound: float) -> str:
 # Label values longer than this are cut (a dataset name is at most 255 bytes, a by-id path about
 # 100): one runaway line of command output must not become gigabytes of exposition text.
 MAX_LABEL_VALUE = 1024
-CUT_MARKER = "...[cut]"
-_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
-_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+CUT_MARKER = "...[cut {digest}]"
+# Stricter than the format's own rule: lower-case snake case without colons, so that a field
+# name read from the kernel (`fooBar`, `a:b`) can never fail `promtool check metrics`' lint either.
+# and at most 200 characters: a kernel field name is a few dozen.
+_METRIC_NAME = re.compile(r"[a-z_][a-z0-9_]{0,199}")
+_LABEL_NAME = re.compile(r"[a-z_][a-z0-9_]{0,199}")
 
 
 class RenderIssues:
@@ -158,7 +162,11 @@ def _clean_label_value(value: Any, issues: list[str]) -> str:
             value = valid_utf8(value)
             issues.append("invalid_utf8")
     if len(value) > MAX_LABEL_VALUE:
-        value = value[:MAX_LABEL_VALUE - len(CUT_MARKER)] + CUT_MARKER
+        # The marker carries a digest of the whole value: two long names that share their first
+        # kilobyte still make two series.
+        digest = hashlib.blake2b(value.encode("utf-8", "backslashreplace"), digest_size=4).hexdigest()
+        marker = CUT_MARKER.format(digest=digest)
+        value = value[:MAX_LABEL_VALUE - len(marker)] + marker
         issues.append("too_long")
     return value
 

@@ -105,8 +105,8 @@ def read_udev_db(udev_data: str | Path, major: int, minor: int) -> tuple[dict[st
 
 def _attr(path: Path) -> str:
     try:
-        return path.read_bytes().decode("utf-8", "replace").strip().strip("\x00").strip()
-    except OSError:
+        return read_bounded(path, 65536).strip().strip("\x00").strip()
+    except (OSError, SourceError):
         return ""
 
 

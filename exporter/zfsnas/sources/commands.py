@@ -59,7 +59,7 @@ class CommandRunner:
                 if len(out) > limit:
                     raise SourceError(f"{_show(argv)} printed more than {limit} bytes (its output limit; "
                                       "--zfs.command-max-output raises it) and was killed")
-        text = out.decode("utf-8", "replace")
+        text = out.decode("utf-8", "surrogateescape")  # non-UTF-8 names reach the renderer, which escapes and counts them
         del out
         return text
 
@@ -87,18 +87,18 @@ class CommandRunner:
                     if not skipping:
                         pending += chunk[start:]
                         if len(pending) > MAX_LINE_BYTES:
-                            yield bytes(pending[:MAX_LINE_BYTES]).decode("utf-8", "replace")
+                            yield bytes(pending[:MAX_LINE_BYTES]).decode("utf-8", "surrogateescape")
                             pending.clear()
                             skipping = True
                     break
                 if not skipping:
                     pending += chunk[start:end]
-                    yield bytes(pending[:MAX_LINE_BYTES]).decode("utf-8", "replace")
+                    yield bytes(pending[:MAX_LINE_BYTES]).decode("utf-8", "surrogateescape")
                 pending.clear()
                 skipping = False
                 start = end + 1
         if pending and not skipping:
-            yield pending.decode("utf-8", "replace")
+            yield pending.decode("utf-8", "surrogateescape")
 
     def _chunks(self, argv: Sequence[str], timeout: float | None) -> Iterator[bytes]:
         """The command's stdout as it comes. The command is killed and reaped whenever this ends,
@@ -140,7 +140,11 @@ class CommandRunner:
                         chunk = os.read(fd, _CHUNK)
                     except BlockingIOError:
                         continue
-                    if not chunk:
+                    if not chunk:  # end of output: the command gets the rest of its time to exit
+                        try:
+                            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+                        except subprocess.TimeoutExpired:
+                            timed_out = True
                         break
                     yield chunk
             finally:

@@ -19,13 +19,15 @@ MAX_FILE_BYTES = 4 * 1024 * 1024
 
 
 def read_bounded(path: "str | os.PathLike", limit: int = MAX_FILE_BYTES, encoding: str = "utf-8") -> str:
-    """The file's text (undecodable bytes replaced); SourceError when it holds more than `limit`
-    bytes. OSError (FileNotFoundError included) is the caller's to interpret."""
+    """The file's text; SourceError when it holds more than `limit` bytes. Bytes that are not UTF-8
+    are kept as surrogate escapes (like os.listdir's names): the renderer shows them as `\\xNN`
+    and counts them, so two names differing only there stay two series.
+    OSError (FileNotFoundError included) is the caller's to interpret."""
     with open(path, "rb") as handle:
         data = handle.read(limit + 1)
     if len(data) > limit:
         raise SourceError(f"{path}: larger than {limit} bytes, not read")
-    return data.decode(encoding, "replace")
+    return data.decode(encoding, "surrogateescape")
 
 
 @dataclass(frozen=True)
