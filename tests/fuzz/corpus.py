@@ -297,7 +297,8 @@ def generate(seed: int = 16, per_class: int = 40, full: bool = False) -> list[Ca
     long_name = b"v" * (1 << 20)
     add("size", "zpool iostat -w: 1 MB vdev name", set_command("zpool-iostat-w.txt", {"long_vdev": 1 << 20}), big=True)
     add("size", "zpool status: 1 MB vdev name", _rewrite(Path("commands/zpool-status-P.txt"),
-                                                        replace_column(rng, b"/dev/" + long_name)), big=True)
+                                                        lambda data: data.replace(b"/dev/", b"/dev/" + long_name, 1)),
+        big=True)
     add("size", "zfs list: 1 MB dataset name", _rewrite(Path("commands/zfs-list.txt"),
                                                        lambda data: b"tank/" + long_name + data[data.index(b"\t", 4):]),
         big=True)

@@ -3,8 +3,8 @@
 In-process (`run_cases`): each case gets a fresh copy of the base tree, one mutation, a fresh
 exporter, and two scrapes through a real `zfsnas.server` on 127.0.0.1; a case that takes longer
 than `CASE_SECONDS` is a hang. Every page goes through `promtool check metrics`.
-Out of process (`measure_rss`): the case in a child process of its own (two renders), whose peak
-RSS the kernel reports through wait4.
+Out of process (`measure_rss`): the case in a child process of its own (two renders), which
+reports its own peak RSS (VmHWM).
 
     python -m tests.fuzz.run --one <tree>     (the child: prints what it rendered as JSON)
 """
@@ -193,28 +193,17 @@ def measure_rss(case: Case | None, work: Path) -> tuple[int, dict]:
     """(peak RSS in KiB, what the child rendered) of one case run in a process of its own."""
     tree = prepare(work, case)
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "tests.fuzz.run", "--one", str(tree), *(case.collectors if case else ALL)],
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                cwd=Path(__file__).parent.parent.parent)
-        deadline = time.monotonic() + CASE_SECONDS * 2
-        out = b""
-        while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.monotonic() > deadline:
-                proc.kill()
-                pid, status, usage = os.wait4(proc.pid, 0)
-                return usage.ru_maxrss, {"outcome": "hang"}
-            time.sleep(0.05)
-        out = proc.stdout.read()
-        proc.stdout.close()
-        proc.returncode = os.waitstatus_to_exitcode(status)
         try:
-            report = json.loads(out)
+            proc = subprocess.run([sys.executable, "-m", "tests.fuzz.run", "--one", str(tree),
+                                   *(case.collectors if case else ALL)], capture_output=True,
+                                  timeout=CASE_SECONDS * 2, cwd=Path(__file__).parent.parent.parent)
+        except subprocess.TimeoutExpired:
+            return 0, {"outcome": "hang"}
+        try:
+            report = json.loads(proc.stdout)
         except ValueError:
-            report = {"outcome": "crash", "detail": out[-300:].decode("utf-8", "replace")}
-        return usage.ru_maxrss, report
+            return 0, {"outcome": "crash", "detail": proc.stderr[-300:].decode("utf-8", "replace")}
+        return report["rss_kb"], report
     finally:
         cleanup(tree)
 
@@ -229,8 +218,11 @@ def _one(tree: str, collectors: list[str]) -> None:
     for _ in range(2):
         text = exporter.render()
     dropped, rewritten, failing = indicators(text)
+    # VmHWM is this process' own peak (wait4's ru_maxrss would include the parent it was forked from).
+    with open("/proc/self/status") as status:
+        peak_kb = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
     print(json.dumps({"outcome": "ok", "bytes": len(text), "dropped": dropped, "rewritten": rewritten,
-                      "failing": failing}))
+                      "failing": failing, "rss_kb": peak_kb}))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 """The fuzz corpus' `zfs`/`zpool`: replays `<dir>/index.json` like tests/fixtures/commands/standin.py,
 and can misbehave per command line (`"behaviour"` in the index):
   {"repeat_mb": N}      the recorded output repeated until N MB were written
-  {"long_vdev": N}      zpool iostat -w output whose vdev names are N bytes long
+  {"long_vdev": N}      zpool iostat -w output whose first two leaf vdev names are N bytes long
   {"long_line": N}      the recorded output with one N-byte line in the middle
   {"sleep": S}          hang for S seconds before answering
   {"leftover": S}       answer, then exit leaving a process in its own session holding stdout for S seconds
@@ -52,8 +52,9 @@ def main(argv: list[str]) -> int:
     if "long_vdev" in how:
         lines = data.split(b"\n")
         vdev = b"/dev/disk/by-id/" + b"v" * how["long_vdev"]
+        leaves = [i for i, line in enumerate(lines) if line.startswith(b"/dev/")][:2]  # two 1 MB names
         out.write(b"\n".join(vdev + b"%d" % i + line[line.find(b"\t"):] * (b"\t" in line)
-                             if line.startswith(b"/dev/") else line for i, line in enumerate(lines)))
+                             if i in leaves else line for i, line in enumerate(lines)))
         return 0
     if "long_line" in how:
         middle = len(data) // 2
