@@ -264,6 +264,8 @@ def make_server(address: str, render: Callable[..., str], telemetry_path: str = 
             try:
                 text = render(deadline=deadline) if takes_deadline else render()
                 body = text.encode("utf-8", "backslashreplace")  # renderers emit valid UTF-8; never a 500 for it
+            except TimeoutError as exc:  # the deadline passed while an earlier scrape still ran
+                return reply(503, "text/plain; charset=utf-8", f"{exc}\n".encode())
             except Exception as exc:  # collectors guard themselves; this is the last line of defence
                 log.error("rendering metrics failed: %s", str(exc)[:500])
                 return reply(500, "text/plain; charset=utf-8", b"rendering metrics failed\n")

@@ -1,0 +1,142 @@
+"""The server's limits (exporter/zfsnas/server.py): silent and slow clients never hold up a scrape,
+unfinished connections are closed at the read deadline, the scrape deadline comes from
+Prometheus' timeout header; and the scrape loop skips what it cannot finish in time."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from tests.integration.test_server import make_cert
+from zfsnas import server as server_module
+from zfsnas.collector import Collector, Context, Report, ScrapeCollector
+from zfsnas.server import make_server, serve_in_thread
+from zfsnas.webconfig import WebConfig
+
+
+@pytest.fixture
+def serving(request):
+    servers = []
+
+    def start(render, web=None):
+        srv = make_server("127.0.0.1:0", render, web=web)
+        serve_in_thread(srv)
+        servers.append(srv)
+        return srv.server_address[1]
+
+    yield start
+    for srv in servers:
+        srv.shutdown()
+
+
+def get(port, scheme="http", context=None, headers=None):
+    request = urllib.request.Request(f"{scheme}://127.0.0.1:{port}/metrics", headers=headers or {})
+    started = time.monotonic()
+    with urllib.request.urlopen(request, timeout=10, context=context) as response:
+        body = response.read()
+    return body, time.monotonic() - started
+
+
+def test_200_silent_and_50_slow_clients_do_not_delay_a_scrape(serving, tmp_path):
+    make_cert(tmp_path)
+    web = WebConfig(tls=ssl.create_default_context(ssl.Purpose.CLIENT_AUTH))
+    web.tls.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+    port = serving(lambda: "up 1\n", web)
+    client = ssl.create_default_context(cafile=str(tmp_path / "cert.pem"))
+    quiet = [get(port, "https", client)[1] for _ in range(10)]
+    silent = [socket.create_connection(("127.0.0.1", port)) for _ in range(200)]  # no ClientHello, ever
+    slow = []
+    for _ in range(50):  # a TLS handshake, then a request that never ends
+        sock = client.wrap_socket(socket.create_connection(("127.0.0.1", port)), server_hostname="127.0.0.1")
+        sock.sendall(b"GET /metrics HTTP/1.1\r\nX-Slow: ")
+        slow.append(sock)
+    try:
+        loaded = [get(port, "https", client) for _ in range(20)]
+        assert all(body == b"up 1\n" for body, _ in loaded)
+        # more clients stuck than there are workers (8), yet each scrape takes what it took before
+        assert max(t for _, t in loaded) < max(quiet) + 0.5, (quiet, [t for _, t in loaded])
+    finally:
+        for sock in silent + slow:
+            sock.close()
+
+
+def test_unfinished_connections_are_closed_at_the_read_deadline(serving, monkeypatch):
+    monkeypatch.setattr(server_module, "READ_TIMEOUT", 0.5)
+    port = serving(lambda: "up 1\n")
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.sendall(b"GET /metr")
+    sock.settimeout(5)
+    started = time.monotonic()
+    assert sock.recv(100) == b""  # closed by the server, without an answer
+    assert 0.4 < time.monotonic() - started < 2.5
+    sock.close()
+    assert get(port)[0] == b"up 1\n"
+
+
+def test_more_connections_than_the_pending_limit_drop_the_oldest(serving, monkeypatch):
+    monkeypatch.setattr(server_module, "MAX_PENDING", 20)
+    port = serving(lambda: "up 1\n")
+    silent = [socket.create_connection(("127.0.0.1", port)) for _ in range(40)]
+    try:
+        assert get(port)[0] == b"up 1\n"
+        silent[0].settimeout(5)
+        assert silent[0].recv(10) == b""  # the oldest made room
+    finally:
+        for sock in silent:
+            sock.close()
+
+
+def test_scrape_deadline_comes_from_prometheus_header(serving):
+    seen = []
+
+    def render(deadline=None):
+        seen.append(None if deadline is None else deadline - time.monotonic())
+        return "up 1\n"
+
+    port = serving(render)
+    get(port, headers={"X-Prometheus-Scrape-Timeout-Seconds": "10"})
+    get(port)
+    get(port, headers={"X-Prometheus-Scrape-Timeout-Seconds": "bogus"})
+    assert 9.0 < seen[0] <= 9.5  # the timeout less half a second, as blackbox_exporter does
+    assert seen[1:] == [None, None]
+
+
+class Sleeper(Collector):
+    name = "sleeper"
+    needs_zfs = False
+
+    def collect(self, report: Report):
+        time.sleep(0.3)
+        return []
+
+
+class Second(Sleeper):
+    name = "second"
+
+
+def test_collectors_not_reached_by_the_deadline_report_failure():
+    ctx = Context(kstat=None, commands=None)
+    scrape = ScrapeCollector([Sleeper(ctx), Second(ctx)])
+    text = scrape.render(deadline=time.monotonic() + 0.1)
+    assert 'zfs_exporter_collector_success{collector="sleeper"} 1' in text
+    assert 'zfs_exporter_collector_success{collector="second"} 0' in text
+    assert 'zfs_exporter_collector_success{collector="second"} 1' in scrape.render()
+
+
+def test_waiting_for_an_earlier_scrape_past_the_deadline_is_a_503(serving):
+    ctx = Context(kstat=None, commands=None)
+    scrape = ScrapeCollector([Sleeper(ctx)])
+    port = serving(lambda deadline=None: scrape.render(deadline=deadline))
+    first = threading.Thread(target=get, args=(port,))
+    first.start()
+    time.sleep(0.05)
+    with pytest.raises(urllib.error.HTTPError) as err:
+        get(port, headers={"X-Prometheus-Scrape-Timeout-Seconds": "0.1"})
+    assert err.value.code == 503
+    first.join()
