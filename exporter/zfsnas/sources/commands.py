@@ -13,9 +13,34 @@ import signal
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 from .model import SourceError
+
+
+@dataclass(frozen=True)
+class Completed:
+    """One finished command: what `zfsnas-exporter capture` records and `--replay` answers with."""
+
+    argv: tuple[str, ...]         # without the prefix
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+    def check(self) -> str:
+        """stdout, or the SourceError `run` raises for a non-zero exit status."""
+        if self.returncode != 0:
+            raise command_failed(self.argv, self.returncode, self.stderr)
+        return self.stdout
+
+
+def command_failed(argv: Sequence[str], returncode: int, stderr: str) -> SourceError:
+    message = stderr.strip().splitlines()
+    detail = message[-1] if message else "no error output"
+    return SourceError(f"{shlex.join(argv)} exited with status {returncode}: {detail}")
 
 
 class CommandRunner:
@@ -47,8 +72,14 @@ class CommandRunner:
 
     def run(self, argv: Sequence[str], timeout: float | None = None) -> str:
         """Run `argv` (after the prefix); return stdout or raise SourceError with one clear line."""
+        return self.complete(argv, timeout).check()
+
+    def complete(self, argv: Sequence[str], timeout: float | None = None) -> Completed:
+        """Run `argv` to its end whatever its exit status; a command that cannot start or times out
+        raises SourceError as `run` does."""
         full = [*self.prefix, *argv]
         limit = self.timeout if timeout is None else timeout
+        started = time.monotonic()
         proc = self._start(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             out, err = proc.communicate(timeout=limit)
@@ -57,11 +88,8 @@ class CommandRunner:
             raise SourceError(f"{shlex.join(argv)} timed out after {limit:g}s and was killed") from None
         finally:
             self._running.discard(proc)
-        if proc.returncode != 0:
-            message = err.decode("utf-8", "replace").strip().splitlines()
-            detail = message[-1] if message else "no error output"
-            raise SourceError(f"{shlex.join(argv)} exited with status {proc.returncode}: {detail}")
-        return out.decode("utf-8", "replace")
+        return Completed(tuple(argv), proc.returncode, out.decode("utf-8", "replace"),
+                         err.decode("utf-8", "replace"), time.monotonic() - started)
 
     def lines(self, argv: Sequence[str], timeout: float | None = None) -> Iterator[str]:
         """Run `argv` and yield its stdout line by line (without the newline), for outputs too big
@@ -95,9 +123,7 @@ class CommandRunner:
                 raise SourceError(f"{shlex.join(argv)} timed out after {limit:g}s and was killed")
             if proc.returncode != 0:
                 err.seek(0)
-                message = err.read().decode("utf-8", "replace").strip().splitlines()
-                detail = message[-1] if message else "no error output"
-                raise SourceError(f"{shlex.join(argv)} exited with status {proc.returncode}: {detail}")
+                raise command_failed(argv, proc.returncode, err.read().decode("utf-8", "replace"))
 
 
 def _signal_group(proc: subprocess.Popen) -> None:
