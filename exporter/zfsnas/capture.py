@@ -118,7 +118,7 @@ def take_capture(args: argparse.Namespace, out: Path) -> Unreadable:
         zfs_version, daemon = None, []
         for index in range(count):
             if index:
-                time.sleep(args.interval)
+                wait_between_snapshots(args.interval)
             collectors, version, saved = take_snapshot(args, root / "snapshots" / str(index), unreadable)
             zfs_version = zfs_version or version
             daemon.append(saved)
@@ -151,6 +151,11 @@ def take_capture(args: argparse.Namespace, out: Path) -> Unreadable:
             tar.add(root, arcname=ROOT, filter=_normalise)
         partial.replace(out)
     return unreadable
+
+
+def wait_between_snapshots(seconds: float) -> None:
+    """The pause of `--interval` (tests change the NAS here)."""
+    time.sleep(seconds)
 
 
 def _normalise(info: tarfile.TarInfo) -> tarfile.TarInfo:
