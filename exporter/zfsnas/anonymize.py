@@ -12,7 +12,8 @@ wherever they occur (they are inside by-id names). Fixed phrases of the formats 
 could clash with (`No known data errors`) are protected. Vdev guids and pool guids are kept: they
 identify nothing outside the capture and the disk-to-pool join needs them.
 Where the names come from: the recorded `zpool list`/`zfs list` outputs, the `pool:` lines of
-`zpool status`, kstat pool directories and `dataset_name`s, sysctl names, udev `ID_FS_LABEL`s.
+`zpool status`, kstat pool directories and `dataset_name`s, sysctl names, udev `ID_FS_LABEL`s,
+the bench database's dataset, pool and host columns (its text is rewritten in place with SQLite).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import json
 import os
 import re
 import socket
+import sqlite3
 from pathlib import Path
 
 NAME_CHARS = r"\w.:%-"
@@ -87,6 +89,8 @@ def find_names(root: Path) -> Names:
         _from_commands(snap, names)
         _from_kstats(snap, names)
         _from_devices(snap, names)
+        if (snap / "bench.sqlite").is_file():
+            _from_bench(snap / "bench.sqlite", names)
         sysctl = snap / "sysctl.txt"
         if sysctl.is_file():
             _from_sysctl(sysctl.read_text(errors="replace"), names)
@@ -125,6 +129,21 @@ def _from_sysctl(text: str, names: Names) -> None:
                 names.pools.add(pool)
         if ".dataset_name:" in line:
             names.add_dataset(line.split(":", 1)[1])
+
+
+def _from_bench(path: Path, names: Names) -> None:
+    """Dataset, pool and host columns of the bench runner's database (its scratch children are
+    often gone from `zfs list` by the time of a capture)."""
+    db = sqlite3.connect(path)
+    try:
+        for (table,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'"):
+            columns = {row[1] for row in db.execute(f'PRAGMA table_info("{table}")')}
+            for column in columns & {"dataset", "pool", "host"}:
+                for (value,) in db.execute(f'SELECT DISTINCT "{column}" FROM "{table}"'):
+                    if isinstance(value, str) and value:
+                        (names.hosts.add if column == "host" else names.add_dataset)(value)
+    finally:
+        db.close()
 
 
 def _from_kstats(snap: Path, names: Names) -> None:
@@ -228,6 +247,33 @@ class Mapping:
         return "".join(p + (kept[i] if i < len(kept) else "") for i, p in enumerate(out))
 
 
+def anonymize_sqlite(path: Path, mapping: Mapping) -> None:
+    """Every text value of every table (the bench runner's dataset and pool names), then VACUUM so the
+    old text is not left in free pages."""
+    db = sqlite3.connect(path)
+    try:
+        tables = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+                  if not row[0].startswith("sqlite_")]
+        for table in tables:
+            columns = [row[1] for row in db.execute(f'PRAGMA table_info("{table}")')]
+            for row in db.execute(f'SELECT rowid, {", ".join(f"{chr(34)}{c}{chr(34)}" for c in columns)} '
+                                  f'FROM "{table}"').fetchall():
+                changes = {c: _unlatin1(mapping.apply(_latin1(v))) for c, v in zip(columns, row[1:])
+                           if isinstance(v, str)}
+                changes = {c: v for c, v in changes.items() if v != row[1 + columns.index(c)]}
+                if changes:
+                    assignments = ", ".join(f'"{c}" = ?' for c in changes)
+                    db.execute(f'UPDATE "{table}" SET {assignments} WHERE rowid = ?', [*changes.values(), row[0]])
+        db.commit()
+        db.execute("VACUUM")
+    finally:
+        db.close()
+
+
+def _unlatin1(text: str) -> str:
+    return text.encode("latin-1").decode("utf-8", "replace")
+
+
 def _alternation(table: dict[str, str]) -> str:
     return "|".join(re.escape(k) for k in sorted(table, key=len, reverse=True))
 
@@ -238,6 +284,9 @@ def anonymize_tree(root: Path, manifest: dict) -> dict:
     mapping = Mapping(names)
     files = sorted(p for p in root.rglob("*") if p.is_file())
     for path in files:
+        if path.suffix == ".sqlite":
+            anonymize_sqlite(path, mapping)
+            continue
         raw = path.read_bytes()
         # latin-1 maps bytes 1:1, so binary attributes (vpd pages) survive; names are matched as UTF-8 bytes.
         text = raw.decode("latin-1")
@@ -250,7 +299,7 @@ def anonymize_tree(root: Path, manifest: dict) -> dict:
         if new_name != path.name:
             path.rename(path.with_name(new_name))
     text = _latin1(json.dumps(manifest, ensure_ascii=False))
-    manifest = json.loads(mapping.apply(text).encode("latin-1").decode("utf-8"))
+    manifest = json.loads(_unlatin1(mapping.apply(text)))
     manifest["anonymized"] = True
     manifest["anonymization"] = {
         "pools": len(names.pools), "datasets": len(names.datasets), "snapshot_names": len(names.snapshots),

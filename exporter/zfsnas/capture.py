@@ -18,7 +18,7 @@ Layout (every member under `zfsnas-capture/`):
   snapshots/<n>/proc/spl/kstat/zfs/..., proc/diskstats
   snapshots/<n>/sys/module/zfs/{version,parameters/*}, sys/block/<disk>/{dev,queue/rotational,...}
   snapshots/<n>/udev/data/b<major>:<minor>
-  snapshots/<n>/sysctl.txt      (FreeBSD from a file), bench.sqlite (when readable, not anonymized)
+  snapshots/<n>/sysctl.txt      (FreeBSD from a file), bench.sqlite (the zfsnas-bench results, when readable)
   snapshots/<n>/daemon-metrics.txt   the running exporter's /metrics (`--capture.metrics-url`)
 """
 
@@ -29,6 +29,7 @@ import json
 import os
 import platform
 import socket
+import sqlite3
 import sys
 import tarfile
 import tempfile
@@ -189,10 +190,10 @@ def take_snapshot(args: argparse.Namespace, dest: Path, unreadable: Unreadable) 
     copy_file(Path(args.procfs) / "diskstats", dest / "proc" / "diskstats", unreadable, optional=True)
     copy_block_devices(Path(args.sysfs), Path(args.udev_data), dest, unreadable)
     names = [c.name for c in exporter.collectors]
-    if "bench" in names and not args.anonymize:
+    if "bench" in names:
         from .sources.benchdb import default_bench_db
 
-        copy_file(Path(args.bench_db or default_bench_db()), dest / "bench.sqlite", unreadable, optional=True)
+        copy_bench_db(Path(args.bench_db or default_bench_db()), dest / "bench.sqlite", unreadable)
     daemon = fetch_daemon_metrics(args.metrics_url, dest / "daemon-metrics.txt") if args.metrics_url else "skipped"
     return names, version, daemon
 
@@ -221,6 +222,25 @@ def copy_file(src: Path, dst: Path, unreadable: Unreadable, optional: bool = Fal
     dst.parent.mkdir(parents=True, exist_ok=True)
     dst.write_bytes(data)
     return True
+
+
+def copy_bench_db(src: Path, dst: Path, unreadable: Unreadable) -> None:
+    """A consistent copy through SQLite's backup API: the runner's database is in WAL mode, so the
+    file alone can lack its latest results."""
+    if not src.exists():
+        return
+    try:
+        source = sqlite3.connect(src.resolve().as_uri() + "?mode=ro", uri=True, timeout=5)
+        try:
+            target = sqlite3.connect(dst)
+            with target:
+                source.backup(target)
+            target.close()
+        finally:
+            source.close()
+    except sqlite3.Error as exc:
+        dst.unlink(missing_ok=True)
+        unreadable.add(src, str(exc))
 
 
 def copy_kstats(procfs: Path, dest: Path, unreadable: Unreadable) -> None:

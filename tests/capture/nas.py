@@ -1,5 +1,5 @@
 """A whole NAS as fixture files, for captures on a machine without ZFS: the OpenZFS 2.3.2 kstat tree
-and module parameters, the disk tree (sysfs, udev database, /proc/diskstats: pools `tank` and
+and module parameters, a zfsnas-bench database with one result, the disk tree (sysfs, udev database, /proc/diskstats: pools `tank` and
 `backup` on serial-numbered disks) and the stand-in `zfs`/`zpool` answering the 2.3 recordings."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from tests.conftest import FIXTURES
-from tests.integration.test_stack import command_recordings
+from tests.integration.test_stack import command_recordings, store_result
 
 # Identities in the fixture files that an anonymized capture must not contain.
 POOLS = ("tank", "backup", "scratch")
@@ -32,10 +32,11 @@ def build_nas(tmp: Path) -> tuple[Path, list[str]]:
     shutil.copytree(FIXTURES / "linux-disks" / "sys" / "block", root / "sys" / "block", symlinks=True)
     shutil.copytree(FIXTURES / "linux-disks" / "udev", root / "udev")
     commands = command_recordings(root)
+    store_result(root / "bench.sqlite", 800e6, 1_700_000_000.0)
     prefix = [sys.executable, str(FIXTURES / "commands" / "standin.py"), str(commands)]
     flags = ["--path.procfs", str(root / "proc"), "--path.sysfs", str(root / "sys"),
              "--path.udev.data", str(root / "udev" / "data"), "--zfs.command-prefix", shlex.join(prefix),
-             "--bench.db", str(root / "no-bench.sqlite"), "--capture.metrics-url", ""]
+             "--bench.db", str(root / "bench.sqlite"), "--capture.metrics-url", ""]
     return root, flags
 
 

@@ -79,6 +79,9 @@ def test_capture_records_exact_command_lines_and_trees(tmp_path):
     metrics = files[snap + "metrics.txt"].decode()
     assert value(metrics, "zfs_pool_health", pool="tank", state="DEGRADED") == 1
     assert value(metrics, "zfs_exporter_collector_success", collector="disks") == 1
+    assert snap + "bench.sqlite" in files
+    assert value(metrics, "zfs_bench_throughput_bytes_per_second", job="seqwrite", compression="lz4",
+                 recordsize="1M", encryption="off", size="64M", pool="tank") == 800e6
 
 
 def test_replay_serves_every_sample_the_capture_saw(tmp_path):
@@ -191,10 +194,13 @@ def test_unprivileged_capture_lists_what_it_could_not_read(shared):
                           capture_output=True, text=True, timeout=120, cwd=repo,
                           env={**os.environ, "PYTHONPATH": str(repo / "exporter")})
     assert proc.returncode == 0, proc.stderr
-    assert "could not read 1 item(s)" in proc.stderr and f"{secret}: Permission denied" in proc.stderr
+    # The bench database is in WAL mode: another user cannot open it (the exporter cannot either).
+    assert "could not read 2 item(s)" in proc.stderr and f"{secret}: Permission denied" in proc.stderr
     manifest = json.loads(members(out / "c.tar.gz")["zfsnas-capture/manifest.json"])
     assert manifest["user"] == "unprivileged"
-    assert manifest["unreadable"] == [{"path": str(secret), "error": "Permission denied"}]
+    assert manifest["unreadable"] == [
+        {"path": str(secret), "error": "Permission denied"},
+        {"path": str(root / "bench.sqlite"), "error": "attempt to write a readonly database"}]
     [served] = replay_all(out / "c.tar.gz")
     assert value(served, "zfs_pool_health", pool="tank", state="DEGRADED") == 1
 
@@ -270,6 +276,8 @@ def test_anonymized_capture_leaks_no_name_serial_wwn_or_hostname(tmp_path, monke
     tank = {dict(k[1])["pool"] for k, v in samples(served).items()
             if k[0] == "zfs_pool_health" and dict(k[1])["state"] == "DEGRADED" and v == 1}
     assert {disk[d]["pool"] for d in ("sdb", "sdc", "sdd")} == tank
+    assert value(served, "zfs_bench_runs_total", job="seqwrite", compression="lz4", recordsize="1M",
+                 encryption="off", size="64M", pool=next(iter(tank))) == 1
     assert disk["sdb"]["serial"].startswith("SERIAL") and disk["sdd"]["wwn"].startswith("0x5")
     assert disk["sdb"]["by_id"].startswith("ata-SERIAL")
 
