@@ -1,0 +1,145 @@
+"""`zfsnas-exporter capture` on live OpenZFS, replayed here with no ZFS (issue 15).
+
+The guest (scenario.py `capture_roundtrip`) captured as root and as `nobody`, with and without
+`--anonymize`, each between two scrapes of the live exporter (`live_before`, and `live_after` once
+every background source had refreshed after the capture). Here each archive is replayed:
+- the replay serves exactly what the capture's exporter served at capture time (`metrics.txt`):
+  every sample of every family, counters equal; only timing and process samples may differ;
+- against the live daemon, which read the same NAS a moment apart: the same families and series,
+  every counter between the daemon's value before and after the capture, gauges there too (2 %
+  slack: the ARC moves by itself), and equal everywhere in the anonymized captures once the
+  daemon's labels are put through the capture's own pseudonyms (taken from its daemon-metrics.txt).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import samples
+from zfsnas.cli import build_parser
+from zfsnas.replay import ReplayExporter, open_capture
+
+pytestmark = pytest.mark.e2e
+
+RUNS = ("root", "root-anonymized", "user", "user-anonymized")
+TIMING = ("zfs_exporter_collector_duration_seconds", "zfs_exporter_source_age_seconds", "process_", "python_")
+# Gauges that move on their own between two readings a second apart.
+MOVING = ("zfs_arc_", "zfs_l2arc_", "zfs_disk_io_now", "zfs_vdev_queue_")
+
+
+def stable(text: str) -> dict:
+    return {k: v for k, v in samples(text).items() if not k[0].startswith(TIMING)}
+
+
+def kinds(text: str) -> dict[str, str]:
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split(" ", 3)
+            out[name] = kind
+    return out
+
+
+@pytest.fixture(scope="module")
+def roundtrip(results):
+    path = results / "capture_roundtrip"
+    if not (path / "record.json").exists():
+        pytest.fail(f"the guest did not run the capture round trip: see {results / 'scenario.log'}")
+    return path
+
+
+@pytest.fixture(scope="module")
+def replayed(roundtrip):
+    """{run: (manifest, [(capture-time metrics.txt, daemon-metrics.txt, replayed text) per snapshot])}"""
+    out = {}
+    for run in RUNS:
+        archive = roundtrip / f"{run}.tar.gz"
+        if not archive.exists():
+            continue
+        capture = open_capture(archive)
+        try:
+            exporter = ReplayExporter(capture, build_parser().parse_args([]), process_metrics=False)
+            snaps = []
+            for snap in capture.snapshots:
+                daemon = snap / "daemon-metrics.txt"
+                snaps.append(((snap / "metrics.txt").read_text(), daemon.read_text() if daemon.exists() else None,
+                              exporter.render()))
+            out[run] = (capture.manifest, snaps)
+        finally:
+            capture.close()
+    return out
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_capture_ran(roundtrip, run):
+    record = json.loads((roundtrip / "record.json").read_text())[run]
+    assert record["rc"] == 0, record["stderr"]
+    assert (roundtrip / f"{run}.tar.gz").exists()
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_replay_serves_exactly_what_the_capture_served(replayed, run):
+    manifest, snaps = replayed[run]
+    assert manifest["anonymized"] is run.endswith("anonymized")
+    assert manifest["user"] == ("unprivileged" if run.startswith("user") else "root")
+    for saw, _daemon, served in snaps:
+        want, got = stable(saw), stable(served)
+        assert got.keys() == want.keys(), sorted(set(want) ^ set(got))[:10]
+        different = {k: (want[k], got[k]) for k in want if want[k] != got[k]}
+        assert different == {}
+        successes = {dict(k[1])["collector"]: v for k, v in got.items() if k[0] == "zfs_exporter_collector_success"}
+        assert successes and set(successes.values()) == {1.0}, successes
+        assert len(got) > 1000
+
+
+def test_replay_matches_the_live_exporter_around_the_capture(roundtrip, replayed):
+    """Root, not anonymized: the daemon's own labels. Every series the daemon served before and
+    after is served by the replay; counters lie between the two readings, gauges too."""
+    _manifest, [(saw, daemon, served)] = replayed["root"]
+    before = stable((roundtrip / "root.live_before.txt").read_text())
+    after_text = (roundtrip / "root.live_after.txt").read_text()
+    after = stable(after_text)
+    got = stable(served)
+    types = kinds(after_text)
+    both = set(before) & set(after)
+    missing = sorted(k for k in both if k not in got)
+    assert missing == [], missing[:10]
+    extra = sorted(k for k in got if k not in before and k not in after)
+    assert extra == [], extra[:10]
+    outside = {}
+    for key in both:
+        family = next((f for f in (key[0], key[0].rsplit("_", 1)[0]) if f in types), key[0])
+        low, high = sorted((before[key], after[key]))
+        if types.get(family) == "gauge" and key[0].startswith(MOVING):
+            pad = 0.02 * max(abs(low), abs(high))
+            low, high = low - pad, high + pad
+        if not low <= got[key] <= high:
+            outside[key] = (before[key], got[key], after[key])
+    assert outside == {}, sorted(outside.items())[:10]
+    # The daemon's /metrics saved during the capture is the same NAS too.
+    assert daemon is not None and set(stable(daemon)) >= both - {k for k in both if k[0].startswith(TIMING)}
+
+
+@pytest.mark.parametrize("run", ["root-anonymized", "user-anonymized"])
+def test_anonymized_capture_serves_the_same_series_under_pseudonyms(replayed, run):
+    """Same number of series per family as the plain capture; no pool, dataset or serial of the
+    live NAS in any label."""
+    _m, [(_saw, _daemon, plain)] = replayed[run.replace("-anonymized", "")]
+    _m, [(_saw, _daemon, anon)] = replayed[run]
+
+    def per_family(data):
+        out: dict[str, int] = {}
+        for name, _labels in data:
+            out[name] = out.get(name, 0) + 1
+        return out
+
+    assert per_family(stable(anon)) == per_family(stable(plain))
+    labels = " ".join(f"{k}={v}" for key in stable(anon) for k, v in key[1])
+    for secret in ("tank", "fast/db", "tank/lz4", "e2e-1"):
+        assert f"={secret}" not in labels and f"/{secret}" not in labels
+    pools = {dict(k[1])["pool"] for k in stable(anon) if k[0] == "zfs_pool_health"}
+    assert pools == {"pool0", "pool1"}
+    disk_pools = {dict(k[1])["pool"] for k in stable(anon) if k[0] == "zfs_disk_info"} - {""}
+    assert disk_pools == pools
