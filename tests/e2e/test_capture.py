@@ -97,7 +97,13 @@ def test_replay_serves_exactly_what_the_capture_served(replayed, run):
 def test_replay_matches_the_live_exporter_around_the_capture(roundtrip, replayed):
     """Root, not anonymized: the daemon's own labels. Every series the daemon served before and
     after is served by the replay; counters lie between the two readings, gauges too."""
-    _manifest, [(saw, daemon, served)] = replayed["root"]
+    manifest, snaps = replayed["root"]
+    assert manifest["snapshots"] == 2 and manifest["interval_seconds"] == 5
+    for number, (_saw, daemon, served) in enumerate(snaps):
+        check_between_live_readings(roundtrip, daemon, served, number)
+
+
+def check_between_live_readings(roundtrip, daemon, served, number):
     before = stable((roundtrip / "root.live_before.txt").read_text())
     after_text = (roundtrip / "root.live_after.txt").read_text()
     after = stable(after_text)
@@ -117,7 +123,7 @@ def test_replay_matches_the_live_exporter_around_the_capture(roundtrip, replayed
             low, high = low - pad, high + pad
         if not low <= got[key] <= high:
             outside[key] = (before[key], got[key], after[key])
-    assert outside == {}, sorted(outside.items())[:10]
+    assert outside == {}, (f"snapshot {number}", sorted(outside.items())[:10])
     # The daemon's /metrics saved during the capture is the same NAS too.
     assert daemon is not None and set(stable(daemon)) >= both - {k for k in both if k[0].startswith(TIMING)}
 
@@ -126,8 +132,8 @@ def test_replay_matches_the_live_exporter_around_the_capture(roundtrip, replayed
 def test_anonymized_capture_serves_the_same_series_under_pseudonyms(replayed, run):
     """Same number of series per family as the plain capture; no pool, dataset or serial of the
     live NAS in any label."""
-    _m, [(_saw, _daemon, plain)] = replayed[run.replace("-anonymized", "")]
-    _m, [(_saw, _daemon, anon)] = replayed[run]
+    plain = replayed[run.replace("-anonymized", "")][1][0][2]
+    anon = replayed[run][1][0][2]
 
     def per_family(data):
         out: dict[str, int] = {}

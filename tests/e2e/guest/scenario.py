@@ -371,11 +371,11 @@ def bench_phase() -> None:
 
 # --- issue 15: `zfsnas-exporter capture` on live ZFS, replayed on the host (tests/e2e/test_capture.py) ---
 
-CAPTURE_RUNS = {  # name: (as the unprivileged user, --anonymize)
-    "root": (False, False),
-    "root-anonymized": (False, True),
-    "user": (True, False),
-    "user-anonymized": (True, True),
+CAPTURE_RUNS = {  # name: (as the unprivileged user, --anonymize, extra flags)
+    "root": (False, False, ["--interval", "5"]),  # two snapshots: counters with a before and after
+    "root-anonymized": (False, True, []),
+    "user": (True, False, []),
+    "user-anonymized": (True, True, []),
 }
 
 
@@ -390,10 +390,10 @@ def capture_roundtrip() -> None:
     local.mkdir(mode=0o777)
     local.chmod(0o777)
     record: dict = {}
-    for name, (unprivileged, anonymize) in CAPTURE_RUNS.items():
+    for name, (unprivileged, anonymize, extra) in CAPTURE_RUNS.items():
         archive = local / f"{name}.tar.gz"
         argv = ["zfsnas-exporter", "capture", str(archive), f"--capture.metrics-url=http://127.0.0.1:{PORT}/metrics",
-                f"--bench.db={BENCH_DB}"] + (["--anonymize"] if anonymize else [])
+                f"--bench.db={BENCH_DB}", *extra] + (["--anonymize"] if anonymize else [])
         if unprivileged:
             argv = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", *argv]
         (out / f"{name}.live_before.txt").write_text(metrics())
