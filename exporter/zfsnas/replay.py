@@ -31,6 +31,8 @@ class CaptureError(Exception):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = ("zfsnas-exporter capture OUT.tar.gz [--interval N] [--anonymize] [flags]: bundle what the "
+                     "exporter reads on this NAS into one archive (see docs/capture.md)")
     parser.add_argument("--replay", dest="replay", default=None, metavar="CAPTURE.tar.gz",
                         help="serve /metrics from a capture made with `zfsnas-exporter capture` instead of this host")
     parser.add_argument("--replay.loop", dest="replay_loop", action="store_true",

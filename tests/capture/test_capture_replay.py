@@ -298,3 +298,24 @@ def test_from_capture_makes_a_fixture_tree_and_golden(tmp_path):
     saw = members(out)["zfsnas-capture/snapshots/0/metrics.txt"].decode()
     assert text == stable_text(saw)
     assert value(text, "zfs_pool_health", pool="pool2", state="DEGRADED") == 1
+
+
+def test_freebsd_capture_from_a_sysctl_file_replays(tmp_path):
+    from tests.conftest import freebsd_sysctl
+
+    out = tmp_path / "freebsd.tar.gz"
+    flags = ["--kstat.source", "sysctl", "--path.sysctl-file", str(freebsd_sysctl("14.1")),
+             "--collector.disable-defaults", "--collector.arc", "--collector.txg", "--collector.objset",
+             "--collector.poolstats", "--collector.tunables", "--capture.metrics-url", ""]
+    assert capture_module.main([str(out), *flags]) == 0
+    files = members(out)
+    assert files["zfsnas-capture/snapshots/0/sysctl.txt"] == freebsd_sysctl("14.1").read_bytes()
+    manifest = json.loads(files["zfsnas-capture/manifest.json"])
+    assert manifest["kstat_source"] == "sysctl" and manifest["collectors"] == ["arc", "txg", "objset", "poolstats",
+                                                                               "tunables"]
+    [served] = replay_all(out)
+    saw = files["zfsnas-capture/snapshots/0/metrics.txt"].decode()
+    assert stable(served) == stable(saw) and len(stable(saw)) > 300
+    size = next(line.split(": ")[1] for line in freebsd_sysctl("14.1").read_text().splitlines()
+                if line.startswith("kstat.zfs.misc.arcstats.size: "))
+    assert value(served, "zfs_arc_size_bytes") == int(size)
