@@ -7,7 +7,8 @@ the archive holds the exact `zfs`/`zpool`/`sysctl` command lines the collectors 
 stderr, exit status) and the families a scrape gave at that moment. Right after, the files the
 sources read are copied as they are (`--path.procfs`, `--path.sysfs`, `--path.udev.data`,
 `--path.sysctl-file`, the bench database). Whatever cannot be read (not root, a root-only kstat)
-is listed in the manifest and on stderr; the capture goes on.
+is listed in the manifest and on stderr, and an empty directory takes its place so that a replay
+fails to read it too; the capture goes on.
 
 Layout (every member under `zfsnas-capture/`):
   manifest.json                 format, exporter version, OS, OpenZFS version, time, flags, what
@@ -209,7 +210,7 @@ def replayed_flags(args: argparse.Namespace) -> dict:
     return {k: v for k, v in sorted(vars(args).items()) if k not in NOT_REPLAYED and not callable(v)}
 
 
-def copy_file(src: Path, dst: Path, unreadable: Unreadable, optional: bool = False) -> bool:
+def copy_file(src: Path, dst: Path, unreadable: Unreadable, optional: bool = False, stand_in: bool = True) -> bool:
     try:
         data = src.read_bytes()
     except FileNotFoundError:
@@ -217,6 +218,8 @@ def copy_file(src: Path, dst: Path, unreadable: Unreadable, optional: bool = Fal
             unreadable.add(src, "does not exist")
         return False
     except OSError as exc:
+        if stand_in:
+            stand_in_for_unreadable(dst)
         unreadable.add(src, exc)
         return False
     dst.parent.mkdir(parents=True, exist_ok=True)
@@ -240,7 +243,16 @@ def copy_bench_db(src: Path, dst: Path, unreadable: Unreadable) -> None:
             source.close()
     except sqlite3.Error as exc:
         dst.unlink(missing_ok=True)
+        stand_in_for_unreadable(dst)
         unreadable.add(src, str(exc))
+
+
+def stand_in_for_unreadable(dst: Path) -> None:
+    """An empty directory where a file could not be read: reading it in a replay fails (for root
+    too), so the replay's collectors fail where the capture's did instead of taking the file for one
+    this OpenZFS version lacks. (Not for files directly in the kstat root, where a directory would
+    be a pool: `copy_kstats` leaves those out, and the exporter reads them as required.)"""
+    dst.mkdir(parents=True, exist_ok=True)
 
 
 def copy_kstats(procfs: Path, dest: Path, unreadable: Unreadable) -> None:
@@ -252,7 +264,7 @@ def copy_kstats(procfs: Path, dest: Path, unreadable: Unreadable) -> None:
         for name in sorted(filenames):
             if here == src_root and name in SKIP_KSTATS:
                 continue
-            copy_file(here / name, dest / rel / name, unreadable)
+            copy_file(here / name, dest / rel / name, unreadable, stand_in=here != src_root)
 
 
 def copy_module(sysfs: Path, dest: Path, unreadable: Unreadable) -> str | None:

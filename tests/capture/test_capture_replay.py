@@ -175,7 +175,7 @@ def shared():
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run the capture as another user")
 def test_unprivileged_capture_lists_what_it_could_not_read(shared):
     root, flags = build_nas(shared)
-    secret = root / "proc" / "spl" / "kstat" / "zfs" / "fm"
+    secret = root / "proc" / "spl" / "kstat" / "zfs" / "tank" / "iostats"
     secret.chmod(0o600)
     for path in [shared, *shared.rglob("*")]:
         if path != secret and not path.is_symlink():
@@ -201,8 +201,14 @@ def test_unprivileged_capture_lists_what_it_could_not_read(shared):
     assert manifest["unreadable"] == [
         {"path": str(secret), "error": "Permission denied"},
         {"path": str(root / "bench.sqlite"), "error": "attempt to write a readonly database"}]
+    files = members(out / "c.tar.gz")
     [served] = replay_all(out / "c.tar.gz")
     assert value(served, "zfs_pool_health", pool="tank", state="DEGRADED") == 1
+    # What nobody could not read fails the same way in the replay, even for root.
+    assert value(served, "zfs_exporter_collector_success", collector="bench") == 0
+    assert value(served, "zfs_exporter_collector_success", collector="poolstats") == 0
+    assert value(served, "zfs_exporter_collector_success", collector="arc") == 1
+    assert stable(served) == stable(files["zfsnas-capture/snapshots/0/metrics.txt"].decode())
 
 
 def _damaged(tmp_path: Path, good: Path) -> dict[str, Path]:

@@ -17,7 +17,7 @@ import json
 
 import pytest
 
-from tests.conftest import samples
+from tests.conftest import samples, types as family_types
 from zfsnas.cli import build_parser
 from zfsnas.replay import ReplayExporter, open_capture
 
@@ -31,15 +31,6 @@ MOVING = ("zfs_arc_", "zfs_l2arc_", "zfs_disk_io_now", "zfs_vdev_queue_")
 
 def stable(text: str) -> dict:
     return {k: v for k, v in samples(text).items() if not k[0].startswith(TIMING)}
-
-
-def kinds(text: str) -> dict[str, str]:
-    out = {}
-    for line in text.splitlines():
-        if line.startswith("# TYPE "):
-            _, _, name, kind = line.split(" ", 3)
-            out[name] = kind
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +81,10 @@ def test_replay_serves_exactly_what_the_capture_served(replayed, run):
         different = {k: (want[k], got[k]) for k in want if want[k] != got[k]}
         assert different == {}
         successes = {dict(k[1])["collector"]: v for k, v in got.items() if k[0] == "zfs_exporter_collector_success"}
-        assert successes and set(successes.values()) == {1.0}, successes
+        # As `nobody` the bench database (SQLite WAL, root's) cannot be opened: that collector fails
+        # in the capture and, through its stand-in, in the replay too.
+        excused = {"bench"} if any(u["path"].endswith(".sqlite") for u in manifest["unreadable"]) else set()
+        assert successes and {c for c, v in successes.items() if v != 1} <= excused, successes
         assert len(got) > 1000
 
 
@@ -108,7 +102,7 @@ def check_between_live_readings(roundtrip, daemon, served, number):
     after_text = (roundtrip / "root.live_after.txt").read_text()
     after = stable(after_text)
     got = stable(served)
-    types = kinds(after_text)
+    types = family_types(after_text)
     both = set(before) & set(after)
     missing = sorted(k for k in both if k not in got)
     assert missing == [], missing[:10]
