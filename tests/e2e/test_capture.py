@@ -118,13 +118,15 @@ def check_between_live_readings(roundtrip, daemon, served, number):
         family = next((f for f in (key[0], key[0].rsplit("_", 1)[0]) if f in types), key[0])
         low, high = sorted((before[key], after[key]))
         if key[0].startswith(ACCUMULATED):
-            low = 0.0 if key[0].startswith("zfs_pool_txgs_missed") or not high else min(1.0, high)
+            low = 0.0
         elif types.get(family) == "gauge" and key[0].startswith(MOVING):
             pad = 0.02 * max(abs(low), abs(high))
             low, high = low - pad, high + pad
         if not low <= got[key] <= high:
             outside[key] = (before[key], got[key], after[key])
     assert outside == {}, (f"snapshot {number}", sorted(outside.items())[:10])
+    synced = {k: v for k, v in got.items() if k[0] == "zfs_pool_txgs_synced_total"}
+    assert len(synced) == 2 and min(synced.values()) > 0, synced  # tank and fast, from their txg rings
     # The daemon's /metrics saved during the capture is the same NAS too.
     assert daemon is not None and set(stable(daemon)) >= both - {k for k in both if k[0].startswith(TIMING)}
 
