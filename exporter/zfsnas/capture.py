@@ -95,12 +95,13 @@ def main(argv: list[str]) -> int:
     if not out.parent.is_dir():
         print(f"capture: {out.parent} is not a directory", file=sys.stderr)
         return 2
+    started = time.monotonic()
     try:
         unreadable = take_capture(args, out)
     except OSError as exc:
         print(f"capture: cannot write {out}: {exc.strerror or exc}", file=sys.stderr)
         return 1
-    print(f"wrote {out} ({out.stat().st_size / 1024:.0f} KiB)", file=sys.stderr)
+    print(f"wrote {out} ({out.stat().st_size / 1024:.0f} KiB) in {time.monotonic() - started:.1f} s", file=sys.stderr)
     if unreadable.items:
         print(f"could not read {len(unreadable.items)} item(s) (run as root for a complete capture):",
               file=sys.stderr)
@@ -149,9 +150,12 @@ def take_capture(args: argparse.Namespace, out: Path) -> Unreadable:
             manifest = anonymize_tree(root, manifest)
         (root / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
         partial = out.with_name(out.name + ".partial")
-        with tarfile.open(partial, "w:gz") as tar:
-            tar.add(root, arcname=ROOT, filter=_normalise)
-        partial.replace(out)
+        try:
+            with tarfile.open(partial, "w:gz") as tar:
+                tar.add(root, arcname=ROOT, filter=_normalise)
+            partial.replace(out)
+        finally:
+            partial.unlink(missing_ok=True)
     return unreadable
 
 
