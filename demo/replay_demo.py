@@ -5,9 +5,10 @@ starts a local Prometheus (Debian's `prometheus`, with our alert rules) scraping
     demo/replay_demo.py [--port 9090] [--once] [CAPTURE.tar.gz ...]
 
 Without arguments it replays the captures committed under tests/fixtures/captures/ (taken by the
-e2e guests on live OpenZFS) and, for each committed live tree tests/fixtures/linux-zfs-*-live/ that
-has none, a capture made from that tree on the spot (its kstats and module parameters: those trees
-hold no exact `zfs`/`zpool` command lines, so only the kstat collectors serve there). Snapshots are
+e2e guests on live OpenZFS: every collector) and, for each committed live tree
+tests/fixtures/linux-zfs-*-live/, a capture made from that tree on the spot (its kstats and module
+parameters: those trees hold no exact `zfs`/`zpool` command lines, so only the kstat collectors
+serve there). Snapshots are
 stepped through one per scrape and started over (`--replay.loop`). `--once` waits until
 Prometheus has scraped every capture, prints what it would serve, then stops (tests use it).
 Open the printed Prometheus URL for graphs; with a Grafana, add it as a data source and import
@@ -43,10 +44,7 @@ def free_port() -> int:
 
 def default_captures(work: Path) -> list[Path]:
     captures = sorted((FIXTURES / "captures").glob("*.tar.gz"))
-    have = {c.name.removesuffix(".tar.gz") for c in captures}
     for tree in sorted(FIXTURES.glob("linux-zfs-*-live")):
-        if tree.name in have:
-            continue
         out = work / f"{tree.name}.tar.gz"
         subprocess.run([sys.executable, "-m", "zfsnas.cli", "capture", str(out), "--path.procfs", str(tree / "proc"),
                         "--path.sysfs", str(tree / "sys"), "--path.udev.data", str(work / "no-udev"),
