@@ -72,9 +72,10 @@ class Names:
 
     def add_wwn(self, value: str) -> None:
         core = re.sub(r"^(0x|naa\.|eui\.|t10\.|nvme\.)", "", value.strip().lower())
-        core = re.sub(r"[^0-9a-f]", "", core) if re.fullmatch(r"[0-9a-f]+", core) else core
         if len(core) >= 8 and re.fullmatch(r"[0-9a-f]+", core):
             self.wwns.add(core)
+        else:  # `nvme.<vendor>-<hex serial>-<hex model>`, t10 vendor strings: opaque, like a serial
+            self.add_serial(core)
 
 
 def _latin1(text: str) -> str:
