@@ -2,18 +2,22 @@
 
 Owns taking a capture and the archive's layout; `replay.py` reads it back, `anonymize.py` rewrites
 names in it. A snapshot is taken by the exporter itself: it is built from the same flags as the
-daemon, with a `RecordingRunner` in place of its command runner, and renders `/metrics` once, so
-the archive holds the exact `zfs`/`zpool`/`sysctl` command lines the collectors run (outputs,
-stderr, exit status) and the families a scrape gave at that moment. Right after, the files the
-sources read are copied as they are (`--path.procfs`, `--path.sysfs`, `--path.udev.data`,
+daemon, with a `RecordingRunner` in place of its command runner, and renders `/metrics` once
+(`live-metrics.txt`), so the archive holds the exact `zfs`/`zpool`/`sysctl` command lines the
+collectors run (outputs, stderr, exit status). Right after, the files the sources read are
+copied as they are (`--path.procfs`, `--path.sysfs`, `--path.udev.data`,
 `--path.sysctl-file`, the bench database). Whatever cannot be read (not root, a root-only kstat)
 is listed in the manifest and on stderr, and an empty directory takes its place so that a replay
-fails to read it too; the capture goes on.
+fails to read it too; the capture goes on. Last, `metrics.txt` is rendered from the snapshot through
+the replay's own path (`replay.snapshot_exporter`): what any later replay serves.
 
 Layout (every member under `zfsnas-capture/`):
   manifest.json                 format, exporter version, OS, OpenZFS version, time, flags, what
                                 could not be read, whether it was anonymized
-  snapshots/<n>/metrics.txt     the exporter's /metrics rendered from what was recorded
+  snapshots/<n>/metrics.txt     the exporter's /metrics rendered from what was recorded (= a replay)
+  snapshots/<n>/live-metrics.txt  the /metrics of the live render that ran the commands, a moment
+                                before the files were copied (what the capture may have missed shows
+                                as a difference between the two)
   snapshots/<n>/commands.json   argument lists, exit status, stderr, seconds (`sources/recorded.py`)
   snapshots/<n>/commands/*.out  their stdout
   snapshots/<n>/proc/spl/kstat/zfs/..., proc/diskstats
@@ -103,8 +107,8 @@ def main(argv: list[str]) -> int:
         return 1
     print(f"wrote {out} ({out.stat().st_size / 1024:.0f} KiB) in {time.monotonic() - started:.1f} s", file=sys.stderr)
     if unreadable.items:
-        print(f"could not read {len(unreadable.items)} item(s) (run as root for a complete capture):",
-              file=sys.stderr)
+        hint = " (run as root for a complete capture)" if os.geteuid() != 0 else ""
+        print(f"could not read {len(unreadable.items)} item(s){hint}:", file=sys.stderr)
         for item in unreadable.items:
             print(f"  {item['path']}: {item['error']}", file=sys.stderr)
     print("look inside before you share it: tar -tzvf " + str(out), file=sys.stderr)
@@ -122,7 +126,7 @@ def take_capture(args: argparse.Namespace, out: Path) -> Unreadable:
         for index in range(count):
             if index:
                 wait_between_snapshots(args.interval)
-            collectors, version, saved = take_snapshot(args, root / "snapshots" / str(index), unreadable)
+            collectors, version, saved = take_snapshot(args, root, index, unreadable)
             zfs_version = zfs_version or version
             daemon.append(saved)
         manifest = {
@@ -171,15 +175,20 @@ def _normalise(info: tarfile.TarInfo) -> tarfile.TarInfo:
     return info
 
 
-def take_snapshot(args: argparse.Namespace, dest: Path, unreadable: Unreadable) -> tuple[list[str], str | None, str]:
+def take_snapshot(args: argparse.Namespace, root: Path, index: int,
+                  unreadable: Unreadable) -> tuple[list[str], str | None, str]:
+    """Record the commands through a live render, copy the files, then render `metrics.txt` from
+    the copies exactly as `--replay` will (so both read the same bytes)."""
     from .cli import build_exporter
+    from .replay import Capture, snapshot_exporter
 
+    dest = root / "snapshots" / str(index)
     dest.mkdir(parents=True)
     runner = RecordingRunner(args.command_prefix, args.command_timeout)
     exporter = build_exporter(args, runner=runner)
-    text = exporter.render()
-    (dest / "metrics.txt").write_text(text)
+    (dest / "live-metrics.txt").write_text(exporter.render())
     write_records(dest, runner)
+    daemon = fetch_daemon_metrics(args.metrics_url, dest / "daemon-metrics.txt") if args.metrics_url else "skipped"
     kind = kstat_kind(args)
     version = None
     if kind == "procfs":
@@ -199,7 +208,9 @@ def take_snapshot(args: argparse.Namespace, dest: Path, unreadable: Unreadable) 
         from .sources.benchdb import default_bench_db
 
         copy_bench_db(Path(args.bench_db or default_bench_db()), dest / "bench.sqlite", unreadable)
-    daemon = fetch_daemon_metrics(args.metrics_url, dest / "daemon-metrics.txt") if args.metrics_url else "skipped"
+    settings = {"snapshots": index + 1, "collectors": names, "flags": replayed_flags(args), "kstat_source": kind}
+    recorded = snapshot_exporter(Capture(root, settings), index, args)
+    (dest / "metrics.txt").write_text(recorded.render())
     return names, version, daemon
 
 
@@ -261,6 +272,8 @@ def stand_in_for_unreadable(dst: Path) -> None:
 
 def copy_kstats(procfs: Path, dest: Path, unreadable: Unreadable) -> None:
     src_root = procfs / "spl" / "kstat" / "zfs"
+    if not src_root.is_dir():
+        return  # no ZFS module loaded: metrics.txt says so, like the exporter
     for dirpath, dirnames, filenames in os.walk(src_root, onerror=lambda exc: unreadable.add(exc.filename, exc)):
         here = Path(dirpath)
         rel = here.relative_to(procfs)

@@ -79,6 +79,9 @@ def test_capture_records_exact_command_lines_and_trees(tmp_path):
     metrics = files[snap + "metrics.txt"].decode()
     assert value(metrics, "zfs_pool_health", pool="tank", state="DEGRADED") == 1
     assert value(metrics, "zfs_exporter_collector_success", collector="disks") == 1
+    # Complete: the live render that ran the commands and the render from the copied files agree
+    # on every sample (the fixture NAS does not move).
+    assert stable(files[snap + "live-metrics.txt"].decode()) == stable(metrics)
     assert snap + "bench.sqlite" in files
     assert value(metrics, "zfs_bench_throughput_bytes_per_second", job="seqwrite", compression="lz4",
                  recordsize="1M", encryption="off", size="64M", pool="tank") == 800e6

@@ -47,7 +47,7 @@ def roundtrip(results):
 
 @pytest.fixture(scope="module")
 def replayed(roundtrip):
-    """{run: (manifest, [(capture-time metrics.txt, daemon-metrics.txt, replayed text) per snapshot])}"""
+    """{run: (manifest, [(metrics.txt, daemon-metrics.txt, replayed text, live-metrics.txt) per snapshot])}"""
     out = {}
     for run in RUNS:
         archive = roundtrip / f"{run}.tar.gz"
@@ -60,7 +60,7 @@ def replayed(roundtrip):
             for snap in capture.snapshots:
                 daemon = snap / "daemon-metrics.txt"
                 snaps.append(((snap / "metrics.txt").read_text(), daemon.read_text() if daemon.exists() else None,
-                              exporter.render()))
+                              exporter.render(), (snap / "live-metrics.txt").read_text()))
             out[run] = (capture.manifest, snaps)
         finally:
             capture.close()
@@ -79,7 +79,7 @@ def test_replay_serves_exactly_what_the_capture_served(replayed, run):
     manifest, snaps = replayed[run]
     assert manifest["anonymized"] is run.endswith("anonymized")
     assert manifest["user"] == ("unprivileged" if run.startswith("user") else "root")
-    for saw, _daemon, served in snaps:
+    for saw, _daemon, served, _live in snaps:
         want, got = stable(saw), stable(served)
         assert got.keys() == want.keys(), sorted(set(want) ^ set(got))[:10]
         different = {k: (want[k], got[k]) for k in want if want[k] != got[k]}
@@ -92,13 +92,33 @@ def test_replay_serves_exactly_what_the_capture_served(replayed, run):
         assert len(got) > 1000
 
 
+@pytest.mark.parametrize("run", RUNS)
+def test_replay_serves_every_series_of_the_live_render(replayed, run):
+    """The capture's own live render (live-metrics.txt, which ran the commands a moment before the
+    files were copied) and the replay serve the same series; counters never went back; what comes
+    from the recorded commands and the disks' identities is equal."""
+    for _saw, _daemon, served, live in replayed[run][1]:
+        got, was = stable(served), stable(live)
+        assert sorted(set(got) ^ set(was)) == []
+        types = family_types(live)
+        behind = {k: (was[k], got[k]) for k in was
+                  if types.get(k[0], types.get(k[0].rsplit("_", 1)[0])) in ("counter", "histogram")
+                  and got[k] < was[k]}
+        assert behind == {}
+        fixed = ("zfs_pool_size", "zfs_pool_health", "zfs_dataset_info", "zfs_dataset_compressratio",
+                 "zfs_disk_info", "zfs_vdev_state", "zfs_module_parameter", "zfs_version_info",
+                 "zfs_exporter_collector_success", "zfs_bench_")
+        changed = {k: (was[k], got[k]) for k in was if k[0].startswith(fixed) and was[k] != got[k]}
+        assert changed == {}
+
+
 def test_replay_matches_the_live_exporter_around_the_capture(roundtrip, replayed):
     """Root, not anonymized: the daemon's own labels. Every series the daemon served before and
     after is served by the replay; counters lie between the two readings, gauges too, except the
     txg counters the daemon accumulates over its lifetime (ACCUMULATED: at most the daemon's)."""
     manifest, snaps = replayed["root"]
     assert manifest["snapshots"] == 2 and manifest["interval_seconds"] == 5
-    for number, (_saw, daemon, served) in enumerate(snaps):
+    for number, (_saw, daemon, served, _live) in enumerate(snaps):
         check_between_live_readings(roundtrip, daemon, served, number)
 
 
@@ -135,7 +155,7 @@ def check_between_live_readings(roundtrip, daemon, served, number):
 def test_anonymized_capture_serves_the_same_series_under_pseudonyms(replayed, run):
     """Same number of series per family as the plain capture; no pool, dataset or serial of the
     live NAS in any label."""
-    plain = replayed[run.replace("-anonymized", "")][1][0][2]
+    plain = replayed[run.replace("-anonymized", "")][1][0][2]  # snapshot 0's replay
     anon = replayed[run][1][0][2]
 
     def per_family(data):
