@@ -225,6 +225,11 @@ class Mapping:
                                    if self._names else r"(?!x)x")
         self._id_re = re.compile(_alternation(self.ids), re.IGNORECASE) if self.ids else None
         self._protect = re.compile("|".join(re.escape(p) for p in PROTECTED))
+        # Most members (kstats, module parameters) hold none of these: a substring test in C first.
+
+    def touches(self, text: str) -> bool:
+        lower = text.lower()
+        return any(needle in text for needle in self.table) or any(i in lower for i in self.ids)
 
     def _name(self, match: re.Match) -> str:
         out = self.table[match.group(1)]
@@ -291,6 +296,8 @@ def anonymize_tree(root: Path, manifest: dict) -> dict:
         raw = path.read_bytes()
         # latin-1 maps bytes 1:1, so binary attributes (vpd pages) survive; names are matched as UTF-8 bytes.
         text = raw.decode("latin-1")
+        if not mapping.touches(text):
+            continue
         new = mapping.apply(text)
         if new != text:
             path.write_bytes(new.encode("latin-1"))

@@ -448,12 +448,6 @@ def main() -> int:
             log(f"bench phase failed:\n{traceback.format_exc()}")
         capture("bench", udev=False)
         timeline["bench_seconds"] = time.time() - mark
-        mark = time.time()
-        try:
-            capture_roundtrip()
-        except Exception:
-            log(f"capture round trip failed:\n{traceback.format_exc()}")
-        timeline["capture_roundtrip_seconds"] = time.time() - mark
         victim = next(d for d in CONFIG["disks"] if d["pool"] == "tank" and d["role"] == "data")
         tank_status = run(["zpool", "status", "-P", "tank"]).stdout
         vdev = next(line.split()[0] for line in tank_status.splitlines()
@@ -468,6 +462,13 @@ def main() -> int:
         while not (SHARE / "host-saw-degraded").exists() and time.time() < deadline:
             time.sleep(1)
         timeline["host_saw_degraded"] = (SHARE / "host-saw-degraded").exists()
+        # Last, so that on a slow host it can only cut itself short, never the moments before it.
+        mark = time.time()
+        try:
+            capture_roundtrip()
+        except Exception:
+            log(f"capture round trip failed:\n{traceback.format_exc()}")
+        timeline["capture_roundtrip_seconds"] = time.time() - mark
     except Exception:
         log(traceback.format_exc())
         status = 1
