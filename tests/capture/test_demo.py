@@ -28,7 +28,8 @@ def test_demo_serves_the_live_trees_through_prometheus():
     replays = {line.split()[1].rstrip(":"): line.split()[-1] for line in lines if line.startswith("replaying ")}
     served = {line.split()[0]: float(line.split()[2]) for line in lines if " zfs_arc_size_bytes " in line}
     trees = sorted(FIXTURES.glob("linux-zfs-*-live"))
-    assert len(trees) >= 2 and len(served) == len(replays) >= len(trees)
+    committed = sorted((FIXTURES / "captures").glob("*.tar.gz"))
+    assert len(trees) >= 2 and len(served) == len(replays) == len(trees) + len(committed)
     for tree in trees:
         url = replays[f"{tree.name}.tar.gz"]
         instance = url.removeprefix("http://").removesuffix("/metrics")
