@@ -172,3 +172,22 @@ def test_anonymized_capture_serves_the_same_series_under_pseudonyms(replayed, ru
     assert pools == {"pool0", "pool1"}
     disk_pools = {dict(k[1])["pool"] for k in stable(anon) if k[0] == "zfs_disk_info"} - {""}
     assert disk_pools == pools
+
+
+@pytest.mark.parametrize("run", ["root-anonymized", "user-anonymized"])
+def test_anonymized_archive_holds_no_serial_wwn_pool_or_dataset_of_the_guest(roundtrip, config, run):
+    import re
+    import tarfile
+
+    secrets = [d["serial"] for d in config["disks"]] + [d["wwn"].removeprefix("0x") for d in config["disks"]
+                                                        if d.get("wwn")]
+    datasets = ["tank/lz4", "tank/zstd-fast", "tank/random", "fast/db", "fast/nocomp", "fast/scratch", "e2e-1"]
+    leaks = []
+    with tarfile.open(roundtrip / f"{run}.tar.gz") as tar:
+        for member in tar:
+            data = tar.extractfile(member).read() if member.isfile() else b""
+            for haystack in (member.name.encode(), data):
+                leaks += [(member.name, s) for s in secrets + datasets if s.lower().encode() in haystack.lower()]
+                leaks += [(member.name, p) for p in ("tank", "fast")
+                          if re.search(rb"(?<![\w.:%-])" + p.encode() + rb"(?![\w.:%-])", haystack)]
+    assert len(secrets) >= 15 and leaks == []
