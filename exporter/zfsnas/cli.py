@@ -12,7 +12,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from . import __version__
+from . import __version__, replay
 from .collector import Collector, Context, ScrapeCollector
 from .collectors import ALL
 from .process import process_families
@@ -62,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
         cls.add_arguments(parser)
     parser.add_argument("--log.level", dest="log_level", default="info",
                         choices=("debug", "info", "warn", "warning", "error"))
+    replay.add_arguments(parser)
     return parser
 
 
@@ -75,11 +76,15 @@ def enabled_collectors(args: argparse.Namespace) -> list[type[Collector]]:
     return chosen
 
 
-def kstat_source(args: argparse.Namespace, runner: CommandRunner):
+def kstat_source_kind(args: argparse.Namespace) -> str:
     kind = args.kstat_source
     if kind == "auto":
         kind = "sysctl" if args.sysctl_file or platform.system() == "FreeBSD" else "procfs"
-    if kind == "sysctl":
+    return kind
+
+
+def kstat_source(args: argparse.Namespace, runner: CommandRunner):
+    if kstat_source_kind(args) == "sysctl":
         return SysctlKstatSource(runner, path=args.sysctl_file)
     return ProcfsKstatSource(args.procfs, args.sysfs)
 
@@ -113,8 +118,10 @@ class Exporter:
             collector.stop()
 
 
-def build_exporter(args: argparse.Namespace, process_metrics: bool = True) -> Exporter:
-    runner = CommandRunner(args.command_prefix, args.command_timeout, args.command_max_output)
+def build_exporter(args: argparse.Namespace, process_metrics: bool = True,
+                   runner: CommandRunner | None = None) -> Exporter:
+    """`runner` replaces the command runner: capture records through it, replay answers from it."""
+    runner = runner or CommandRunner(args.command_prefix, args.command_timeout, args.command_max_output)
     kstat = kstat_source(args, runner)
     ctx = Context(kstat=kstat, commands=runner, args=args)
     collectors = [cls(ctx) for cls in enabled_collectors(args)]
@@ -122,6 +129,11 @@ def build_exporter(args: argparse.Namespace, process_metrics: bool = True) -> Ex
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["capture"]:
+        from .capture import main as capture_main
+
+        return capture_main(argv[1:])
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=LOG_LEVELS[args.log_level],
                         format="%(asctime)s level=%(levelname)s %(message)s", stream=sys.stderr)
@@ -130,7 +142,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except WebConfigError as exc:
         log.error("invalid web config: %s", exc)
         return 2
-    exporter = build_exporter(args)
+    if args.replay:
+        try:
+            capture = replay.open_capture(args.replay)
+            exporter = replay.ReplayExporter(capture, args, loop=args.replay_loop)
+        except replay.CaptureError as exc:
+            log.error("cannot replay: %s", exc)
+            return 2
+        log.info("replaying %s: %s", args.replay, replay.describe(capture))
+    else:
+        exporter = build_exporter(args)
     names = ", ".join(c.name for c in exporter.collectors) or "none"
     log.info("zfsnas-exporter %s: collectors %s", __version__, names)
     try:

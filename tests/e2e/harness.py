@@ -243,6 +243,17 @@ def capture_fixtures(flavour: str, results: Path) -> None:
     shutil.copytree(results / "steady" / "commands", dest / "commands")
     shutil.copy(results / "steady" / "metrics.txt", dest / "commands" / "metrics.txt")
     log(f"[{flavour}] fixtures written to {dest}")
+    capture_archive_fixture(flavour, version, results)
+
+
+def capture_archive_fixture(flavour: str, version: str, results: Path) -> None:
+    """tests/fixtures/captures/linux-zfs-<version>-guest.tar.gz: the round trip's root capture (./dev demo)."""
+    archive = results / "capture_roundtrip" / "root.tar.gz"
+    if archive.exists():
+        dest = ROOT / "tests" / "fixtures" / "captures" / f"linux-zfs-{version}-guest.tar.gz"
+        dest.parent.mkdir(exist_ok=True)
+        shutil.copy(archive, dest)
+        log(f"[{flavour}] capture written to {dest}")
 
 
 def main() -> int:

@@ -23,6 +23,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import closing
+from dataclasses import dataclass
 
 from .model import SourceError
 
@@ -31,6 +32,37 @@ MAX_LINE_BYTES = 64 * 1024
 MAX_STDERR = 4096
 EOF_GRACE = 1.0
 _CHUNK = 65536
+
+
+@dataclass(frozen=True)
+class Completed:
+    """One finished command: what `zfsnas-exporter capture` records and `--replay` answers with."""
+
+    argv: tuple[str, ...]         # without the prefix
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+    def check(self) -> str:
+        """stdout, or the SourceError `run` raises for a non-zero exit status."""
+        if self.returncode != 0:
+            raise command_failed(self.argv, self.returncode, self.stderr)
+        return self.stdout
+
+
+def command_failed(argv: Sequence[str], returncode: int, stderr: str) -> SourceError:
+    message = stderr.strip().splitlines()
+    detail = message[-1][:500] if message else "no error output"
+    return SourceError(f"{_show(argv)} exited with status {returncode}: {detail}")
+
+
+@dataclass
+class _Exit:
+    """How a command ended, filled in by `_chunks` for `complete`."""
+
+    returncode: int = 0
+    stderr: str = ""
 
 
 class CommandRunner:
@@ -51,9 +83,17 @@ class CommandRunner:
 
     def run(self, argv: Sequence[str], timeout: float | None = None, max_output: int | None = None) -> str:
         """Run `argv` (after the prefix); return stdout or raise SourceError with one clear line."""
+        return self.complete(argv, timeout, max_output).check()
+
+    def complete(self, argv: Sequence[str], timeout: float | None = None,
+                 max_output: int | None = None) -> Completed:
+        """Run `argv` to its end whatever its exit status (what capture records and replay answers);
+        a command that cannot start, times out or prints too much raises SourceError as `run` does."""
         limit = self.max_output if max_output is None else max_output
+        started = time.monotonic()
         out = bytearray()
-        with closing(self._chunks(argv, timeout)) as chunks:
+        status = _Exit()
+        with closing(self._chunks(argv, timeout, status)) as chunks:
             for chunk in chunks:
                 out += chunk
                 if len(out) > limit:
@@ -61,7 +101,7 @@ class CommandRunner:
                                       "--zfs.command-max-output raises it) and was killed")
         text = out.decode("utf-8", "surrogateescape")  # non-UTF-8 names reach the renderer, which escapes and counts them
         del out
-        return text
+        return Completed(tuple(argv), status.returncode, text, status.stderr, time.monotonic() - started)
 
     def lines(self, argv: Sequence[str], timeout: float | None = None,
               max_output: int | None = None) -> Iterator[str]:
@@ -100,9 +140,10 @@ class CommandRunner:
         if pending and not skipping:
             yield pending.decode("utf-8", "surrogateescape")
 
-    def _chunks(self, argv: Sequence[str], timeout: float | None) -> Iterator[bytes]:
+    def _chunks(self, argv: Sequence[str], timeout: float | None, status: _Exit | None = None) -> Iterator[bytes]:
         """The command's stdout as it comes. The command is killed and reaped whenever this ends,
-        early or not; a timeout or a failure raises SourceError after the last chunk."""
+        early or not; a timeout raises SourceError after the last chunk, and so does a non-zero exit
+        status unless `status` is given to receive it (with the stderr tail)."""
         full = [*self.prefix, *argv]
         limit = self.timeout if timeout is None else timeout
         if self._closed:
@@ -153,9 +194,12 @@ class CommandRunner:
             if proc.returncode != 0:
                 size = err.seek(0, os.SEEK_END)
                 err.seek(max(0, size - MAX_STDERR))
-                message = err.read().decode("utf-8", "replace").strip().splitlines()
-                detail = message[-1][:500] if message else "no error output"
-                raise SourceError(f"{_show(argv)} exited with status {proc.returncode}: {detail}")
+                stderr = err.read().decode("utf-8", "replace")
+                if status is None:
+                    raise command_failed(argv, proc.returncode, stderr)
+                status.stderr = stderr
+            if status is not None:
+                status.returncode = proc.returncode
 
 
 def _wait_exit(proc: subprocess.Popen, deadline: float) -> bool:

@@ -369,6 +369,50 @@ def bench_phase() -> None:
     (out / "record.json").write_text(json.dumps(record, indent=1))
 
 
+# --- issue 15: `zfsnas-exporter capture` on live ZFS, replayed on the host (tests/e2e/test_capture.py) ---
+
+CAPTURE_RUNS = {  # name: (as the unprivileged user, --anonymize, extra flags)
+    "root": (False, False, ["--interval", "5"]),  # two snapshots: counters with a before and after
+    "root-anonymized": (False, True, []),
+    "user": (True, False, []),
+    "user-anonymized": (True, True, []),
+}
+
+
+def capture_roundtrip() -> None:
+    """`zfsnas-exporter capture` as root and as `nobody`, with and without --anonymize, into
+    <share>/results/capture_roundtrip/; the root one between two scrapes of the live exporter
+    (live_before, and live_after once every background source refreshed after the capture)."""
+    out = RESULTS / "capture_roundtrip"
+    out.mkdir(exist_ok=True)
+    local = Path("/tmp/capture-roundtrip")
+    shutil.rmtree(local, ignore_errors=True)
+    local.mkdir(mode=0o777)
+    local.chmod(0o777)
+    record: dict = {}
+    for name, (unprivileged, anonymize, extra) in CAPTURE_RUNS.items():
+        archive = local / f"{name}.tar.gz"
+        argv = ["zfsnas-exporter", "capture", str(archive), f"--capture.metrics-url=http://127.0.0.1:{PORT}/metrics",
+                f"--bench.db={BENCH_DB}", *extra] + (["--anonymize"] if anonymize else [])
+        if unprivileged:
+            argv = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", *argv]
+        if name == "root":
+            (out / f"{name}.live_before.txt").write_text(metrics())
+        started = time.time()
+        proc = run(argv, check=False, timeout=600)
+        ended = time.time()
+        if name == "root":  # the one compared with the live exporter (others: with their own live render)
+            after, _ = fresh_metrics(ended, timeout=30)
+            (out / f"{name}.live_after.txt").write_text(after)
+        record[name] = {"argv": argv, "rc": proc.returncode, "stderr": proc.stderr[-5000:],
+                        "seconds": round(ended - started, 2)}
+        if archive.exists():
+            shutil.copy(archive, out / archive.name)
+        log(f"capture {name}: exit {proc.returncode} in {ended - started:.1f} s")
+    (out / "record.json").write_text(json.dumps(record, indent=1))
+    shutil.rmtree(local, ignore_errors=True)
+
+
 def main() -> int:
     RESULTS.mkdir(exist_ok=True)
     timeline = {"uptime_at_start": float(Path("/proc/uptime").read_text().split()[0])}
@@ -418,6 +462,13 @@ def main() -> int:
         while not (SHARE / "host-saw-degraded").exists() and time.time() < deadline:
             time.sleep(1)
         timeline["host_saw_degraded"] = (SHARE / "host-saw-degraded").exists()
+        # Last, so that on a slow host it can only cut itself short, never the moments before it.
+        mark = time.time()
+        try:
+            capture_roundtrip()
+        except Exception:
+            log(f"capture round trip failed:\n{traceback.format_exc()}")
+        timeline["capture_roundtrip_seconds"] = time.time() - mark
     except Exception:
         log(traceback.format_exc())
         status = 1

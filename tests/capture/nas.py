@@ -1,0 +1,51 @@
+"""A whole NAS as fixture files, for captures on a machine without ZFS: the OpenZFS 2.3.2 kstat tree
+and module parameters, a zfsnas-bench database with one result, the disk tree (sysfs, udev database, /proc/diskstats: pools `tank` and
+`backup` on serial-numbered disks) and the stand-in `zfs`/`zpool` answering the 2.3 recordings."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
+from tests.conftest import FIXTURES
+from tests.integration.test_stack import command_recordings, store_result
+
+# Identities in the fixture files that an anonymized capture must not contain.
+POOLS = ("tank", "backup", "scratch")
+SERIALS = ("WD-WCC7K1AAAAAA", "WD-WCC7K2BBBBBB", "ZA1B2C3D", "S3Z1NB0K123456A", "S4EWNX0N123456",
+           "vdisk-spare01")
+WWNS = ("5000c500a1b2c3d4", "50014ee2b0000010", "50014ee2b0000020", "5002538e40a1b2c3", "0025385b91b2c3d4")
+HOSTNAME = "nas-in-the-attic"
+
+
+def build_nas(tmp: Path) -> tuple[Path, list[str]]:
+    """A copy of the fixture NAS under `tmp/nas` (writable: tests change it) and the exporter flags
+    that read it."""
+    root = tmp / "nas"
+    (root / "proc" / "spl").mkdir(parents=True)
+    shutil.copytree(FIXTURES / "linux-zfs-2.3.2" / "proc" / "spl" / "kstat", root / "proc" / "spl" / "kstat")
+    shutil.copy(FIXTURES / "linux-disks" / "proc" / "diskstats", root / "proc" / "diskstats")
+    shutil.copytree(FIXTURES / "linux-zfs-2.3.2" / "sys" / "module", root / "sys" / "module")
+    shutil.copytree(FIXTURES / "linux-disks" / "sys" / "block", root / "sys" / "block", symlinks=True)
+    shutil.copytree(FIXTURES / "linux-disks" / "udev", root / "udev")
+    commands = command_recordings(root)
+    store_result(root / "bench.sqlite", 800e6, 1_700_000_000.0)
+    prefix = [sys.executable, str(FIXTURES / "commands" / "standin.py"), str(commands)]
+    flags = ["--path.procfs", str(root / "proc"), "--path.sysfs", str(root / "sys"),
+             "--path.udev.data", str(root / "udev" / "data"), "--zfs.command-prefix", shlex.join(prefix),
+             "--bench.db", str(root / "bench.sqlite"), "--capture.metrics-url", ""]
+    return root, flags
+
+
+def dataset_names() -> list[str]:
+    """Every dataset and snapshot name the stand-in `zfs list` prints."""
+    commands = FIXTURES / "commands" / "zfs-2.3"
+    index = json.loads((commands / "index.json").read_text())
+    names = []
+    for line, name in index["commands"].items():
+        if line.startswith("zfs list"):
+            names += [row.split("\t")[0] for row in (commands / name).read_text().splitlines() if row]
+    return names

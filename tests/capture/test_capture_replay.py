@@ -1,0 +1,330 @@
+"""`zfsnas-exporter capture` and `--replay` on the fixture NAS (tests/capture/nas.py): what is
+recorded, that a replay serves what the capture saw, bad archives, anonymization leaks."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.capture.nas import HOSTNAME, POOLS, SERIALS, WWNS, build_nas, dataset_names
+from tests.conftest import samples, value
+from zfsnas import capture as capture_module
+from zfsnas.cli import build_parser, main
+from zfsnas.replay import CaptureError, ReplayExporter, open_capture
+from zfsnas.sources.zfs_datasets import LIST_DATASETS, LIST_SNAPSHOTS
+from zfsnas.sources.zpool import LIST_POOLS, STATUS_GUIDS, STATUS_PATHS
+from zfsnas.sources.zpool_iostat import LATENCY_HISTOGRAMS, QUEUE_DEPTHS
+
+VOLATILE = ("zfs_exporter_collector_duration_seconds", "zfs_exporter_source_age_seconds")
+
+
+def stable(text: str) -> dict:
+    return {k: v for k, v in samples(text).items() if not k[0].startswith(VOLATILE + ("process_", "python_"))}
+
+
+def take(tmp_path: Path, *extra: str, nas_flags: list[str] | None = None) -> Path:
+    flags = nas_flags if nas_flags is not None else build_nas(tmp_path)[1]
+    out = tmp_path / "capture.tar.gz"
+    assert capture_module.main([str(out), *flags, *extra]) == 0
+    return out
+
+
+def replay_all(path: Path) -> list[str]:
+    capture = open_capture(path)
+    try:
+        exporter = ReplayExporter(capture, build_parser().parse_args([]), process_metrics=False)
+        return [exporter.render() for _ in capture.snapshots]
+    finally:
+        capture.close()
+
+
+def members(path: Path) -> dict[str, bytes]:
+    with tarfile.open(path) as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar if m.isfile()}
+
+
+def test_capture_records_exact_command_lines_and_trees(tmp_path):
+    out = take(tmp_path)
+    files = members(out)
+    manifest = json.loads(files["zfsnas-capture/manifest.json"])
+    assert manifest["format"] == 1 and manifest["snapshots"] == 1 and manifest["anonymized"] is False
+    assert manifest["openzfs_version"] == "2.3.2-2~bpo12+2"
+    assert manifest["unreadable"] == []
+    assert "vdevlatency" in manifest["collectors"]  # capture switches it on by default
+    index = json.loads(files["zfsnas-capture/snapshots/0/commands.json"])
+    recorded = [tuple(c["argv"]) for c in index["commands"]]
+    assert sorted(recorded) == sorted([LIST_DATASETS, LIST_SNAPSHOTS, LIST_POOLS, STATUS_PATHS, STATUS_GUIDS,
+                                       LATENCY_HISTOGRAMS, QUEUE_DEPTHS])
+    assert {c["exit_status"] for c in index["commands"]} == {0}
+    pools_out = next(c["stdout"] for c in index["commands"] if tuple(c["argv"]) == LIST_POOLS)
+    assert files[f"zfsnas-capture/snapshots/0/{pools_out}"].decode().startswith("backup\t3985729650688\t")
+    snap = "zfsnas-capture/snapshots/0/"
+    for member in ("proc/spl/kstat/zfs/arcstats", "proc/spl/kstat/zfs/tank/txgs", "proc/diskstats",
+                   "sys/module/zfs/version", "sys/module/zfs/parameters/zfs_dirty_data_max",
+                   "sys/block/sdb/dev", "sys/block/sdb/sdb1/partition", "sys/block/sdb/queue/rotational",
+                   "udev/data/b8:16", "udev/data/b8:17", "metrics.txt"):
+        assert snap + member in files, member
+    metrics = files[snap + "metrics.txt"].decode()
+    assert value(metrics, "zfs_pool_health", pool="tank", state="DEGRADED") == 1
+    assert value(metrics, "zfs_exporter_collector_success", collector="disks") == 1
+    # Complete: the live render that ran the commands and the render from the copied files agree
+    # on every sample (the fixture NAS does not move).
+    assert stable(files[snap + "live-metrics.txt"].decode()) == stable(metrics)
+    assert snap + "bench.sqlite" in files
+    assert value(metrics, "zfs_bench_throughput_bytes_per_second", job="seqwrite", compression="lz4",
+                 recordsize="1M", encryption="off", size="64M", pool="tank") == 800e6
+
+
+def test_replay_serves_every_sample_the_capture_saw(tmp_path):
+    out = take(tmp_path)
+    [served] = replay_all(out)
+    saw = members(out)["zfsnas-capture/snapshots/0/metrics.txt"].decode()
+    assert stable(served) == stable(saw)
+    assert len(stable(saw)) > 4000
+    # Numbers a user reads, from the fixture files themselves.
+    assert value(served, "zfs_pool_health", pool="tank", state="DEGRADED") == 1
+    disk = {dict(k[1])["device"]: dict(k[1]) for k in samples(served) if k[0] == "zfs_disk_info"}
+    assert disk["sdb"]["serial"] == "WD-WCC7K1AAAAAA" and disk["sdb"]["pool"] == "tank"
+    assert disk["sdd"]["wwn"] == "0x5000c500a1b2c3d4"
+    for name in ("zfs_exporter_collector_success",):
+        assert {dict(k[1])["collector"]: v for k, v in samples(served).items() if k[0] == name} == \
+               dict.fromkeys(["arc", "txg", "objset", "poolstats", "tunables", "datasets", "pools", "disks",
+                              "vdevlatency", "bench"], 1.0)
+
+
+def test_interval_gives_two_snapshots_and_replay_steps_through_them(tmp_path, monkeypatch):
+    root, flags = build_nas(tmp_path)
+    arcstats = root / "proc" / "spl" / "kstat" / "zfs" / "arcstats"
+
+    def between_snapshots(seconds):  # the NAS moves on while capture waits
+        assert seconds == 7
+        text = arcstats.read_text()
+        arcstats.write_text(re.sub(r"^(hits\s+4\s+)(\d+)$", lambda m: m[1] + str(int(m[2]) + 1000), text,
+                                   flags=re.M))
+
+    monkeypatch.setattr(capture_module, "wait_between_snapshots", between_snapshots)
+    out = take(tmp_path, "--interval", "7", nas_flags=flags)
+    manifest = json.loads(members(out)["zfsnas-capture/manifest.json"])
+    assert manifest["snapshots"] == 2 and manifest["interval_seconds"] == 7
+    first, second = replay_all(out)
+    assert value(first, "zfs_arc_hits_total") == 48211907
+    assert value(second, "zfs_arc_hits_total") == 48211907 + 1000
+
+
+def test_replay_over_http_steps_then_stays_on_the_last(tmp_path, monkeypatch, port):
+    root, flags = build_nas(tmp_path)
+    txgs = root / "proc" / "spl" / "kstat" / "zfs" / "tank" / "state"
+    monkeypatch.setattr(capture_module, "wait_between_snapshots", lambda s: txgs.write_text("SUSPENDED\n"))
+    out = take(tmp_path, "--interval", "1", nas_flags=flags)
+    proc = subprocess.Popen([sys.executable, "-m", "zfsnas.cli", "--replay", str(out),
+                             f"--web.listen-address=127.0.0.1:{port}"], stderr=subprocess.PIPE, text=True)
+    try:
+        states = []
+        deadline = time.time() + 30
+        while len(states) < 3:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+                    text = response.read().decode()
+            except OSError:
+                assert time.time() < deadline and proc.poll() is None, "replay did not start"
+                time.sleep(0.2)
+                continue
+            states.append([dict(k[1])["state"] for k, v in samples(text).items()
+                           if k[0] == "zfs_pool_state" and dict(k[1])["pool"] == "tank" and v == 1])
+        assert states == [["online"], ["suspended"], ["suspended"]]
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=20)
+    assert "replaying" in err and "2 snapshot(s)" in err
+
+
+def test_failed_commands_are_recorded_and_fail_the_same_way_in_replay(tmp_path):
+    root, flags = build_nas(tmp_path)
+    at = flags.index("--zfs.command-prefix")
+    prefix = flags[at + 1].split(" ")
+    flags[at + 1] = " ".join([prefix[0], prefix[1], "--fail", *prefix[2:]])
+    out = take(tmp_path, nas_flags=flags)
+    files = members(out)
+    index = json.loads(files["zfsnas-capture/snapshots/0/commands.json"])
+    assert {c["exit_status"] for c in index["commands"]} == {1}
+    assert all("failed to initialize ZFS library" in c["stderr"] for c in index["commands"])
+    [served] = replay_all(out)
+    for collector, ok in (("pools", 0), ("datasets", 0), ("arc", 1), ("disks", 1)):
+        assert value(served, "zfs_exporter_collector_success", collector=collector) == ok
+    assert stable(served) == stable(files["zfsnas-capture/snapshots/0/metrics.txt"].decode())
+
+
+@pytest.fixture
+def shared():
+    """A directory another user can enter (pytest's own tmp is root-only)."""
+    path = Path(tempfile.mkdtemp(prefix="zfsnas-unprivileged-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run the capture as another user")
+def test_unprivileged_capture_lists_what_it_could_not_read(shared):
+    root, flags = build_nas(shared)
+    secret = root / "proc" / "spl" / "kstat" / "zfs" / "tank" / "iostats"
+    secret.chmod(0o600)
+    for path in [shared, *shared.rglob("*")]:
+        if path != secret and not path.is_symlink():
+            path.chmod(path.stat().st_mode | 0o755 if path.is_dir() else path.stat().st_mode | 0o644)
+    out = shared / "out"
+    out.mkdir(mode=0o777)
+    out.chmod(0o777)
+    repo = Path(__file__).resolve().parents[2]
+    # The system's python: a virtualenv's may point into root's home. The exporter needs only the
+    # standard library for a capture of a tree, and the stand-in `zfs` too.
+    python = "/usr/bin/python3"
+    at = flags.index("--zfs.command-prefix") + 1
+    flags[at] = flags[at].replace(sys.executable, python, 1)
+    proc = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                           python, "-m", "zfsnas.cli", "capture", str(out / "c.tar.gz"), *flags],
+                          capture_output=True, text=True, timeout=120, cwd=repo,
+                          env={**os.environ, "PYTHONPATH": str(repo / "exporter")})
+    assert proc.returncode == 0, proc.stderr
+    # The bench database is in WAL mode: another user cannot open it (the exporter cannot either).
+    assert "could not read 2 item(s)" in proc.stderr and f"{secret}: Permission denied" in proc.stderr
+    manifest = json.loads(members(out / "c.tar.gz")["zfsnas-capture/manifest.json"])
+    assert manifest["user"] == "unprivileged"
+    assert manifest["unreadable"] == [
+        {"path": str(secret), "error": "Permission denied"},
+        {"path": str(root / "bench.sqlite"), "error": "attempt to write a readonly database"}]
+    files = members(out / "c.tar.gz")
+    [served] = replay_all(out / "c.tar.gz")
+    assert value(served, "zfs_pool_health", pool="tank", state="DEGRADED") == 1
+    # What nobody could not read fails the same way in the replay, even for root.
+    assert value(served, "zfs_exporter_collector_success", collector="bench") == 0
+    assert value(served, "zfs_exporter_collector_success", collector="poolstats") == 0
+    assert value(served, "zfs_exporter_collector_success", collector="arc") == 1
+    assert stable(served) == stable(files["zfsnas-capture/snapshots/0/metrics.txt"].decode())
+
+
+def _damaged(tmp_path: Path, good: Path) -> dict[str, Path]:
+    data = good.read_bytes()
+    cases = {"truncated": data[: len(data) // 2], "empty": b"", "not-an-archive": b"hello\n" * 100}
+    paths = {}
+    for name, content in cases.items():
+        paths[name] = tmp_path / f"{name}.tar.gz"
+        paths[name].write_bytes(content)
+    foreign = tmp_path / "foreign.tar.gz"
+    with tarfile.open(foreign, "w:gz") as tar:
+        tar.add(__file__, arcname="etc/passwd")
+    paths["foreign"] = foreign
+    escape = tmp_path / "escape.tar.gz"
+    with tarfile.open(escape, "w:gz") as tar:
+        tar.add(__file__, arcname="zfsnas-capture/../../evil")
+    paths["escape"] = escape
+    return paths
+
+
+def test_bad_archives_get_one_clear_error_line(tmp_path):
+    good = take(tmp_path)
+    expect = {"truncated": "not a readable capture archive (truncated or damaged?)",
+              "empty": "not a readable capture archive", "not-an-archive": "not a readable capture archive",
+              "foreign": "not a zfsnas capture: unexpected member 'etc/passwd'",
+              "escape": "not a zfsnas capture: unexpected member"}
+    for case, path in _damaged(tmp_path, good).items():
+        with pytest.raises(CaptureError) as caught:
+            open_capture(path)
+        assert expect[case] in str(caught.value) and "\n" not in str(caught.value), (case, caught.value)
+        proc = subprocess.run([sys.executable, "-m", "zfsnas.cli", "--replay", str(path),
+                               "--web.listen-address=127.0.0.1:0"], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2, case
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and "cannot replay" in lines[0] and expect[case] in lines[0], (case, proc.stderr)
+    assert not (tmp_path.parent / "evil").exists()
+
+
+def test_anonymized_capture_leaks_no_name_serial_wwn_or_hostname(tmp_path, monkeypatch):
+    monkeypatch.setattr(socket, "gethostname", lambda: HOSTNAME)
+    out = take(tmp_path, "--anonymize")
+    files = members(out)
+    datasets = [n for n in dataset_names() if "/" in n or "@" in n]
+    assert len(datasets) >= 10
+    leaks = []
+    for name, content in files.items():
+        for haystack, where in ((name.encode(), "member name"), (content, "content")):
+            lower = haystack.lower()
+            for secret in [*SERIALS, *WWNS, HOSTNAME]:
+                if secret.lower().encode() in lower:
+                    leaks.append((name, where, secret))
+            for dataset in datasets:
+                if dataset.encode() in haystack:
+                    leaks.append((name, where, dataset))
+            for pool in POOLS:  # pool names are common words: as whole names only
+                if re.search(rb"(?<![\w.:%-])" + pool.encode() + rb"(?![\w.:%-])", haystack):
+                    leaks.append((name, where, pool))
+    assert leaks == []
+    manifest = json.loads(files["zfsnas-capture/manifest.json"])
+    assert manifest["anonymized"] is True and manifest["hostname"] == "host0"
+    assert manifest["anonymization"]["serials"] >= len(SERIALS) - 1
+    # Still the same NAS: it replays to what it recorded, and disks still join to their pools.
+    [served] = replay_all(out)
+    assert stable(served) == stable(files["zfsnas-capture/snapshots/0/metrics.txt"].decode())
+    (tmp_path / "plain").mkdir()
+    [plain] = replay_all(take(tmp_path / "plain"))
+    assert len(stable(served)) == len(stable(plain))
+    pools = {dict(k[1])["pool"] for k in samples(served) if k[0] == "zfs_pool_health"}
+    assert pools == {"pool0", "pool1", "pool2"}
+    disk = {dict(k[1])["device"]: dict(k[1]) for k in samples(served) if k[0] == "zfs_disk_info"}
+    tank = {dict(k[1])["pool"] for k, v in samples(served).items()
+            if k[0] == "zfs_pool_health" and dict(k[1])["state"] == "DEGRADED" and v == 1}
+    assert {disk[d]["pool"] for d in ("sdb", "sdc", "sdd")} == tank
+    assert value(served, "zfs_bench_runs_total", job="seqwrite", compression="lz4", recordsize="1M",
+                 encryption="off", size="64M", pool=next(iter(tank))) == 1
+    assert disk["sdb"]["serial"].startswith("SERIAL") and disk["sdd"]["wwn"].startswith("0x5")
+    assert disk["sdb"]["by_id"].startswith("ata-SERIAL")
+
+
+def test_capture_cli_refuses_a_missing_directory(tmp_path, capsys):
+    assert main(["capture", str(tmp_path / "nope" / "c.tar.gz")]) == 2
+    assert "is not a directory" in capsys.readouterr().err
+
+
+def test_from_capture_makes_a_fixture_tree_and_golden(tmp_path):
+    out = take(tmp_path, "--anonymize")
+    from tests.fixtures.from_capture import make_fixture, render_tree, stable as stable_text
+
+    tree, golden = make_fixture(out, "test", fixtures=tmp_path / "fixtures", golden_dir=tmp_path)
+    assert (tree / "commands" / "index.json").is_file() and (tree / "proc" / "spl" / "kstat" / "zfs").is_dir()
+    text = golden.read_text()
+    assert text == render_tree(tree)
+    saw = members(out)["zfsnas-capture/snapshots/0/metrics.txt"].decode()
+    assert text == stable_text(saw)
+    assert value(text, "zfs_pool_health", pool="pool2", state="DEGRADED") == 1
+
+
+def test_freebsd_capture_from_a_sysctl_file_replays(tmp_path):
+    from tests.conftest import freebsd_sysctl
+
+    out = tmp_path / "freebsd.tar.gz"
+    flags = ["--kstat.source", "sysctl", "--path.sysctl-file", str(freebsd_sysctl("14.1")),
+             "--collector.disable-defaults", "--collector.arc", "--collector.txg", "--collector.objset",
+             "--collector.poolstats", "--collector.tunables", "--capture.metrics-url", ""]
+    assert capture_module.main([str(out), *flags]) == 0
+    files = members(out)
+    assert files["zfsnas-capture/snapshots/0/sysctl.txt"] == freebsd_sysctl("14.1").read_bytes()
+    manifest = json.loads(files["zfsnas-capture/manifest.json"])
+    assert manifest["kstat_source"] == "sysctl" and manifest["collectors"] == ["arc", "txg", "objset", "poolstats",
+                                                                               "tunables"]
+    [served] = replay_all(out)
+    saw = files["zfsnas-capture/snapshots/0/metrics.txt"].decode()
+    assert stable(served) == stable(saw) and len(stable(saw)) > 300
+    size = next(line.split(": ")[1] for line in freebsd_sysctl("14.1").read_text().splitlines()
+                if line.startswith("kstat.zfs.misc.arcstats.size: "))
+    assert value(served, "zfs_arc_size_bytes") == int(size)
