@@ -179,7 +179,8 @@ def cmd_run(args) -> int:
     opts = PlanOptions(scratch=scratch, run_id=run_id, jobs_dir=jobs_dir, results_dir=results_dir,
                        mountpoint=mountpoint, dirty_data_max=dirty, size_scale=args.size_scale,
                        time_scale=args.time_scale, keep=args.keep, direct=args.direct, zvol_root=args.zvol_root,
-                       fio=args.fio, ram=params.ram() if changing else None)
+                       fio=args.fio, ram=params.ram() if changing else None,
+                       ioengine="posixaio" if _freebsd() else "libaio")
     plans = plan_matrix(matrix, opts)  # checks every parameter value against its range and RAM
     if dry:
         sys.stdout.write(render_plan(matrix, plans, params))

@@ -120,7 +120,8 @@ def _settings(where: str, table: dict, base: dict) -> dict:
         if axis in AXES:
             settings[axis] = _list(where, key, value)
         elif key in SCALAR_KEYS:
-            if not isinstance(value, SCALAR_KEYS[key]) or isinstance(value, bool):
+            wanted = SCALAR_KEYS[key]
+            if not isinstance(value, wanted) or (isinstance(value, bool) and wanted is not bool):
                 raise MatrixError(f"{where}: {key} has the wrong type ({value!r})")
             settings[key] = value
         else:

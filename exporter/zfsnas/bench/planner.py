@@ -94,6 +94,7 @@ class PlanOptions:
     fio: str = "fio"
     extra_env: dict[str, str] = field(default_factory=dict)
     ram: int | None = None         # bytes, for the size checks of module parameters
+    ioengine: str = "libaio"       # posixaio on FreeBSD, where libaio does not exist
 
 
 def fio_time(seconds: float) -> str:
@@ -158,7 +159,8 @@ def plan_cell(index: int, cell: Cell, opts: PlanOptions) -> CellPlan:
         data.update(compressibility=str(cell.compressibility), runtime=f"{runtime:g}", ramp_time=f"{ramp:g}")
         env = tuple({"ZFSNAS_FILE": target, "ZFSNAS_SIZE": str(size), "ZFSNAS_RUNTIME": fio_time(runtime),
                      "ZFSNAS_RAMP": fio_time(ramp), "ZFSNAS_COMPRESS": str(cell.compressibility),
-                     "ZFSNAS_DIRECT": "1" if direct else "0", **opts.extra_env}.items())
+                     "ZFSNAS_DIRECT": "1" if direct else "0", "ZFSNAS_IOENGINE": opts.ioengine,
+                     **opts.extra_env}.items())
         job_file = opts.jobs_dir / f"{cell.workload}.fio"
         fio = (opts.fio, "--output-format=json")
         if has_prefill(job_file):  # laid out first, timed and probed apart from the measured job
