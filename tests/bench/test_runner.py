@@ -326,3 +326,19 @@ def test_list_settles_stale_rows_only_when_no_run_holds_the_lock(tmp_path, capsy
         assert "\trunning\t" in capsys.readouterr().out
     assert main(["list", "--db", str(db)]) == 0  # nobody holds the lock: the row's run is gone
     assert "\tincomplete\t" in capsys.readouterr().out
+
+
+def test_a_read_cell_times_only_its_read(fake_zfs, tmp_path):
+    """The prefill write and its sync are a figure of their own, outside the read's seconds and bytes."""
+    path = tmp_path / "read.toml"
+    path.write_text('workload = "seq-read"\nsize = "32M"\nruntime = 1\n')
+    db = tmp_path / "db"
+    assert run(fake_zfs, db, str(path), "--dataset", "tank/scratch") == 0
+    [row] = rows(db)
+    assert row["status"] == "complete" and row["prefill_seconds"] > 0
+    assert 0.9 < row["duration_seconds"] < 1.9          # fio's 1 s, not the prefill on top
+    fio = json.loads(row["fio_json"])
+    assert [j["jobname"] for j in fio["jobs"]] == ["seq-read"] and fio["jobs"][0]["write"]["io_bytes"] == 0
+    assert row["bytes"] == fio["jobs"][0]["read"]["io_bytes"]
+    kinds = [c[:2] for c in changing(fake_zfs.commands())]
+    assert kinds == [["zfs", "create"], ["zpool", "sync"], ["zpool", "sync"], ["zfs", "destroy"]]
