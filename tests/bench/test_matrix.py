@@ -123,3 +123,25 @@ def test_a_sweep_overrides_parameters_and_direct():
     assert [(c.direct, c.parameters) for c in m.cells] == [
         (True, (("zfs_txg_timeout", "5"),)), (False, (("zfs_txg_timeout", "10"),)),
         (False, (("zfs_txg_timeout", "20"),))]
+
+
+def shipped(name):
+    return load_matrix(MATRICES / f"{name}.toml", {p.stem for p in MATRICES.parent.glob("*.fio")} | {"copy"})
+
+
+def test_shipped_matrices_reproduce_the_seeds():
+    fits = shipped("fits-copy").cells
+    sizes = [(c.compression, c.recordsize) for c in fits if c.size != "all"]
+    assert len(sizes) == 6 and set(sizes) == {("zstd-1", "512K")}        # the write-size sweep
+    iso = shipped("iso-rsync").cells
+    recordsizes = {(c.compression, c.recordsize) for c in iso}
+    assert {(comp, rs) for comp in ("lz4", "zstd-7") for rs in ("128K", "512K", "1M")} <= recordsizes
+    study = shipped("eight-disk-study").cells
+    assert len(study) == 2 * 4 * 2 * 2
+    assert {c.compression for c in study} == {"off", "lz4", "zstd-fast-10", "zstd-3"}
+    assert {c.encryption for c in study} == {"off", "aes-256-gcm"} and {c.compressibility for c in study} == {0, 65}
+    assert {c.properties for c in study} == {(("primarycache", "none"), ("secondarycache", "none"))}
+    assert {c.direct for c in shipped("dirty-data").cells} == {False}
+    sweep = shipped("dirty-data-max").cells
+    assert [c.parameters for c in sweep] == [(("zfs_dirty_data_max", v),) for v in ("1G", "4G", "16G")]
+    assert {c.direct for c in sweep} == {False}

@@ -90,7 +90,7 @@ def test_dirty_multiples_and_copy_corpus(tmp_path):
 @pytest.mark.parametrize("path", sorted((JOBS / "matrices").glob("*.toml")), ids=lambda p: p.stem)
 def test_every_step_of_every_shipped_matrix_stays_in_the_run(path):
     m = load_matrix(path, {p.stem for p in JOBS.glob("*.fio")} | {"copy"})
-    plans = plan_matrix(m, opts(dirty_data_max=16 << 30))
+    plans = plan_matrix(m, opts(dirty_data_max=16 << 30, ram=64 << 30))
     children = set()
     for plan in plans:
         assert plan.child.startswith(f"tank/scratch/zfsnas-bench-{RUN}-")
@@ -98,7 +98,7 @@ def test_every_step_of_every_shipped_matrix_stays_in_the_run(path):
         for step in plan.steps:
             if step.argv[0] == "zfs":
                 assert step.argv[-1] == plan.child          # create, get, destroy: only this cell's child
-            if step.kind == "fio":
+            if step.kind in ("fio", "prefill"):
                 assert Path(step.argv[-1]).exists()        # the job file is shipped
                 target = dict(step.env)["ZFSNAS_FILE"]
                 assert target.startswith(f"/{plan.child}/") or target == f"/dev/zvol/{plan.child}"
