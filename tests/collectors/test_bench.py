@@ -129,3 +129,14 @@ def test_configurations_that_look_alike_keep_their_own_previous_median(store):
                if name == "zfs_bench_throughput_previous_median_bytes_per_second"}
     assert medians == {mirror.id}  # RAID-Z2 and the 1G dirty-data run: first runs, nothing to regress from
     assert value(text, "zfs_bench_runs_total", **dirty_1g.labels) == 1
+
+
+def test_no_exported_metric_of_ours_has_a_job_or_instance_label():
+    """The golden outputs pin every family of every collector: none carries Prometheus's labels."""
+    from pathlib import Path
+
+    golden = sorted((Path(__file__).parents[1] / "golden").glob("*.prom"))
+    assert len(golden) >= 7
+    for path in golden:
+        names = set(re.findall(r'[{,]([a-zA-Z_]+)="', path.read_text()))
+        assert names and not names & {"job", "instance"}, path.name
