@@ -66,6 +66,11 @@ class Matrix:
     properties: tuple[tuple[str, str], ...] = field(default=())
 
 
+def is_dirty_multiple(size: str) -> bool:
+    """Whether a size is written as a multiple of zfs_dirty_data_max ("4x dirty")."""
+    return _DIRTY.match(size) is not None
+
+
 def parse_size(text: str, dirty_data_max: int | None = None) -> int:
     """Bytes of "70G", "512K", "1.5T" (powers of 1024) or "4x dirty" (x zfs_dirty_data_max)."""
     text = str(text).strip()

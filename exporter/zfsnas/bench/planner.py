@@ -18,7 +18,7 @@ from pathlib import Path
 from .config import Configuration, measured_properties, pairs
 from .copy import corpus_bytes, corpus_stats
 from .guard import RUN_PROPERTY, child_name
-from .matrix import _DIRTY, Cell, Matrix, parse_size
+from .matrix import Cell, Matrix, is_dirty_multiple, parse_size
 from .parameters import Change, Parameters, changes
 
 SPACE_PROPERTIES = ("compressratio", "used", "logicalused", "referenced", "logicalreferenced")
@@ -191,7 +191,7 @@ def checks(scratch: str) -> list[Step]:
 def direct_note(plan: CellPlan) -> str | None:
     """A dirty-data experiment run with O_DIRECT measures something else: say so in the plan."""
     c = plan.cell
-    if plan.direct and (_DIRTY.match(c.size) or any(n.startswith("zfs_dirty_data") for n, _ in c.parameters)):
+    if plan.direct and (is_dirty_multiple(c.size) or any(n.startswith("zfs_dirty_data") for n, _ in c.parameters)):
         return (f"# note: cell {plan.index} runs with direct=1, which bypasses the dirty-data buffering it sweeps; "
                 f"set direct = false in the matrix or pass --no-direct")
     return None
