@@ -117,15 +117,6 @@ class Configuration:
             out.update({f"{prefix} {k}": v for k, v in group})
         return out
 
-    def describe(self) -> str:
-        """One line a person reads: workload, dataset settings, pool and layout, swept parameters."""
-        labels = self.labels
-        layout = dict(self.layout)
-        params = dict(self.parameters)
-        text = (f"{self.matrix}/{self.workload} compression={labels['compression']} recordsize={labels['recordsize']} "
-                f"encryption={labels['encryption']} size={self.size} pool={self.pool} ({layout.get('vdevs', UNKNOWN)})")
-        return text + "".join(f" {name}={params.get(name, UNKNOWN)}" for name in self.swept)
-
 
 def differences(a: Configuration, b: Configuration) -> list[str]:
     """What differs between two configurations, one readable item per field: `key: a -> b`."""
