@@ -216,3 +216,15 @@ def test_configuration_of_a_planned_cell(tmp_path):
     assert configuration("p", again, env).id == config.id
     assert configuration("p", plan, Environment("tank", pairs({"vdevs": "data:mirror:2"}), dict(PARAMETERS),
                                                 "zfs-2.3.2-1", "nas1")).id != config.id
+
+
+def test_freebsd_plans_posixaio(capsys, tmp_path, monkeypatch):
+    """FreeBSD has no libaio: fio's posixaio engine there, libaio on Linux."""
+    import zfsnas.bench.cli as cli
+
+    args = ["plan", "smoke", "--dataset", "tank/scratch", "--db", str(tmp_path / "db"), "--jobs-dir", str(JOBS)]
+    assert main(args) == 0
+    assert capsys.readouterr().out.count("ZFSNAS_IOENGINE=libaio") == 4
+    monkeypatch.setattr(cli, "_freebsd", lambda: True)
+    assert main(args) == 0
+    assert capsys.readouterr().out.count("ZFSNAS_IOENGINE=posixaio") == 4
