@@ -29,7 +29,7 @@ from .copy import copy_corpus
 from .fio import FioProcess, parse_fio_json
 from .config import Configuration
 from .guard import GuardError
-from .parameters import Parameters, ParameterSwitch, restore_pending
+from .parameters import Parameters, ParameterSwitch
 from .planner import CellPlan, Environment, configuration
 from .store import Store
 from .zfs import ZfsOps
@@ -184,7 +184,7 @@ class Runner:
             raise
         finally:
             try:
-                restore_pending(self.params, self.store, self.s.run_id)
+                self.switch.restore()  # at the end, also after an error or a signal
             finally:
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)
