@@ -406,7 +406,6 @@ def bench_config_phase() -> None:
     bench("restore", "restore")
     record["dirty_after_restore"] = DIRTY_PARAMETER.read_text().strip()
     bench("cdm_run", "run", str(guest / "bench-cdm.toml"), "--dataset", "fast/scratch", "--jobs-dir", str(jobs))
-    bench("list", "list", "--all")
     record["seconds"] = round(time.time() - started, 2)
     if os.path.exists(BENCH_DB):
         shutil.copy(BENCH_DB, out / "bench.sqlite")
