@@ -40,11 +40,12 @@ IPD = f'{IP}, dataset=~"$dataset"'
 RI = "$__rate_interval"
 # Disks by serial and pool: every per-device series joins zfs_disk_info (see per_disk).
 DISK_INFO = f'zfs_disk_info{{{I}, pool=~"$pool", device=~"$disk"}}'
-BENCH = f'{I}, pool=~"$pool"'
+BENCH_ANY = f'{I}, pool=~"$pool"'  # every dashboard's run annotation: no matrix/config variables there
+BENCH = f'{BENCH_ANY}, matrix=~"$matrix", config=~"$config"'
 VDEV = f'{IP}, vdev=~"$vdev"'
-# The labels of one benchmark configuration. The exporter's `job` label (the fio job) arrives as
-# `exported_job`: Prometheus keeps `job` for the scrape job.
-BENCH_CONFIG = "exported_job, compression, recordsize, encryption, size"
+# The labels of one benchmark configuration (zfsnas.bench.config.LABELS less pool): `config` is
+# its id, the rest are readable. `workload` replaced `job`, which Prometheus renamed `exported_job`.
+BENCH_CONFIG = "matrix, workload, config, compression, recordsize, encryption, size"
 
 
 # --- panel helpers -------------------------------------------------------------------------------
@@ -180,6 +181,12 @@ def variables(kind: str) -> list:
                        "The zfsnas-exporter instances (one per NAS); the dashboards work across many"),
         label_variable("pool", "Pool", 'zfs_pool_state{instance=~"$instance"}', "ZFS pools of the selected NAS"),
     ]
+    if kind == "bench":
+        out.append(label_variable("matrix", "Matrix", 'zfs_bench_runs_total{instance=~"$instance", pool=~"$pool"}',
+                                  "Benchmark matrices (fits-copy, fio-seq, ...) of the selected pools"))
+        out.append(label_variable("config", "Configuration", 'zfs_bench_runs_total{instance=~"$instance", '
+                                  'pool=~"$pool", matrix=~"$matrix"}', "Benchmark configuration ids "
+                                  "(`zfsnas-bench list` shows what each one is and what tells two apart)"))
     if kind == "dataset":
         out.append(label_variable("dataset", "Dataset",
                                   'zfs_dataset_written_bytes_total{instance=~"$instance", pool=~"$pool"}',
@@ -206,12 +213,13 @@ def bench_annotations() -> list[dash.AnnotationQuery]:
         dash.AnnotationQuery().name("Benchmark runs (runner)").datasource(grafana).enable(True).icon_color("purple")
         .type("tags").target(dash.AnnotationTarget().type("tags").tags([BENCH_TAG]).match_any(True).limit(100)),
         dash.AnnotationQuery().name("Benchmark running (exporter)").datasource(DATASOURCE).enable(True)
-        .icon_color("orange").expr(f'max by (instance, pool, {BENCH_CONFIG}) (zfs_bench_running{{{BENCH}}}) > 0'),
+        .icon_color("orange").expr(f'max by (instance, pool, {BENCH_CONFIG}) (zfs_bench_running{{{BENCH_ANY}}}) > 0'),
     ]
 
 
-BENCH_RUNNING_FIELDS = {"step": "15s", "titleFormat": "Benchmark {{exported_job}} {{compression}} rs={{recordsize}}",
-                        "tagKeys": "pool,exported_job,compression,recordsize,encryption,size",
+BENCH_RUNNING_FIELDS = {"step": "15s", "titleFormat": "Benchmark {{matrix}}/{{workload}} {{compression}} "
+                                                      "rs={{recordsize}} config {{config}}",
+                        "tagKeys": "pool,matrix,workload,config,compression,recordsize,encryption,size",
                         "textFormat": "zfsnas-bench run in progress on {{instance}}", "useValueForTime": False}
 
 
@@ -498,10 +506,12 @@ def disks() -> Board:
 
 def benchmarks() -> Board:
     b = BENCH
-    cfg = "{{pool}} {{exported_job}} {{compression}} rs={{recordsize}} enc={{encryption}} {{size}}"
+    cfg = "{{pool}} {{matrix}}/{{workload}} {{compression}} rs={{recordsize}} enc={{encryption}} {{size}} [{{config}}]"
     by = f"instance, pool, {BENCH_CONFIG}"
     return Board("benchmarks", "ZFS / Benchmarks", "fio runs of the benchmark runner compared across "
-                 "configurations and over time; each run is an annotation region.", panels=[
+                 "configurations and over time; each run is an annotation region. A configuration (`config`) is "
+                 "everything that shapes a result, pool layout and module parameters included: two series "
+                 "compare only when their ids match.", variables="bench", panels=[
         series("Throughput per configuration across runs", "Write throughput of the latest run of each "
                "configuration, as it changes from run to run.", "Bps",
                query(f"max by ({by}) (zfs_bench_throughput_bytes_per_second{{{b}}})", cfg), height=9, width=24),
@@ -514,10 +524,10 @@ def benchmarks() -> Board:
                  fmt=PromQueryFormat.TABLE)),
         series("CPU per configuration", "CPU busy share during the latest run of each configuration.",
                "percentunit", query(f"max by ({by}) (zfs_bench_cpu_busy_ratio{{{b}}})", cfg), max_val=1),
-        series("Latest vs previous median", "Latest throughput divided by the median of the configuration's "
-               "previous runs; below 0.85 the regression alert fires.", "percentunit",
-               query(f"max by ({by}) (zfs_bench_throughput_bytes_per_second{{{b}}}) / max by ({by}) "
-                     f"(zfs_bench_throughput_previous_median_bytes_per_second{{{b}}} > 0)", cfg)),
+        series("Latest vs previous median", "Latest throughput divided by the median of the same "
+               "configuration's previous runs (the recording rule the regression alert uses); at 0.85 or below "
+               "the alert fires.", "percentunit",
+               query(f"max by ({by}) (config:zfs_bench_throughput_vs_previous_median:ratio{{{b}}})", cfg)),
         grid("Results", "One row per configuration, like the tables in benchmark write-ups: throughput, "
              "compression ratio, CPU, duration, previous median and number of runs.", "Bps",
              *[query(f"max by ({by}) ({metric}{{{b}}})", instant=True, fmt=PromQueryFormat.TABLE, ref=ref)
@@ -526,7 +536,7 @@ def benchmarks() -> Board:
                                                   "zfs_bench_throughput_previous_median_bytes_per_second",
                                                   "zfs_bench_runs_total", "zfs_bench_last_run_timestamp_seconds"))],
              transformations=[transform("merge"), transform("organize", excludeByName={"Time": True}, renameByName={
-                 "exported_job": "job", "Value #A": "throughput", "Value #B": "compressratio", "Value #C": "CPU busy",
+                 "Value #A": "throughput", "Value #B": "compressratio", "Value #C": "CPU busy",
                  "Value #D": "duration", "Value #E": "previous median", "Value #F": "runs",
                  "Value #G": "last run"})],
              overrides=[("compressratio", unit_override("x")), ("CPU busy", unit_override("percentunit")),

@@ -149,6 +149,8 @@ def zpool(state: dict, args: list[str]) -> None:
         if args[1] not in state["datasets"]:
             fail(f"cannot open '{args[1]}': no such pool")
         os.sync()
+    elif args[0] == "get":  # zpool get -Hp -o value ashift <pool>
+        print(state.get("ashift", "12"))
     elif args[0] == "status":
         print(f"  pool: {args[-1]}\n state: ONLINE\nconfig:\n\n\tNAME        STATE\n\t{args[-1]}  ONLINE\n"
               f"\t  {ROOT}/disk0  ONLINE\n\nerrors: No known data errors")

@@ -7,11 +7,13 @@ import pytest
 from zfsnas.bench.annotate import AnnotationError, Annotator, GrafanaClient, load_token
 from zfsnas.bench.store import Store
 
+from .configs import configuration
 from .conftest import free_port_url
 from .grafana import FakeGrafana
 
 TOKEN = "glsa_secretTOKEN_1234567890"
-CONFIG = {"job": "seq-write", "compression": "lz4", "recordsize": "1M", "size": "16G", "pool": "tank"}
+CONFIG = configuration(encryption="aes-256-gcm", parameters={"zfs_dirty_data_max": "1073741824"},
+                       swept=("zfs_dirty_data_max",))
 T0 = 1_795_000_000_000
 
 
@@ -30,7 +32,7 @@ def store(tmp_path):
 
 
 def result(store) -> int:
-    return store.start_result("run1", 1, "m", CONFIG, "off", 1, "tank/scratch/zfsnas-bench-run1-1")
+    return store.start_result("run1", 1, CONFIG, 1, "tank/scratch/zfsnas-bench-run1-1")
 
 
 def test_post_and_patch_make_a_region(grafana, store):
@@ -38,8 +40,13 @@ def test_post_and_patch_make_a_region(grafana, store):
     annotator = Annotator(store, GrafanaClient(grafana.url, TOKEN))
     annotator.start(rid, T0, CONFIG, "run1", "seq-write running")
     aid = store.db.execute("SELECT annotation_id FROM results WHERE id=?", (rid,)).fetchone()[0]
+    # The same configuration as the exporter's labels (encryption and matrix included, so encrypted and
+    # plain runs differ), and the parameter the matrix changed.
     assert grafana.annotations[aid] == {"time": T0, "text": "seq-write running", "tags": [
-        "zfsnas-bench", "job:seq-write", "compression:lz4", "recordsize:1M", "size:16G", "pool:tank", "run:run1"]}
+        "zfsnas-bench", "matrix:m", "workload:seq-write", f"config:{CONFIG.id}", "compression:lz4",
+        "recordsize:1M", "encryption:aes-256-gcm", "size:16G", "pool:tank", "zfs_dirty_data_max:1073741824",
+        "run:run1"]}
+    assert len(CONFIG.id) == 12 and CONFIG.id != configuration().id
     annotator.finish(rid, aid, T0, T0 + 60_000, CONFIG, "run1", "412.0 MB/s, ratio 1.48")
     assert grafana.annotations[aid]["timeEnd"] == T0 + 60_000
     assert grafana.annotations[aid]["text"] == "412.0 MB/s, ratio 1.48"

@@ -8,19 +8,21 @@ from pathlib import Path
 
 import pytest
 
-from zfsnas.bench.fio import fio_version, parse_fio_json, pattern_warning
-from zfsnas.bench.planner import fio_time
+from zfsnas.bench.fio import fio_version, parse_fio_json, pattern_warning, reads_pattern_file
+from zfsnas.bench.planner import fio_time, has_prefill
 
 JOBS = Path(__file__).parents[2] / "benchmark-jobs"
 pytestmark = pytest.mark.skipif(shutil.which("fio") is None, reason="fio not installed (./dev test installs it)")
 
 
-def run_job(tmp_path, job, size=8 << 20, runtime=1.0, compress=50):
-    out = tmp_path / f"{job}.json"
+def run_job(tmp_path, job, size=8 << 20, runtime=1.0, compress=50, section=None):
+    """fio on a job file as the planner runs it (one section when given)."""
+    out = tmp_path / f"{job}-{section}.json"
     env = {**os.environ, "ZFSNAS_FILE": str(tmp_path / "fio.dat"), "ZFSNAS_SIZE": str(size),
            "ZFSNAS_RUNTIME": fio_time(runtime), "ZFSNAS_RAMP": "0s", "ZFSNAS_COMPRESS": str(compress),
-           "ZFSNAS_DIRECT": "0"}
-    subprocess.run(["fio", "--output-format=json", f"--output={out}", str(JOBS / f"{job}.fio")], env=env,
+           "ZFSNAS_DIRECT": "0", "ZFSNAS_IOENGINE": "libaio"}
+    sections = [f"--section={section}"] if section else []
+    subprocess.run(["fio", "--output-format=json", *sections, f"--output={out}", str(JOBS / f"{job}.fio")], env=env,
                    check=True, timeout=60, capture_output=True)
     return out.read_text()
 
@@ -39,7 +41,9 @@ def test_size_based_write_parsed(tmp_path):
 
 
 def test_time_based_read_parsed(tmp_path):
-    result = parse_fio_json(run_job(tmp_path, "cdm-rnd4k-q1t1-read", size=4 << 20, runtime=1))
+    run_job(tmp_path, "cdm-rnd4k-q1t1-read", size=4 << 20, section="prefill")
+    result = parse_fio_json(run_job(tmp_path, "cdm-rnd4k-q1t1-read", size=4 << 20, runtime=1,
+                                    section="cdm-rnd4k-q1t1-read"))
     assert set(result.directions) == {"read"}
     assert 0.9 <= result.runtime_seconds <= 3
     assert result.io_bytes > 0 and result.iops > 0
@@ -63,22 +67,73 @@ def test_warnings_before_json_and_failed_jobs():
         parse_fio_json("fio: engine libaio not loadable")
 
 
-def test_buffer_pattern_warning():
-    assert fio_version()[1] is not None
-    job = "[a]\nbuffer_pattern='</srv/fits/sample.fits'\n"
+# buffer_pattern values; fio reads the file for the single-quoted part. Some forms fio refuses.
+PATTERN_FORMS = ["buffer_pattern='{f}'", "buffer_pattern ='{f}'", "\tbuffer_pattern='{f}'",
+                 "buffer_pattern=0xdeadbeef'{f}'", "buffer_pattern=\"abc\"'{f}'", "buffer_pattern='${{PATTERN}}'",
+                 "buffer_pattern=\"{f}\"", "buffer_pattern=0xdeadbeef", "buffer_pattern=<{f}", "buffer_pattern={f}",
+                 "buffer_pattern= '{f}'", "buffer_pattern='{f}'0xaa"]
+
+
+def fio_with_pattern(tmp_path, line) -> bytes | None:
+    """The bytes the real fio writes with this buffer_pattern line; None if fio refuses it."""
+    out = tmp_path / "out.dat"
+    out.unlink(missing_ok=True)
+    (tmp_path / "j.fio").write_text(f"[j]\nfilename={out}\nsize=64k\nbs=64k\nrw=write\n{line}\n")
+    done = subprocess.run(["fio", "--output=/dev/null", str(tmp_path / "j.fio")], capture_output=True, timeout=60,
+                          env={**os.environ, "PATTERN": str(tmp_path / "pattern.bin")})
+    return out.read_bytes() if done.returncode == 0 and out.exists() else None
+
+
+def test_buffer_pattern_warning_for_every_form_the_real_fio_accepts(tmp_path):
+    """A 4 KiB pattern file whose second 512 bytes differ from its first: fio 3.33 repeats only
+    the first 512 bytes of it. The warning fires exactly for the forms the installed fio reads a
+    file for; forms it refuses never reach a run."""
+    version = fio_version()[1]
+    assert version is not None
+    pattern = bytes(range(256)) * 2 + bytes(255 - b for b in range(256)) * 2 + os.urandom(3072)
+    (tmp_path / "pattern.bin").write_bytes(pattern)
+    read, refused = [], []
+    for form in PATTERN_FORMS:
+        line = form.format(f=tmp_path / "pattern.bin")
+        data = fio_with_pattern(tmp_path, line)
+        if data is None:
+            refused.append(form)
+            continue
+        read_file = pattern[:64] in data
+        if read_file:
+            read.append(form)
+            if version < (3, 34):
+                assert data[512:1024] == data[:512] != pattern[512:1024]   # the defect the warning is about
+        assert reads_pattern_file(f"[j]\n{line}\n") == read_file, form
+        assert (pattern_warning(version, f"[j]\n{line}\n") is not None) == (read_file and version < (3, 34)), form
+    if version < (3, 34):  # what fio 3.33 (Debian 12) does with each form
+        assert read == PATTERN_FORMS[:6]
+        assert refused == PATTERN_FORMS[8:]
+
+
+def test_buffer_pattern_warning_versions():
+    job = "[a]\nbuffer_pattern='/srv/fits/sample.fits'\n"
     assert "512 bytes" in pattern_warning((3, 33), job)
     assert pattern_warning((3, 34), job) is None
     assert pattern_warning((3, 33), "[a]\nbuffer_compress_percentage=50\n") is None
+    assert pattern_warning((3, 33), "[a]\n; buffer_pattern='/x'\nbuffer_pattern=\"it's\"\n") is None
 
 
 @pytest.mark.parametrize("job", sorted(p.stem for p in JOBS.glob("*.fio")))
 def test_every_shipped_job_runs_in_its_direction(tmp_path, job):
-    text = run_job(tmp_path, job, size=4 << 20, runtime=0.3)
-    result = parse_fio_json(text)
     direction = "read" if job.endswith("read") else "write"
+    # Reads, and CrystalDiskMark's writes, lay their file out in a prefill step of its own.
+    assert has_prefill(JOBS / f"{job}.fio") == (direction == "read" or job.startswith("cdm-"))
+    if has_prefill(JOBS / f"{job}.fio"):
+        prefill = json.loads(run_job(tmp_path, job, size=4 << 20, section="prefill"))["jobs"]
+        assert [(j["jobname"], j["write"]["io_bytes"]) for j in prefill] == [("prefill", 4 << 20)]
+        assert (tmp_path / "fio.dat").stat().st_size == 4 << 20
+        section = job
+    else:
+        section = None
+    text = run_job(tmp_path, job, size=4 << 20, runtime=0.3, section=section)
+    result = parse_fio_json(text)
+    assert [j["jobname"] for j in json.loads(text)["jobs"]] == [job]  # the measured step runs nothing else
     assert set(result.directions) == {direction} and result.io_bytes > 0
-    if direction == "read":  # the data was written first by the unmeasured prefill job
-        prefill = next(j for j in json.loads(text)["jobs"] if j["jobname"] == "prefill")
-        assert prefill["write"]["io_bytes"] == 4 << 20
     if job != "write-size":
         assert 0.25 <= result.runtime_seconds <= 2      # time based: 300 ms, not 0 and not forever

@@ -14,9 +14,9 @@ def test_cross_product_and_repeats():
     m = parse_matrix('name = "t"\njobs = ["seq-write", "seq-read"]\ncompression = ["lz4", "off"]\n'
                      'recordsize = ["1M"]\nsize = ["1G"]\nrepeats = 2\nruntime = 5\n', "t.toml", JOBS)
     assert len(m.cells) == 8
-    assert [(c.job, c.compression, c.repeat) for c in m.cells[:4]] == [
+    assert [(c.workload, c.compression, c.repeat) for c in m.cells[:4]] == [
         ("seq-write", "lz4", 1), ("seq-write", "lz4", 2), ("seq-write", "off", 1), ("seq-write", "off", 2)]
-    assert m.cells[0].labels == {"job": "seq-write", "compression": "lz4", "recordsize": "1M", "size": "1G"}
+    assert (m.cells[0].recordsize, m.cells[0].size, m.cells[0].direct, m.cells[0].parameters) == ("1M", "1G", True, ())
     assert m.cells[0].runtime == 5.0 and m.cells[0].encryption == "off"
 
 
@@ -37,7 +37,11 @@ def test_properties_are_carried():
     ('job = "seq-write"\nsize = "1G"\nruntime = 1\nbogus = 1\n', "unknown key 'bogus'"),
     ('job = "nope"\nsize = "1G"\n', "unknown job 'nope'"),
     ('job = "seq-write"\n', "no size given"),
-    ('size = "1G"\n', "no job given"),
+    ('size = "1G"\n', "no workload given"),
+    ('workload = "seq-write"\nsize = "1G"\ndirect = 1\n', "direct has the wrong type"),
+    ('workload = "seq-write"\nsize = "1G"\nparameters = 3\n', "parameters must be a table"),
+    ('workload = "seq-write"\nsize = "1G"\n[parameters]\n"zfs dirty" = ["1G"]\n', "not a ZFS module parameter name"),
+    ('workload = "seq-write"\nsize = "1G"\n[parameters]\nzfs_txg_timeout = []\n', "parameters.zfs_txg_timeout is empty"),
     ('job = "seq-write"\nsize = "1 lot"\n', "size '1 lot'"),
     ('job = "seq-write"\nsize = "1G"\ncompression = []\n', "compression is empty"),
     ('job = "seq-write"\nsize = "1G"\ncompression = ["lz4 -o mountpoint=/"]\n', "cannot take"),
@@ -99,3 +103,45 @@ def test_shipped_experiments_match_the_issue():
 def test_load_missing_file():
     with pytest.raises(MatrixError, match="No such file"):
         load_matrix("/nonexistent/m.toml")
+
+
+def test_parameters_compressibility_and_direct_are_axes():
+    m = parse_matrix('workloads = ["write-size"]\nsize = "1G"\ncompressibility = [0, 65]\ndirect = false\n'
+                     '[parameters]\nzfs_dirty_data_max = ["1G", "4G"]\nzfs_txg_timeout = 10\n', "p.toml", JOBS)
+    assert [(c.compressibility, c.parameters) for c in m.cells] == [
+        (0, (("zfs_dirty_data_max", "1G"), ("zfs_txg_timeout", "10"))),
+        (0, (("zfs_dirty_data_max", "4G"), ("zfs_txg_timeout", "10"))),
+        (65, (("zfs_dirty_data_max", "1G"), ("zfs_txg_timeout", "10"))),
+        (65, (("zfs_dirty_data_max", "4G"), ("zfs_txg_timeout", "10")))]
+    assert {c.direct for c in m.cells} == {False}
+
+
+def test_a_sweep_overrides_parameters_and_direct():
+    m = parse_matrix('workload = "write-size"\nsize = "1G"\n[parameters]\nzfs_txg_timeout = [5]\n'
+                     '[[sweep]]\n[[sweep]]\ndirect = false\n[sweep.parameters]\nzfs_txg_timeout = [10, 20]\n',
+                     "p.toml", JOBS)
+    assert [(c.direct, c.parameters) for c in m.cells] == [
+        (True, (("zfs_txg_timeout", "5"),)), (False, (("zfs_txg_timeout", "10"),)),
+        (False, (("zfs_txg_timeout", "20"),))]
+
+
+def shipped(name):
+    return load_matrix(MATRICES / f"{name}.toml", {p.stem for p in MATRICES.parent.glob("*.fio")} | {"copy"})
+
+
+def test_shipped_matrices_reproduce_the_seeds():
+    fits = shipped("fits-copy").cells
+    sizes = [(c.compression, c.recordsize) for c in fits if c.size != "all"]
+    assert len(sizes) == 6 and set(sizes) == {("zstd-1", "512K")}        # the write-size sweep
+    iso = shipped("iso-rsync").cells
+    recordsizes = {(c.compression, c.recordsize) for c in iso}
+    assert {(comp, rs) for comp in ("lz4", "zstd-7") for rs in ("128K", "512K", "1M")} <= recordsizes
+    study = shipped("eight-disk-study").cells
+    assert len(study) == 2 * 4 * 2 * 2
+    assert {c.compression for c in study} == {"off", "lz4", "zstd-fast-10", "zstd-3"}
+    assert {c.encryption for c in study} == {"off", "aes-256-gcm"} and {c.compressibility for c in study} == {0, 65}
+    assert {c.properties for c in study} == {(("primarycache", "none"), ("secondarycache", "none"))}
+    assert {c.direct for c in shipped("dirty-data").cells} == {False}
+    sweep = shipped("dirty-data-max").cells
+    assert [c.parameters for c in sweep] == [(("zfs_dirty_data_max", v),) for v in ("1G", "4G", "16G")]
+    assert {c.direct for c in sweep} == {False}

@@ -15,6 +15,7 @@ import pytest
 from zfsnas.bench.cli import main
 from zfsnas.bench.runner import RunError, RunLock
 
+from .configs import configuration
 from .grafana import FakeGrafana
 
 pytestmark = pytest.mark.skipif(shutil.which("fio") is None, reason="fio not installed (./dev test installs it)")
@@ -53,20 +54,25 @@ def rows(db) -> list[dict]:
 
 def changing(commands) -> list[list[str]]:
     return [c for c in commands if c[:2] not in (["zfs", "get"], ["zfs", "list"], ["zfs", "version"],
-                                                 ["zpool", "status"])]
+                                                 ["zpool", "status"], ["zpool", "get"])]
 
 
 def test_matrix_runs_and_cleans_up(fake_zfs, matrix, tmp_path):
     db = tmp_path / "bench.sqlite"
     assert run(fake_zfs, db, str(matrix), "--dataset", "tank/scratch") == 0
     results = rows(db)
-    assert [(r["job"], r["compression"], r["status"]) for r in results] == [
+    assert [(r["workload"], r["compression"], r["status"]) for r in results] == [
         ("write-size", "off", "complete"), ("write-size", "lz4", "complete"),
         ("seq-write", "off", "complete"), ("seq-write", "lz4", "complete")]
     for r in results:
         assert r["throughput_bytes_per_second"] > 0 and r["duration_seconds"] > 0
         assert r["used_bytes"] > 0 and r["logicalused_bytes"] >= 4 << 20 and r["compressratio"] > 0
         assert 0 <= r["cpu_busy_ratio"] <= 1 and r["pool"] == "tank" and r["size"] == "4M"
+        cpu = [r[f"cpu_{k}_seconds"] for k in ("user", "system", "iowait", "idle")]
+        assert all(v >= 0 for v in cpu) and sum(cpu) > 0
+        config = json.loads(r["config"])
+        assert (config["workload"], config["direct"], config["layout"]["vdevs"], config["layout"]["ashift"]) == (
+            r["workload"], "0", "data:disk:1", "12")
         assert json.loads(r["properties"])["compression"] == r["compression"]
         assert json.loads(r["fio_json"])["fio version"].startswith("fio-")
     assert results[0]["bytes"] == 4 << 20
@@ -262,16 +268,18 @@ def test_list_and_report(fake_zfs, small, tmp_path, capsys):
     capsys.readouterr()
     assert main(["list", "--db", str(db)]) == 0
     listing = capsys.readouterr().out.splitlines()
-    assert len(listing) == 3 and listing[1].split("\t")[2:6] == ["complete", "tiny", "write-size", "off"]
+    config_id = rows(db)[0]["config_id"]
+    assert len(listing) == 3 and listing[1].split("\t")[2:7] == ["complete", "tiny", "write-size", config_id, "off"]
     png = tmp_path / "chart.png"
     assert main(["report", "--db", str(db), "--png", str(png)]) == 0
     table = capsys.readouterr().out.splitlines()
-    assert table[0].startswith("| matrix | job | compression | recordsize | encryption | size | pool | runs | MB/s |")
-    assert table[2].startswith("| tiny | write-size | off | 128K | off | 4M | tank | 1 | ")
+    assert table[0].startswith("| matrix | workload | config | compression | recordsize | encryption | size | pool | "
+                               "runs | MB/s |")
+    assert table[2].startswith(f"| tiny | write-size | {config_id} | off | 128K | off | 4M | tank | 1 | ")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert main(["report", "--db", str(db), "--format", "csv"]) == 0
     csv_lines = capsys.readouterr().out.splitlines()
-    assert csv_lines[0].startswith("matrix,job,compression") and len(csv_lines) == 3
+    assert csv_lines[0].startswith("matrix,workload,config,compression") and len(csv_lines) == 3
 
 
 def test_mountpoint_comes_from_the_scratch_dataset(fake_zfs, small, tmp_path):
@@ -312,10 +320,25 @@ def test_list_settles_stale_rows_only_when_no_run_holds_the_lock(tmp_path, capsy
     db = tmp_path / "db"
     store = Store(db)
     store.start_matrix("r1", "m", "tank/scratch", 1)
-    store.start_result("r1", 1, "m", {"job": "j", "compression": "lz4", "recordsize": "1M", "size": "1G",
-                                      "pool": "tank"}, "off", 1, "c")
+    store.start_result("r1", 1, configuration(), 1, "c")
     with RunLock(f"{db}.lock"):            # a run in progress
         assert main(["list", "--db", str(db)]) == 0
         assert "\trunning\t" in capsys.readouterr().out
     assert main(["list", "--db", str(db)]) == 0  # nobody holds the lock: the row's run is gone
     assert "\tincomplete\t" in capsys.readouterr().out
+
+
+def test_a_read_cell_times_only_its_read(fake_zfs, tmp_path):
+    """The prefill write and its sync are a figure of their own, outside the read's seconds and bytes."""
+    path = tmp_path / "read.toml"
+    path.write_text('workload = "seq-read"\nsize = "32M"\nruntime = 1\n')
+    db = tmp_path / "db"
+    assert run(fake_zfs, db, str(path), "--dataset", "tank/scratch") == 0
+    [row] = rows(db)
+    assert row["status"] == "complete" and row["prefill_seconds"] > 0
+    assert row["duration_seconds"] >= 0.9               # fio's 1 s of reading ...
+    fio = json.loads(row["fio_json"])
+    assert [j["jobname"] for j in fio["jobs"]] == ["seq-read"] and fio["jobs"][0]["write"]["io_bytes"] == 0
+    assert row["bytes"] == fio["jobs"][0]["read"]["io_bytes"]   # ... and only its bytes: no prefill in them
+    kinds = [c[:2] for c in changing(fake_zfs.commands())]
+    assert kinds == [["zfs", "create"], ["zpool", "sync"], ["zpool", "sync"], ["zfs", "destroy"]]

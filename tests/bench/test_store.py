@@ -9,11 +9,21 @@ import time
 
 import pytest
 
-from zfsnas.bench.store import Store
+from pathlib import Path
 
-CONFIG = {"job": "seq-write", "compression": "lz4", "recordsize": "1M", "size": "1G", "pool": "tank"}
+from zfsnas.bench.config import Configuration, differences
+from zfsnas.bench.report import summarise
+from zfsnas.bench.store import SCHEMA_VERSION, TABLES, Store
+from zfsnas.sources.benchdb import read_bench_db
+
+from .configs import configuration
+
+CONFIG = configuration(size="1G")
+RELEASE_0 = Path(__file__).parent / "fixtures" / "store-release0.sql"
 FIGURES = dict(throughput_bytes_per_second=1e8, iops=95.4, bytes=1 << 30, duration_seconds=10.7, sync_seconds=0.4,
-               cpu_busy_ratio=0.3, cpu_iowait_ratio=0.1, compressratio=1.48, used_bytes=700 << 20,
+               cpu_busy_ratio=0.3, cpu_iowait_ratio=0.1, cpu_user_seconds=1.5, cpu_system_seconds=2.25,
+               cpu_iowait_seconds=0.5, cpu_idle_seconds=6.0, prefill_seconds=3.1, compressratio=1.48,
+               used_bytes=700 << 20,
                logicalused_bytes=1 << 30, properties={"compression": "lz4"}, clat_ns={"99.000000": 1e6},
                disks={"sda": {"written_bytes": 1}}, dmu_tx={"dmu_tx_dirty_delay": 11}, fio_json="{}")
 
@@ -21,12 +31,17 @@ FIGURES = dict(throughput_bytes_per_second=1e8, iops=95.4, bytes=1 << 30, durati
 def test_running_then_complete(tmp_path):
     store = Store(tmp_path / "b.sqlite")
     assert store.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    store.start_matrix("r1", "m", "tank/scratch", 1, "zfs-2.3.2", "fio-3.33", "6.12", "pool: tank")
-    rid = store.start_result("r1", 1, "m", CONFIG, "off", 1, "tank/scratch/zfsnas-bench-r1-1")
+    store.start_matrix("r1", "m", "tank/scratch", 1, "zfs-2.3.2", "fio-3.33", "6.12", "pool: tank",
+                       {"zfs_dirty_data_max": "4294967296", "zfs_txg_timeout": "5"})
+    rid = store.start_result("r1", 1, CONFIG, 1, "tank/scratch/zfsnas-bench-r1-1")
     assert store.results(None)[0]["status"] == "running"
     store.finish_result(rid, "complete", **FIGURES)
     row = store.results()[0]
     assert row["status"] == "complete" and row["compressratio"] == 1.48 and row["finished"] >= row["started"]
+    assert row["config_id"] == CONFIG.id and Configuration.from_json(row["config"]) == CONFIG
+    assert (row["workload"], row["compression"], row["recordsize"], row["size"]) == ("seq-write", "lz4", "1M", "1G")
+    assert (row["cpu_user_seconds"], row["cpu_system_seconds"], row["prefill_seconds"]) == (1.5, 2.25, 3.1)
+    assert store.matrix_runs()[0]["parameters"] == '{"zfs_dirty_data_max": "4294967296", "zfs_txg_timeout": "5"}'
     assert row["disks"] == '{"sda": {"written_bytes": 1}}'
     with pytest.raises(ValueError, match="status"):
         store.finish_result(rid, "running")
@@ -37,8 +52,8 @@ def test_running_then_complete(tmp_path):
 def test_stale_rows_of_dead_pids_become_incomplete(tmp_path):
     store = Store(tmp_path / "b.sqlite")
     store.start_matrix("r1", "m", "tank/scratch", 2)
-    mine = store.start_result("r1", 1, "m", CONFIG, "off", 1, "c1")
-    dead = store.start_result("r1", 2, "m", CONFIG, "off", 1, "c2")
+    mine = store.start_result("r1", 1, CONFIG, 1, "c1")
+    dead = store.start_result("r1", 2, CONFIG, 1, "c2")
     proc = subprocess.Popen(["true"])
     proc.wait()
     store.db.execute("UPDATE results SET pid=? WHERE id=?", (proc.pid, dead))
@@ -57,9 +72,9 @@ WRITER = textwrap.dedent("""
     store.start_matrix("r1", "m", "tank/scratch", 0)
     print("ready", flush=True)
     while True:
-        rid = store.start_result("r1", 1, "m", CONFIG, "off", 1, "c")
+        rid = store.start_result("r1", 1, CONFIG, 1, "c")
         store.finish_result(rid, "complete", **FIGURES)
-        store.start_result("r1", 2, "m", CONFIG, "off", 1, "c")
+        store.start_result("r1", 2, CONFIG, 1, "c")
 """)
 
 
@@ -83,3 +98,63 @@ def test_sigkill_mid_run_leaves_no_half_written_row(tmp_path):
     assert store.mark_stale() >= 1
     assert {r["status"] for r in store.results(None)} <= {"complete", "incomplete"}
     assert store.db.execute("SELECT status FROM matrix_runs").fetchone()[0] == "incomplete"
+
+
+def release0(tmp_path) -> Path:
+    """A database exactly as the first release's store wrote it (its schema and its rows)."""
+    import sqlite3
+
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path)
+    db.executescript(RELEASE_0.read_text())
+    db.execute("PRAGMA journal_mode=WAL")
+    db.close()
+    return path
+
+
+def test_a_release_0_database_migrates_and_keeps_every_row(tmp_path):
+    import sqlite3
+
+    path = release0(tmp_path)
+    con = sqlite3.connect(path)
+    con.row_factory = sqlite3.Row
+    before = [dict(r) for r in con.execute("SELECT * FROM results ORDER BY id")]
+    con.close()
+    assert len(before) == 4 and "job" in before[0] and "config_id" not in before[0]
+    read_by_exporter = {c.labels["config"]: c for c in read_bench_db(path)}  # unmigrated, read-only
+
+    store = Store(path)
+    assert store.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    for table, columns in TABLES.items():  # the whole schema is there
+        have = {r["name"] for r in store.db.execute(f"PRAGMA table_info({table})")}
+        assert have == {c.split()[0] for c in columns}, table
+    after = [dict(r) for r in store.db.execute("SELECT * FROM results ORDER BY id")]
+    for old, new in zip(before, after, strict=True):  # every value kept; job is now workload
+        assert new["workload"] == old["job"]
+        assert {k: new[k] for k in old if k != "job"} == {k: v for k, v in old.items() if k != "job"}
+        assert len(new["config_id"]) == 12
+    mirror, raidz2, fits, iso = (Configuration.from_json(r["config"]) for r in after)
+    # The 8-disk study's two pools, both named tank, are two configurations; so are FITS and ISO.
+    assert mirror.id != raidz2.id and fits.id != iso.id and len({c.id for c in (mirror, raidz2, fits, iso)}) == 4
+    assert differences(mirror, raidz2) == ["layout vdevs: data:mirror:2,data:mirror:2 -> data:raidz2:4"]
+    assert differences(fits, iso) == ["matrix: fits-copy -> iso-rsync"]
+    assert dict(mirror.parameters) == {"recorded": "unknown"} and mirror.direct == "unknown"
+    # The exporter, reading the old file before any migration, computed the same ids.
+    assert set(read_by_exporter) == {r["config_id"] for r in after}
+    # The report no longer merges 500 and 560 MB/s into "runs 2, 530 MB/s".
+    rows = [r for r in summarise(store.results()) if r.workload == "seq-write"]
+    assert [(r.runs, r.mb_per_s) for r in rows] == [(1, 500.0), (1, 560.0)]
+    assert rows[0].differs == f"vs {raidz2.id}: layout vdevs: data:raidz2:4 -> data:mirror:2,data:mirror:2"
+    store.close()
+    assert Store(path).db.execute("SELECT COUNT(*) FROM results").fetchone()[0] == 4  # migrating twice is a no-op
+
+
+def test_parameter_changes_are_pending_until_restored(tmp_path):
+    store = Store(tmp_path / "b.sqlite")
+    first = store.record_parameter("r1", "zfs_dirty_data_max", "4294967296", "1073741824")
+    second = store.record_parameter("r1", "zfs_dirty_data_max", "1073741824", "2147483648")
+    store.record_parameter("r2", "zfs_txg_timeout", "5", "10")
+    assert [r["id"] for r in store.pending_parameters("r1")] == [second, first]   # newest first
+    assert len(store.pending_parameters()) == 3
+    store.parameter_restored(second)
+    assert [r["original"] for r in store.pending_parameters("r1")] == ["4294967296"]

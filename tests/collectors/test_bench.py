@@ -1,14 +1,18 @@
 """The `bench` collector: values from a database made by the runner's own store API."""
 
+import re
+
 import pytest
 
-from tests.conftest import scrape_text, types, value
+from tests.bench.configs import MIRRORS, configuration
+from tests.conftest import samples, scrape_text, types, value
 from zfsnas.bench.store import Store
 
-A = {"job": "seq-write", "compression": "zstd-1", "recordsize": "1M", "size": "16G", "pool": "tank"}
-B = {"job": "copy", "compression": "lz4", "recordsize": "1M", "size": "all", "pool": "tank"}
-LABELS_A = {**A, "encryption": "off"}
-LABELS_B = {**B, "encryption": "off"}
+A = configuration(compression="zstd-1")
+B = configuration(matrix="fits-copy", workload="copy", size="all")
+LABELS_A = {"matrix": "m", "workload": "seq-write", "config": A.id, "compression": "zstd-1", "recordsize": "1M",
+            "encryption": "off", "size": "16G", "pool": "tank"}
+LABELS_B = {**LABELS_A, "matrix": "fits-copy", "workload": "copy", "config": B.id, "compression": "lz4", "size": "all"}
 
 
 def scrape(db):
@@ -16,7 +20,7 @@ def scrape(db):
 
 
 def add(store, config, throughput, finished, status="complete", ratio=1.48):
-    rid = store.start_result("r", 1, "m", config, "off", 1, "tank/scratch/zfsnas-bench-r-1", started=finished - 10)
+    rid = store.start_result("r", 1, config, 1, "tank/scratch/zfsnas-bench-r-1", started=finished - 10)
     if status != "running":
         store.finish_result(rid, status, finished, throughput_bytes_per_second=throughput, compressratio=ratio,
                             cpu_busy_ratio=0.42, duration_seconds=10.0)
@@ -48,7 +52,7 @@ def test_latest_previous_median_runs_and_running(store):
     assert value(text, "zfs_bench_running", **LABELS_A) == 0
     assert value(text, "zfs_bench_running", **LABELS_B) == 1
     assert value(text, "zfs_bench_runs_total", **LABELS_B) == 0
-    assert "zfs_bench_throughput_bytes_per_second{job=\"copy\"" not in text
+    assert 'workload="copy"' not in text.split("zfs_bench_runs_total", 1)[0]  # a running config has no figures yet
     assert value(text, "zfs_exporter_collector_success", collector="bench") == 1
     assert value(text, "zfs_exporter_source_success", source="bench_db") == 1
     kinds = types(text)
@@ -92,3 +96,47 @@ def test_median_matches_statistics():
 
     for values in ([3.0], [1.0, 5.0], [9.0, 1.0, 4.0], [4.0, 1.0, 3.0, 2.0]):
         assert median(values) == statistics.median(values)
+
+
+def test_no_label_named_job_or_instance(store):
+    """Prometheus owns `job` and `instance`: ours would arrive renamed (`exported_job`)."""
+    add(store, A, 100e6, 1_795_000_000)
+    add(store, B, 90e6, 1_795_000_100)
+    text = scrape(store.path)
+    series = [line for line in text.splitlines() if line.startswith("zfs_bench_")]
+    assert len(series) == 2 * 7
+    for line in series:
+        names = set(re.findall(r'([a-z_]+)="', line))
+        assert names == {"matrix", "workload", "config", "compression", "recordsize", "encryption", "size", "pool"}
+
+
+def test_configurations_that_look_alike_keep_their_own_previous_median(store):
+    """Mirror then RAID-Z2 under one pool name, and a zfs_dirty_data_max change: separate series,
+    each with its own history; a first run has no previous median to regress from."""
+    mirror = configuration(layout=MIRRORS)
+    raidz2 = configuration()
+    dirty_1g = configuration(parameters={"zfs_dirty_data_max": "1073741824"})
+    add(store, mirror, 500e6, 1_795_000_000)
+    add(store, mirror, 520e6, 1_795_000_050)
+    add(store, raidz2, 300e6, 1_795_000_100)
+    add(store, dirty_1g, 200e6, 1_795_000_200)
+    text = scrape(store.path)
+    assert len({mirror.id, raidz2.id, dirty_1g.id}) == 3
+    assert value(text, "zfs_bench_throughput_previous_median_bytes_per_second", **mirror.labels) == 500e6
+    assert value(text, "zfs_bench_throughput_bytes_per_second", **raidz2.labels) == 300e6
+    assert value(text, "zfs_bench_throughput_bytes_per_second", **dirty_1g.labels) == 200e6
+    medians = {dict(labels)["config"] for name, labels in samples(text)
+               if name == "zfs_bench_throughput_previous_median_bytes_per_second"}
+    assert medians == {mirror.id}  # RAID-Z2 and the 1G dirty-data run: first runs, nothing to regress from
+    assert value(text, "zfs_bench_runs_total", **dirty_1g.labels) == 1
+
+
+def test_no_exported_metric_of_ours_has_a_job_or_instance_label():
+    """The golden outputs pin every family of every collector: none carries Prometheus's labels."""
+    from pathlib import Path
+
+    golden = sorted((Path(__file__).parents[1] / "golden").glob("*.prom"))
+    assert len(golden) >= 7
+    for path in golden:
+        names = set(re.findall(r'[{,]([a-zA-Z_]+)="', path.read_text()))
+        assert names and not names & {"job", "instance"}, path.name

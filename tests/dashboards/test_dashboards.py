@@ -1,6 +1,7 @@
 """The committed dashboards are what dashboards/generate.py makes, and each follows the rules of issue 7."""
 
 import importlib.util
+import json
 import re
 import sys
 
@@ -94,3 +95,20 @@ def test_queries_are_found_and_substituted():
         assert "$" not in query.promql()
     variable = next(q for q in queries("datasets") if q.where == "variable dataset")
     assert variable.promql() == 'count by (dataset) (zfs_dataset_written_bytes_total{instance=~".*", pool=~".*"})'
+
+
+def test_benchmarks_use_the_configuration_labels():
+    """`workload` and `config` replace `job` (which arrived as `exported_job`); matrix and config
+    are variables of the Benchmarks dashboard only."""
+    for name in NAMES:
+        assert "exported_job" not in json.dumps(load(name)), name
+    bench = load("benchmarks")
+    variables = {v["name"]: v for v in bench["templating"]["list"]}
+    assert variables["matrix"]["query"] == 'label_values(zfs_bench_runs_total{instance=~"$instance", pool=~"$pool"}, matrix)'
+    assert variables["config"]["query"].endswith('matrix=~"$matrix"}, config)')
+    for panel in panels(bench):
+        for target in panel["targets"]:
+            assert 'config=~"$config"' in target["expr"] and "config," in target["expr"], panel["title"]
+    assert "matrix" not in {v["name"] for v in load("overview")["templating"]["list"]}
+    ratio = next(p for p in panels(bench) if p["title"] == "Latest vs previous median")
+    assert "config:zfs_bench_throughput_vs_previous_median:ratio" in ratio["targets"][0]["expr"]

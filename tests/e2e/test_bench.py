@@ -49,3 +49,56 @@ def test_results_served(moment, bench):
     values = [ratios[c] for c in order]
     assert values == sorted(values, reverse=True) and values[-1] > 1.0, \
         f"zfs_bench_compressratio: expected zstd-3 >= zstd-1 >= lz4 > 1, served {ratios}"
+
+
+# --- configurations on live ZFS (guest/scenario.py bench_config_phase) ------------------------------
+
+MiB = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def configs(results, bench) -> dict:
+    path = results / "bench" / "config.json"
+    if not path.exists():
+        pytest.fail(f"the guest did not run the configuration phase: see {results / 'scenario.log'}")
+    return json.loads(path.read_text())
+
+
+def stored(results, matrix: str) -> list[dict]:
+    import sqlite3
+
+    con = sqlite3.connect(results / "bench" / "bench.sqlite")
+    con.row_factory = sqlite3.Row
+    return [dict(r) for r in con.execute("SELECT * FROM results WHERE matrix=? ORDER BY id", (matrix,))]
+
+
+def test_a_dirty_data_sweep_gives_each_value_its_own_configuration(results, configs, moment):
+    assert configs["dirty_run"]["rc"] == 0, configs["dirty_run"]
+    rows = stored(results, "e2e-dirty")
+    assert [r["status"] for r in rows] == ["complete", "complete"], rows
+    swept = [json.loads(r["config"])["parameters"]["zfs_dirty_data_max"] for r in rows]
+    assert swept == [str(32 * MiB), str(64 * MiB)]
+    assert rows[0]["config_id"] != rows[1]["config_id"]
+    assert configs["dirty_after_sweep"] == configs["dirty_before"], "zfs_dirty_data_max not restored after the sweep"
+    served = {labels["config"] for labels, _ in moment("bench").series("zfs_bench_runs_total", matrix="e2e-dirty")}
+    assert served == {r["config_id"] for r in rows}
+    layout = json.loads(rows[0]["config"])["layout"]
+    assert layout["vdevs"].count("data:mirror:2") >= 2 and layout["ashift"] not in ("", "unknown"), layout
+
+
+def test_sigkill_mid_cell_then_restore_puts_the_parameter_back(configs):
+    assert configs["dirty_after_kill"] == str(48 * MiB), "the killed run had not changed zfs_dirty_data_max"
+    assert configs["restore"]["rc"] == 0, configs["restore"]
+    assert f"restored zfs_dirty_data_max {48 * MiB} -> {configs['dirty_before']}" in configs["restore"]["stdout"]
+    assert configs["dirty_after_restore"] == configs["dirty_before"]
+
+
+def test_crystaldiskmark_4k_writes_pay_for_a_16k_volblocksize(results, configs):
+    """Laid out first, a 4K random write into a 16K block is a read-modify-write (the FreeNAS zvol
+    study: 6.0 MB/s at 16K/4K against 88.9 MB/s at 4K/4K)."""
+    assert configs["cdm_run"]["rc"] == 0, configs["cdm_run"]
+    rows = {r["recordsize"]: r for r in stored(results, "e2e-cdm")}
+    assert set(rows) == {"4K", "16K"} and all(r["status"] == "complete" for r in rows.values())
+    assert all(r["prefill_seconds"] > 0 for r in rows.values())      # the zvol was laid out first
+    small, large = rows["4K"]["throughput_bytes_per_second"], rows["16K"]["throughput_bytes_per_second"]
+    assert large < 0.75 * small, f"16K/4K {large / 1e6:.1f} MB/s is not clearly below 4K/4K {small / 1e6:.1f} MB/s"

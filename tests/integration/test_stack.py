@@ -32,11 +32,12 @@ from tests.integration.daemon import Daemon
 from tests.integration.exporter_process import ExporterProcess
 from tests.integration.prometheus import Prometheus
 from tests.integration.test_prometheus_scrape import TxgWriter
+from tests.bench.configs import configuration
 from zfsnas.bench.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
 NAS = "nas1"  # both jobs carry the same instance, as deploy/prometheus/prometheus.yml sets it
-BENCH = {"job": "seqwrite", "compression": "lz4", "recordsize": "1M", "size": "64M", "pool": "tank"}
+BENCH = {"matrix": "ci", "workload": "seqwrite", "size": "64M"}
 GiB = 1 << 30
 
 
@@ -142,7 +143,7 @@ def store_result(db: Path, throughput: float, finished: float, running: bool = F
     try:
         run_id = f"run-{finished:.3f}"
         store.start_matrix(run_id, "ci", "tank/bench", 1)
-        result = store.start_result(run_id, 0, "ci", {**BENCH, **config}, "off", 0, "tank/bench/c0",
+        result = store.start_result(run_id, 0, configuration(**{**BENCH, **config}), 0, "tank/bench/c0",
                                     started=finished - 30)
         if not running:
             store.finish_result(result, "complete", finished=finished, throughput_bytes_per_second=throughput,
@@ -281,16 +282,17 @@ def test_regression_alert_reaches_the_webhook(stack):
         raise AssertionError(f"no regression alert at the webhook; alerts: {prom.query('ALERTS')}")
     alert = fired[0]
     assert alert["status"] == "firing"
-    assert alert["labels"]["compression"] == "lz4" and alert["labels"]["exported_job"] == "seqwrite"
+    assert alert["labels"]["compression"] == "lz4" and alert["labels"]["workload"] == "seqwrite"
+    assert alert["labels"]["config"] == configuration(**BENCH).id and "exported_job" not in alert["labels"]
     assert alert["labels"]["instance"] == NAS and alert["labels"]["severity"] == "warning"
-    assert "716.8MiB/s" in alert["annotations"]["description"]
+    assert "reached 70% of the median" in alert["annotations"]["description"]
     assert alert["annotations"]["runbook_url"].endswith("docs/runbook.md#zfsbenchthroughputregression")
 
 
 def test_rules_evaluate_cleanly_against_real_series(stack):
     prom = stack["prom"]
     rules = [rule for group in prom.api("rules")["groups"] for rule in group["rules"]]
-    assert len(rules) == 28
+    assert len(rules) == 29
     assert not [(r["name"], r.get("lastError")) for r in rules if r["health"] != "ok"]
     # Every recording rule has data here but the two that only exist under a write-heavy load.
     under_load = {"pool:zfs_pool_written_bytes_under_load:rate5m", "pool:zfs_pool_written_bytes_under_load:median7d"}

@@ -16,6 +16,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from .config import Configuration
 from .store import Store
 
 log = logging.getLogger("zfsnas.bench")
@@ -68,10 +69,10 @@ class GrafanaClient:
         self.request("PATCH", f"/api/annotations/{annotation_id}", payload)
 
 
-def tags(config: dict[str, str], run_id: str) -> list[str]:
-    return ["zfsnas-bench", f"job:{config['job']}", f"compression:{config['compression']}",
-            f"recordsize:{config['recordsize']}", f"size:{config['size']}", f"pool:{config['pool']}",
-            f"run:{run_id}"]
+def tags(config: Configuration, run_id: str) -> list[str]:
+    """The configuration's tags (config.py: matrix, workload, config id, readable labels, changed
+    parameters) and the run."""
+    return [*config.tags(), f"run:{run_id}"]
 
 
 class Annotator:
@@ -82,7 +83,7 @@ class Annotator:
         self.client = client
         self._pending: dict[int, int] = {}   # result id -> queued POST id
 
-    def start(self, result_id: int, started_ms: int, config: dict[str, str], run_id: str, text: str) -> None:
+    def start(self, result_id: int, started_ms: int, config: Configuration, run_id: str, text: str) -> None:
         if self.client is None:
             return
         payload = {"time": started_ms, "tags": tags(config, run_id), "text": text}
@@ -94,7 +95,7 @@ class Annotator:
                 result_id, self.client.url, "POST", "/api/annotations", payload, str(exc))
 
     def finish(self, result_id: int, annotation_id: int | None, started_ms: int, ended_ms: int,
-               config: dict[str, str], run_id: str, text: str) -> None:
+               config: Configuration, run_id: str, text: str) -> None:
         if self.client is None:
             return
         if result_id in self._pending:  # the start never arrived: queue one complete region instead

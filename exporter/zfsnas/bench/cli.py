@@ -1,4 +1,4 @@
-"""`zfsnas-bench`: init, plan, run, list, report, annotate --retry.
+"""`zfsnas-bench`: init, plan, run, restore, list, report, annotate --retry.
 
 Owns the command line and wiring (flags, environment, defaults); the work is done by the
 planner, runner, store, annotate and report modules.
@@ -10,6 +10,7 @@ import argparse
 import dataclasses
 import logging
 import os
+import platform
 import re
 import shutil
 import sys
@@ -24,8 +25,10 @@ from ..sources.commands import CommandRunner
 from ..sources.model import SourceError
 from .annotate import Annotator, GrafanaClient, load_token
 from .fio import fio_version, pattern_warning
+from .config import Configuration, differs_text, look_alikes
 from .guard import GuardError, check_dataset_name
 from .matrix import MatrixError, load_matrix
+from .parameters import FreeBsdParameters, LinuxParameters, Parameters, restore_pending
 from .planner import PlanOptions, plan_matrix, render_plan
 from .report import chart, markdown, summarise, to_csv
 from .runner import RunError, Runner, RunLock, RunSettings, make_key_file, new_run_id
@@ -93,12 +96,17 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--dirty-data-max", type=int, default=None,
                        help="bytes for '<n>x dirty' sizes (default: read zfs_dirty_data_max)")
         p.add_argument("--mountpoint", default="", help="the scratch dataset's mountpoint (default /<dataset>)")
-        p.add_argument("--no-direct", dest="direct", action="store_false", help="fio without O_DIRECT")
+        p.add_argument("--no-direct", dest="direct", action="store_false",
+                       help="fio without O_DIRECT for every cell (a matrix sets it per sweep with `direct = false`)")
+        p.add_argument("--allow-parameters", action="store_true",
+                       help="let the matrix change ZFS module parameters ([parameters]); each is restored after its cell")
         p.add_argument("--zvol-root", default="/dev/zvol")
         p.add_argument("--corpus", default=None, help="the directory the copy job copies (overrides the matrix)")
         p.add_argument("--fio", default="fio", help="the fio binary")
         if name == "run":
             p.add_argument("--dry-run", action="store_true", help="print every zfs and fio command, run nothing")
+    sub.add_parser("restore", parents=[common],
+                   help="restore module parameters a run changed and could not restore (crash, power loss)")
     lst = sub.add_parser("list", parents=[common], help="list stored runs")
     lst.add_argument("--all", action="store_true", help="every result, not only the last 50")
     rep = sub.add_parser("report", parents=[common], help="experiment tables (Markdown/CSV) and a PNG chart")
@@ -112,6 +120,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _zfs(args) -> ZfsOps:
     return ZfsOps(CommandRunner(args.command_prefix, args.command_timeout), args.procfs, args.sysfs)
+
+
+def _freebsd() -> bool:
+    return platform.system() == "FreeBSD"
+
+
+def _parameters(args) -> Parameters:
+    if _freebsd():
+        return FreeBsdParameters(CommandRunner(args.command_prefix, args.command_timeout).run)
+    return LinuxParameters(args.sysfs, args.procfs)
 
 
 def _client(args) -> GrafanaClient | None:
@@ -142,7 +160,7 @@ def cmd_run(args) -> int:
     if args.corpus:
         matrix = dataclasses.replace(matrix, cells=tuple(dataclasses.replace(c, corpus=args.corpus)
                                                          for c in matrix.cells))
-    for job in {c.job for c in matrix.cells if c.job != "copy" and not c.runtime}:
+    for job in {c.workload for c in matrix.cells if c.workload != "copy" and not c.runtime}:
         if re.search(r"^\s*time_based", (jobs_dir / f"{job}.fio").read_text(), re.M):
             raise MatrixError(f"job {job} is time based: the matrix must give runtime = <seconds>")
     scratch = args.dataset or matrix.dataset
@@ -156,22 +174,32 @@ def cmd_run(args) -> int:
     results_dir = Path(tempfile.gettempdir()) / f"zfsnas-bench-{run_id}"
     dirty = args.dirty_data_max or zfs.dirty_data_max()
     encrypted = any(c.encryption != "off" for c in matrix.cells)
+    params = _parameters(args)
+    changing = any(c.parameters for c in matrix.cells)
     opts = PlanOptions(scratch=scratch, run_id=run_id, jobs_dir=jobs_dir, results_dir=results_dir,
                        mountpoint=mountpoint, dirty_data_max=dirty, size_scale=args.size_scale,
                        time_scale=args.time_scale, keep=args.keep, direct=args.direct, zvol_root=args.zvol_root,
-                       fio=args.fio)
+                       fio=args.fio, ram=params.ram() if changing else None,
+                       ioengine="posixaio" if _freebsd() else "libaio")
+    plans = plan_matrix(matrix, opts)  # checks every parameter value against its range and RAM
     if dry:
-        sys.stdout.write(render_plan(matrix, plan_matrix(matrix, opts)))
+        sys.stdout.write(render_plan(matrix, plans, params))
         return 0
-    for corpus in {c.corpus for c in matrix.cells if c.job == "copy"}:
+    if changing and not args.allow_parameters:
+        names = sorted({name for c in matrix.cells for name, _ in c.parameters})
+        raise MatrixError(f"matrix {matrix.name} changes host-wide ZFS module parameters ({', '.join(names)}): "
+                          f"pass --allow-parameters (see `zfsnas-bench plan` for every change and its restore)")
+    for corpus in {c.corpus for c in matrix.cells if c.workload == "copy"}:
         if not Path(corpus).is_dir():
             raise MatrixError(f"corpus {corpus} is not a directory (give your files with --corpus DIR)")
     version_text, version = fio_version(args.fio)
-    for job in {c.job for c in matrix.cells if c.job != "copy"}:
+    for job in {c.workload for c in matrix.cells if c.workload != "copy"}:
         if warning := pattern_warning(version, (jobs_dir / f"{job}.fio").read_text()):
             log.warning("%s: %s", job, warning)
     store = Store(args.db)
     with RunLock(f"{args.db}.lock"):  # the same lock for every command on this database
+        for line in restore_pending(params, store):  # a run that died left a parameter changed
+            log.warning("parameter restored before this run: %s", line)
         if stale := store.mark_stale(holding_lock=True):
             log.warning("%d result(s) left running by a run that died were marked incomplete", stale)
         for child in zfs.destroy_leftovers(scratch, store.dead_runs()):
@@ -187,7 +215,7 @@ def cmd_run(args) -> int:
                     log.info("queued annotations: %d sent, %d still queued", sent, failed)
             runner = Runner(zfs, store, annotator, RunSettings(matrix.name, scratch, run_id, procfs=args.procfs,
                                                                 sysfs=args.sysfs, fio_version=version_text,
-                                                                keep=args.keep))
+                                                                keep=args.keep, freebsd=_freebsd()), params)
             log.info("run %s: matrix %s, %d cells on %s", run_id, matrix.name, len(plans), scratch)
             status = runner.run(plans)
         finally:
@@ -207,6 +235,16 @@ def _settle(args, store: Store) -> None:
         pass
 
 
+def cmd_restore(args) -> int:
+    store = Store(args.db)
+    with RunLock(f"{args.db}.lock"):  # never while a run is changing parameters
+        done = restore_pending(_parameters(args), store)
+    for line in done:
+        print(f"restored {line}")
+    print(f"{len(done)} parameter change(s) restored")
+    return 0
+
+
 def cmd_list(args) -> int:
     if not Path(args.db).exists():
         print(f"no database at {args.db}")
@@ -216,13 +254,17 @@ def cmd_list(args) -> int:
     rows = store.results(status=None)
     if not args.all:
         rows = rows[-50:]
-    print("id\tstarted (UTC)\tstatus\tmatrix\tjob\tcompression\trecordsize\tencryption\tsize\tpool\tMB/s\tratio")
+    configs = {r["config_id"]: Configuration.from_json(r["config"]) for r in rows}
+    alikes = look_alikes(list(configs.values()))
+    print("id\tstarted (UTC)\tstatus\tmatrix\tworkload\tconfig\tcompression\trecordsize\tencryption\tsize\tpool"
+          "\tMB/s\tratio\tdiffers")
     for r in rows:
         mbs = "" if r["throughput_bytes_per_second"] is None else f"{r['throughput_bytes_per_second'] / 1e6:.1f}"
         ratio = "" if r["compressratio"] is None else f"{r['compressratio']:.2f}"
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r["started"]))
-        print(f"{r['id']}\t{when}\t{r['status']}\t{r['matrix']}\t{r['job']}\t{r['compression']}\t{r['recordsize']}"
-              f"\t{r['encryption']}\t{r['size']}\t{r['pool']}\t{mbs}\t{ratio}")
+        print(f"{r['id']}\t{when}\t{r['status']}\t{r['matrix']}\t{r['workload']}\t{r['config_id']}"
+              f"\t{r['compression']}\t{r['recordsize']}\t{r['encryption']}\t{r['size']}\t{r['pool']}\t{mbs}"
+              f"\t{ratio}\t{differs_text(alikes[r['config_id']])}")
     return 0
 
 
@@ -249,7 +291,8 @@ def cmd_annotate(args) -> int:
     return 0 if failed == 0 else 1
 
 
-COMMANDS = {"init": cmd_init, "plan": cmd_run, "run": cmd_run, "list": cmd_list, "report": cmd_report,
+COMMANDS = {"init": cmd_init, "plan": cmd_run, "run": cmd_run, "restore": cmd_restore, "list": cmd_list,
+            "report": cmd_report,
             "annotate": cmd_annotate}
 
 

@@ -23,14 +23,20 @@ class CopyResult:
     seconds: float
 
 
-def corpus_bytes(corpus: str | Path) -> int:
-    total = 0
-    for root, _dirs, files in os.walk(corpus):
-        for name in files:
+def corpus_stats(corpus: str | Path) -> tuple[int, int]:
+    """(files, bytes) of a corpus; symlinks are not counted (the copy recreates them)."""
+    files = total = 0
+    for root, _dirs, names in os.walk(corpus):
+        for name in names:
             path = os.path.join(root, name)
             if not os.path.islink(path):
+                files += 1
                 total += os.path.getsize(path)
-    return total
+    return files, total
+
+
+def corpus_bytes(corpus: str | Path) -> int:
+    return corpus_stats(corpus)[1]
 
 
 def copy_corpus(corpus: str | Path, dest: str | Path, stop: threading.Event | None = None,

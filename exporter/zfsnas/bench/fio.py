@@ -72,9 +72,23 @@ def fio_version(fio: str = "fio") -> tuple[str, tuple[int, int] | None]:
     return out, (int(match[1]), int(match[2])) if match else None
 
 
+# `buffer_pattern=<value>` in a job file (or `--buffer_pattern=` on fio's command line). fio reads
+# a file for every single-quoted part of the value: 'file', 0xdeadbeef'file', "text"'file'
+# (checked against the real fio 3.33 in tests/bench/test_fio.py).
+_PATTERN_OPTION = re.compile(r"^\s*(?:--)?buffer_pattern\s*=(?P<value>.*)$", re.M)
+
+
+def reads_pattern_file(job_text: str) -> bool:
+    for match in _PATTERN_OPTION.finditer(job_text):
+        value = re.sub(r'"[^"]*"', "", match["value"])  # a quoted string may hold a ' of its own
+        if "'" in value:
+            return True
+    return False
+
+
 def pattern_warning(version: tuple[int, int] | None, job_text: str) -> str | None:
     """fio before 3.34 repeats only 512 bytes of a buffer_pattern file: say so."""
-    if version is not None and version < PATTERN_FIXED and re.search(r"^\s*buffer_pattern\s*=\s*['\"]?<", job_text, re.M):
+    if version is not None and version < PATTERN_FIXED and reads_pattern_file(job_text):
         return (f"fio {version[0]}.{version[1]} repeats only the first 512 bytes of a buffer_pattern file "
                 f"(fixed in 3.34): the data is far more compressible than the file")
     return None

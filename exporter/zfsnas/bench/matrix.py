@@ -5,8 +5,9 @@ Owns parsing and validating a matrix into `Matrix`/`Cell` values; every mistake 
 
 A matrix has top-level defaults and optional `[[sweep]]` tables; each sweep inherits the
 defaults and overrides any of them, and its cells are the cross product of its axes
-(job x compression x recordsize x encryption x size) times `repeats`. No sweep means one sweep
-made of the defaults.
+(workload x compression x recordsize x encryption x size x compressibility x each module
+parameter of `[parameters]`) times `repeats`. No sweep means one sweep made of the defaults.
+`jobs`/`job` are accepted as older spellings of `workloads`/`workload`.
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-AXES = ("job", "compression", "recordsize", "encryption", "size")
+AXES = ("workload", "compression", "recordsize", "encryption", "size", "compressibility")
+ALIASES = {"job": "workload"}    # matrices written before `workload` replaced `job`
 KINDS = ("filesystem", "volume")
 SCALAR_KEYS = {"repeats": int, "runtime": (int, float), "ramp_time": (int, float), "corpus": str,
-               "kind": str, "compressibility": int}
-TOP_ONLY = {"name", "description", "dataset", "properties", "sweep"}
+               "kind": str, "direct": bool}
+TOP_ONLY = {"name", "description", "dataset", "properties", "parameters", "sweep"}
+_PARAMETER = re.compile(r"^[a-z][a-z0-9_]*$")
 _SIZE = re.compile(r"^(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[KMGTP]?)(?:i?B)?$", re.IGNORECASE)
 _DIRTY = re.compile(r"^(?P<number>\d+(?:\.\d+)?)\s*x\s*dirty(?:_data_max)?$", re.IGNORECASE)
 _PROPERTY = re.compile(r"^[a-z][a-z0-9_.:-]*$")
@@ -35,9 +38,9 @@ class MatrixError(ValueError):
 
 @dataclass(frozen=True)
 class Cell:
-    """One configuration to run once: a child dataset with these properties and one job."""
+    """One cell to run once: a child dataset with these properties, module parameters and one workload."""
 
-    job: str
+    workload: str
     compression: str
     recordsize: str          # volblocksize for kind = "volume"
     encryption: str
@@ -49,11 +52,8 @@ class Cell:
     corpus: str = ""
     compressibility: int = 50
     properties: tuple[tuple[str, str], ...] = ()
-
-    @property
-    def labels(self) -> dict[str, str]:
-        return {"job": self.job, "compression": self.compression, "recordsize": self.recordsize,
-                "size": self.size}
+    direct: bool = True
+    parameters: tuple[tuple[str, str], ...] = ()   # module parameter -> value as written ("1G", "30")
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,11 @@ class Matrix:
     cells: tuple[Cell, ...]
     path: str = ""
     properties: tuple[tuple[str, str], ...] = field(default=())
+
+
+def is_dirty_multiple(size: str) -> bool:
+    """Whether a size is written as a multiple of zfs_dirty_data_max ("4x dirty")."""
+    return _DIRTY.match(size) is not None
 
 
 def parse_size(text: str, dirty_data_max: int | None = None) -> int:
@@ -87,6 +92,8 @@ def _list(where: str, key: str, value) -> list[str]:
         if not isinstance(item, (str, int, float)) or isinstance(item, bool):
             raise MatrixError(f"{where}: {key} must hold strings, got {item!r}")
         text = str(item)
+        if key == "compressibility" and not (text.isdigit() and 0 <= int(text) <= 100):
+            raise MatrixError(f"{where}: compressibility is a percentage (0-100), got {text!r}")
         if key != "size" and not _VALUE.match(text):
             raise MatrixError(f"{where}: {key} value {text!r} has characters a ZFS property value cannot take")
         out.append(text)
@@ -113,21 +120,36 @@ def _settings(where: str, table: dict, base: dict) -> dict:
     for key, value in table.items():
         if key in TOP_ONLY:
             continue
-        axis = key[:-1] if key.endswith("s") and key[:-1] in AXES else key  # "jobs" or "job"
+        axis = key[:-1] if key.endswith("s") and key[:-1] in (*AXES, *ALIASES) else key  # "jobs" or "job"
+        axis = ALIASES.get(axis, axis)
         if axis in AXES:
             settings[axis] = _list(where, key, value)
         elif key in SCALAR_KEYS:
-            if not isinstance(value, SCALAR_KEYS[key]) or isinstance(value, bool):
+            wanted = SCALAR_KEYS[key]
+            if not isinstance(value, wanted) or (isinstance(value, bool) and wanted is not bool):
                 raise MatrixError(f"{where}: {key} has the wrong type ({value!r})")
             settings[key] = value
         else:
-            known = ", ".join(sorted([*AXES, *SCALAR_KEYS, *TOP_ONLY]))
+            known = ", ".join(sorted([*AXES, *ALIASES, *SCALAR_KEYS, *TOP_ONLY]))
             raise MatrixError(f"{where}: unknown key {key!r} (known: {known})")
     return settings
 
 
-DEFAULTS = {"job": None, "compression": ["lz4"], "recordsize": ["128K"], "encryption": ["off"], "size": None,
-            "repeats": 1, "runtime": 0, "ramp_time": 0, "corpus": "", "kind": "filesystem", "compressibility": 50}
+DEFAULTS = {"workload": None, "compression": ["lz4"], "recordsize": ["128K"], "encryption": ["off"], "size": None,
+            "repeats": 1, "runtime": 0, "ramp_time": 0, "corpus": "", "kind": "filesystem", "compressibility": ["50"],
+            "direct": True}
+
+
+def _parameters(where: str, table) -> tuple[tuple[str, list[str]], ...]:
+    """`[parameters]`: module parameter name -> the values to sweep (sizes like "4G" allowed)."""
+    if not isinstance(table, dict):
+        raise MatrixError(f"{where}: parameters must be a table (name = [values])")
+    out = []
+    for name, values in table.items():
+        if not _PARAMETER.match(name):
+            raise MatrixError(f"{where}: parameter name {name!r} is not a ZFS module parameter name")
+        out.append((name, _list(where, f"parameters.{name}", values)))
+    return tuple(out)
 
 
 def parse_matrix(text: str, where: str = "matrix", job_names: set[str] | None = None) -> Matrix:
@@ -152,33 +174,36 @@ def parse_matrix(text: str, where: str = "matrix", job_names: set[str] | None = 
         here = f"{where} sweep {index}" if "sweep" in data else where
         settings = _settings(here, sweep, base)
         extra = properties + _properties(here, sweep.get("properties", {}))
-        for key in ("job", "size"):
+        params = dict(_parameters(where, data.get("parameters", {})))
+        params.update(_parameters(here, sweep.get("parameters", {})))
+        for key in ("workload", "size"):
             if not settings[key]:
                 raise MatrixError(f"{here}: no {key} given")
         if settings["kind"] not in KINDS:
             raise MatrixError(f"{here}: kind must be one of {', '.join(KINDS)}")
         if settings["repeats"] < 1:
             raise MatrixError(f"{here}: repeats must be at least 1")
-        if not 0 <= settings["compressibility"] <= 100:
-            raise MatrixError(f"{here}: compressibility is a percentage (0-100)")
-        for job in settings["job"]:
+        for job in settings["workload"]:
             if job_names is not None and job not in job_names:
                 raise MatrixError(f"{here}: unknown job {job!r} (known: {', '.join(sorted(job_names))})")
             if job == "copy" and not settings["corpus"]:
                 raise MatrixError(f"{here}: job 'copy' needs corpus = '<directory of your own files>'")
         for size in settings["size"]:
             if size == "all":
-                if settings["job"] != ["copy"]:
+                if settings["workload"] != ["copy"]:
                     raise MatrixError(f"{here}: size 'all' (the whole corpus) is for the copy job only")
             elif not _DIRTY.match(size):
                 parse_size(size)
-        for job, compression, recordsize, encryption, size in itertools.product(
-                *(settings[axis] for axis in AXES)):
+        names = sorted(params)
+        for (job, compression, recordsize, encryption, size, compress), values in itertools.product(
+                itertools.product(*(settings[axis] for axis in AXES)),
+                itertools.product(*(params[n] for n in names))):
             for repeat in range(1, settings["repeats"] + 1):
-                cell = Cell(job=job, compression=compression, recordsize=recordsize, encryption=encryption,
+                cell = Cell(workload=job, compression=compression, recordsize=recordsize, encryption=encryption,
                             size=size, repeat=repeat, kind=settings["kind"], runtime=float(settings["runtime"]),
                             ramp_time=float(settings["ramp_time"]), corpus=settings["corpus"],
-                            compressibility=settings["compressibility"], properties=extra)
+                            compressibility=int(compress), properties=extra, direct=settings["direct"],
+                            parameters=tuple(zip(names, values)))
                 if cell not in seen:  # sweeps may share a configuration (e.g. zstd-1 at 1M)
                     seen.add(cell)
                     cells.append(cell)

@@ -1,20 +1,25 @@
 """Planner: a matrix's cells -> the ordered steps of a run, with the exact zfs/fio argv lists.
 
 Owns what a run will do, so `--dry-run` can print it and the runner can execute exactly that.
-It runs nothing. Per cell: create a child of the scratch dataset with the cell's properties and
-the run mark, run the job (fio or a corpus copy), `zpool sync` and wait for the txg, read the
-space properties, destroy the child (unless --keep).
+It runs nothing. Per cell: set the cell's module parameters (if any), create a child of the
+scratch dataset with the cell's properties and the run mark, lay out the data (the job file's
+`[prefill]` section, then `zpool sync`: outside every measured figure), run the measured job (fio
+or a corpus copy), `zpool sync` and wait for the txg, read the space properties, destroy the
+child (unless --keep), restore the parameters. It also builds each cell's `Configuration`.
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .copy import corpus_bytes
+from .config import Configuration, measured_properties, pairs
+from .copy import corpus_bytes, corpus_stats
 from .guard import RUN_PROPERTY, child_name
-from .matrix import Cell, Matrix, parse_size
+from .matrix import Cell, Matrix, is_dirty_multiple, parse_size
+from .parameters import Change, Parameters, changes
 
 SPACE_PROPERTIES = ("compressratio", "used", "logicalused", "referenced", "logicalreferenced")
 MIN_SIZE = 4 << 20
@@ -22,7 +27,8 @@ MIN_SIZE = 4 << 20
 
 @dataclass(frozen=True)
 class Step:
-    """One command of a run. `kind` is create, fio, copy, sync, space or destroy."""
+    """One command of a run. `kind` is create, prefill, settle (the sync after a prefill), fio,
+    copy, sync, space or destroy."""
 
     kind: str
     argv: tuple[str, ...]
@@ -44,10 +50,31 @@ class CellPlan:
     properties: tuple[tuple[str, str], ...]
     steps: tuple[Step, ...]
     estimate_seconds: float = 0.0
+    direct: bool = True
+    changes: tuple[Change, ...] = ()      # module parameters set for this cell, restored after it
+    data: tuple[tuple[str, str], ...] = ()
 
-    @property
-    def config(self) -> dict[str, str]:
-        return {**self.cell.labels, "pool": self.pool}
+
+@dataclass(frozen=True)
+class Environment:
+    """What a configuration takes from the host at run start (`zpool status`/`zpool get`, the
+    module parameters in force, `zfs version`, the host name)."""
+
+    pool: str
+    layout: tuple[tuple[str, str], ...]
+    parameters: dict[str, str]
+    zfs_version: str
+    host: str
+
+
+def configuration(matrix: str, plan: CellPlan, env: Environment) -> Configuration:
+    """The configuration of one planned cell on this host: the one place a cell becomes one."""
+    params = dict(env.parameters)
+    params.update({c.name: c.value for c in plan.changes})
+    return Configuration(matrix=matrix, workload=plan.cell.workload, size=plan.cell.size, data=plan.data,
+                         properties=measured_properties(plan.properties), pool=plan.pool, layout=env.layout,
+                         parameters=pairs(params), zfs_version=env.zfs_version, direct="1" if plan.direct else "0",
+                         host=env.host, swept=tuple(c.name for c in plan.changes))
 
 
 @dataclass
@@ -66,6 +93,8 @@ class PlanOptions:
     key_file: str = ""
     fio: str = "fio"
     extra_env: dict[str, str] = field(default_factory=dict)
+    ram: int | None = None         # bytes, for the size checks of module parameters
+    ioengine: str = "libaio"       # posixaio on FreeBSD, where libaio does not exist
 
 
 def fio_time(seconds: float) -> str:
@@ -82,6 +111,19 @@ def cell_properties(cell: Cell, opts: PlanOptions) -> tuple[tuple[str, str], ...
     return tuple(props) + cell.properties
 
 
+def has_prefill(job_file: Path) -> bool:
+    """Whether a fio job file lays out its data first in a `[prefill]` section."""
+    try:
+        return re.search(r"^\s*\[prefill\]", job_file.read_text(), re.M) is not None
+    except OSError:
+        return False
+
+
+def corpus_data(corpus: str) -> dict[str, str]:
+    files, total = corpus_stats(corpus)
+    return {"corpus": corpus, "corpus_files": str(files), "corpus_bytes": str(total)}
+
+
 def plan_cell(index: int, cell: Cell, opts: PlanOptions) -> CellPlan:
     child = child_name(opts.scratch, opts.run_id, index)
     pool = opts.scratch.split("/", 1)[0]
@@ -89,8 +131,10 @@ def plan_cell(index: int, cell: Cell, opts: PlanOptions) -> CellPlan:
         size = corpus_bytes(cell.corpus) if Path(cell.corpus).is_dir() else 0
     else:
         size = int(parse_size(cell.size, opts.dirty_data_max) * opts.size_scale)
-        if cell.job != "copy":  # fio needs room for its queue; a corpus prefix can be any size
+        if cell.workload != "copy":  # fio needs room for its queue; a corpus prefix can be any size
             size = max(MIN_SIZE, size)
+    direct = cell.direct and opts.direct
+    wanted = tuple(changes(cell.parameters, opts.ram))
     props = cell_properties(cell, opts)
     create = ["zfs", "create"]
     if cell.kind == "volume":
@@ -103,25 +147,35 @@ def plan_cell(index: int, cell: Cell, opts: PlanOptions) -> CellPlan:
         target = f"{opts.zvol_root}/{child}"
     else:
         mount = (opts.mountpoint or "/" + opts.scratch).rstrip("/")
-        target = f"{mount}/{leaf}/" + ("corpus" if cell.job == "copy" else "fio.dat")
+        target = f"{mount}/{leaf}/" + ("corpus" if cell.workload == "copy" else "fio.dat")
     runtime = cell.runtime * opts.time_scale
     ramp = cell.ramp_time * opts.time_scale
-    if cell.job == "copy":
+    data = {"bytes": str(size), "kind": cell.kind}
+    if cell.workload == "copy":
+        data.update(corpus_data(cell.corpus) if Path(cell.corpus).is_dir() else {"corpus": cell.corpus})
         steps.append(Step("copy", ("zfsnas-bench-copy", cell.corpus, target, str(size))))
         estimate = 0.0
     else:
-        env = {"ZFSNAS_FILE": target, "ZFSNAS_SIZE": str(size), "ZFSNAS_RUNTIME": fio_time(runtime),
-               "ZFSNAS_RAMP": fio_time(ramp), "ZFSNAS_COMPRESS": str(cell.compressibility),
-               "ZFSNAS_DIRECT": "1" if opts.direct else "0", **opts.extra_env}
-        output = str(opts.results_dir / f"{leaf}.json")
-        steps.append(Step("fio", (opts.fio, "--output-format=json", f"--output={output}",
-                                  str(opts.jobs_dir / f"{cell.job}.fio")), tuple(env.items())))
+        data.update(compressibility=str(cell.compressibility), runtime=f"{runtime:g}", ramp_time=f"{ramp:g}")
+        env = tuple({"ZFSNAS_FILE": target, "ZFSNAS_SIZE": str(size), "ZFSNAS_RUNTIME": fio_time(runtime),
+                     "ZFSNAS_RAMP": fio_time(ramp), "ZFSNAS_COMPRESS": str(cell.compressibility),
+                     "ZFSNAS_DIRECT": "1" if direct else "0", "ZFSNAS_IOENGINE": opts.ioengine,
+                     **opts.extra_env}.items())
+        job_file = opts.jobs_dir / f"{cell.workload}.fio"
+        fio = (opts.fio, "--output-format=json")
+        if has_prefill(job_file):  # laid out first, timed and probed apart from the measured job
+            steps.append(Step("prefill", (*fio, f"--output={opts.results_dir / f'{leaf}-prefill.json'}",
+                                          "--section=prefill", str(job_file)), env))
+            steps.append(Step("settle", ("zpool", "sync", pool)))
+            fio += (f"--section={cell.workload}",)
+        steps.append(Step("fio", (*fio, f"--output={opts.results_dir / f'{leaf}.json'}", str(job_file)), env))
         estimate = runtime + ramp
     steps.append(Step("sync", ("zpool", "sync", pool)))
     steps.append(Step("space", ("zfs", "get", "-Hp", "-o", "property,value", ",".join(SPACE_PROPERTIES), child)))
     if not opts.keep:
         steps.append(Step("destroy", ("zfs", "destroy", child)))
-    return CellPlan(index, cell, child, pool, size, target, props, tuple(steps), estimate)
+    return CellPlan(index, cell, child, pool, size, target, props, tuple(steps), estimate, direct, wanted,
+                    pairs(data))
 
 
 def plan_matrix(matrix: Matrix, opts: PlanOptions) -> list[CellPlan]:
@@ -134,7 +188,34 @@ def checks(scratch: str) -> list[Step]:
                            "type,origin,available,mountpoint,org.zfsnas:scratch", scratch))]
 
 
-def render_plan(matrix: Matrix, plans: list[CellPlan]) -> str:
+def direct_note(plan: CellPlan) -> str | None:
+    """A dirty-data experiment run with O_DIRECT measures something else: say so in the plan."""
+    c = plan.cell
+    if plan.direct and (is_dirty_multiple(c.size) or any(n.startswith("zfs_dirty_data") for n, _ in c.parameters)):
+        return (f"# note: cell {plan.index} runs with direct=1, which bypasses the dirty-data buffering it sweeps; "
+                f"set direct = false in the matrix or pass --no-direct")
+    return None
+
+
+def parameter_lines(plan: CellPlan, params: Parameters | None) -> tuple[list[str], list[str]]:
+    """The change lines before a cell and the restore lines after it, with the value now in force."""
+    before, after = [], []
+    for change in plan.changes:
+        try:
+            now = params.read(change.name) if params else "unknown"
+        except (OSError, RuntimeError, ValueError):
+            now = "unknown"
+        set_cmd = params.shell(change.name, change.value) if params else f"{change.name}={change.value}"
+        back_cmd = params.shell(change.name, now) if params else f"{change.name}={now}"
+        before.append(f"# parameter {change.name}: {now} -> {change.value} ({change.written}); "
+                      f"the value in force is saved to the database first")
+        before.append(set_cmd)
+        after.append(f"# restore {change.name}: {change.value} -> {now}")
+        after.append(back_cmd)
+    return before, after
+
+
+def render_plan(matrix: Matrix, plans: list[CellPlan], params: Parameters | None = None) -> str:
     timed = sum(p.estimate_seconds for p in plans)
     largest = max((p.size_bytes for p in plans), default=0)
     lines = [f"# matrix {matrix.name}: {len(plans)} cells on {plans[0].child.rsplit('/', 1)[0] if plans else '-'}; "
@@ -143,8 +224,13 @@ def render_plan(matrix: Matrix, plans: list[CellPlan]) -> str:
         lines += [step.shell() for step in checks(plans[0].child.rsplit("/", 1)[0])]
     for plan in plans:
         c = plan.cell
-        lines.append(f"# cell {plan.index}/{len(plans)}: job={c.job} compression={c.compression} "
+        swept = "".join(f" {k}={v}" for k, v in c.parameters)
+        lines.append(f"# cell {plan.index}/{len(plans)}: workload={c.workload} compression={c.compression} "
                      f"{'volblocksize' if c.kind == 'volume' else 'recordsize'}={c.recordsize} "
-                     f"encryption={c.encryption} size={c.size} ({plan.size_bytes} bytes) repeat={c.repeat}")
-        lines += [step.shell() for step in plan.steps]
+                     f"encryption={c.encryption} size={c.size} ({plan.size_bytes} bytes) "
+                     f"direct={int(plan.direct)}{swept} repeat={c.repeat}")
+        if note := direct_note(plan):
+            lines.append(note)
+        before, after = parameter_lines(plan, params)
+        lines += before + [step.shell() for step in plan.steps] + after
     return "\n".join(lines) + "\n"

@@ -1,8 +1,11 @@
-"""Runs a plan: per cell create -> job -> sync -> space -> destroy, measuring and storing each.
+"""Runs a plan: per cell parameters -> create -> prefill -> job -> sync -> space -> destroy ->
+restore, measuring and storing each.
 
 Owns the order of a run, the lock (two matrices never run at once), the signal handling
-(SIGINT/SIGTERM stop fio, destroy our child, record `aborted`) and the progress line. Every
-zfs command goes through zfs.py (which asks guard.py); every figure goes to store.py.
+(SIGINT/SIGTERM stop fio, destroy our child, restore module parameters, record `aborted`) and the
+progress line. Only the measured step is timed and probed: the prefill and its sync are figures
+of their own. Every zfs command goes through zfs.py (which asks guard.py); every module
+parameter through parameters.py; every figure goes to store.py.
 """
 
 from __future__ import annotations
@@ -24,8 +27,10 @@ from . import probes
 from .annotate import Annotator
 from .copy import copy_corpus
 from .fio import FioProcess, parse_fio_json
+from .config import Configuration
 from .guard import GuardError
-from .planner import CellPlan
+from .parameters import Parameters, ParameterSwitch
+from .planner import CellPlan, Environment, configuration
 from .store import Store
 from .zfs import ZfsOps
 
@@ -88,7 +93,7 @@ class Progress:
         bar = "#" * (width * done // total) + "-" * (width - width * done // total)
         c = self.plans[min(index, total) - 1].cell
         elapsed = time.monotonic() - self.started
-        line = (f"[{bar}] {done}/{total} {c.job} {c.compression} {c.recordsize} {c.size} "
+        line = (f"[{bar}] {done}/{total} {c.workload} {c.compression} {c.recordsize} {c.size} "
                 f"elapsed {_hms(elapsed)} ETA {_hms(self.eta(index + 1, 0) if final else self.eta(index, cell_elapsed))}")
         if self.tty:
             self.stream.write("\r\033[K" + line + ("\n" if final and index == total else ""))
@@ -111,6 +116,7 @@ class RunSettings:
     fio_version: str = ""
     sysfs: str = "/sys"
     keep: bool = False
+    freebsd: bool = False      # CPU from `sysctl kern.cp_time` instead of /proc/stat
 
 
 def new_run_id() -> str:
@@ -118,10 +124,25 @@ def new_run_id() -> str:
 
 
 class Runner:
-    def __init__(self, zfs: ZfsOps, store: Store, annotator: Annotator, settings: RunSettings):
+    def __init__(self, zfs: ZfsOps, store: Store, annotator: Annotator, settings: RunSettings,
+                 params: Parameters):
         self.zfs, self.store, self.annotator, self.s = zfs, store, annotator, settings
+        self.params = params
+        self.switch = ParameterSwitch(params, store, settings.run_id)
         self.stop = threading.Event()
         self.fio: FioProcess | None = None
+        self.env: Environment | None = None
+
+    def environment(self, plans: list[CellPlan]) -> tuple[Environment, str]:
+        """The host's part of every configuration, read once at run start; and `zpool status -P`."""
+        pool = self.s.scratch.split("/")[0]
+        status, layout = self.zfs.pool_layout(pool)
+        swept = tuple(sorted({c.name for p in plans for c in p.changes}))
+        return Environment(pool, layout, self.params.identity(swept), self.zfs.versions(), self.store.host), status
+
+    def configuration(self, plan: CellPlan) -> Configuration:
+        assert self.env is not None
+        return configuration(self.s.matrix, plan, self.env)
 
     def _signal(self, signum, _frame) -> None:
         log.warning("%s received: stopping the current job", signal.Signals(signum).name)
@@ -133,9 +154,9 @@ class Runner:
         """Run every cell; returns the matrix status (complete, aborted, failed)."""
         props = self.zfs.scratch(self.s.scratch)
         self._check_space(plans, int(props["available"].value))
-        pool = self.s.scratch.split("/")[0]
-        self.store.start_matrix(self.s.run_id, self.s.matrix, self.s.scratch, len(plans), self.zfs.versions(),
-                                self.s.fio_version, platform.release(), self.zfs.layout(pool))
+        self.env, status_text = self.environment(plans)
+        self.store.start_matrix(self.s.run_id, self.s.matrix, self.s.scratch, len(plans), self.env.zfs_version,
+                                self.s.fio_version, platform.release(), status_text, self.params.read_all())
         previous = {sig: signal.signal(sig, self._signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         progress = Progress(plans)
         status = "complete"
@@ -150,6 +171,7 @@ class Runner:
                     cell_status = self._cell(plan)
                 finally:
                     ticker.stop()
+                    self.switch.restore()  # after each cell, also when it failed or was stopped
                 progress.done_seconds.append(time.monotonic() - started)
                 progress.show(plan.index, final=True)
                 if cell_status == "aborted":
@@ -161,9 +183,12 @@ class Runner:
             status = "failed"  # something unforeseen (the database, a bug): never recorded as complete
             raise
         finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-            self.store.finish_matrix(self.s.run_id, status)
+            try:
+                self.switch.restore()  # at the end, also after an error or a signal
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+                self.store.finish_matrix(self.s.run_id, status)
         return status
 
     def _check_space(self, plans: list[CellPlan], available: int) -> None:
@@ -175,16 +200,16 @@ class Runner:
                            f"{need / 2**30:.1f} GiB{' (--keep keeps every child)' if self.s.keep else ''}: refused")
 
     def _cell(self, plan: CellPlan) -> str:
-        config = plan.config
+        config = self.configuration(plan)
         started = time.time()
-        result_id = self.store.start_result(self.s.run_id, plan.index, self.s.matrix, config, plan.cell.encryption,
-                                            plan.cell.repeat, plan.child, started)
+        result_id = self.store.start_result(self.s.run_id, plan.index, config, plan.cell.repeat, plan.child, started)
         started_ms = int(started * 1000)
         self.annotator.start(result_id, started_ms, config, self.s.run_id,
                              f"zfsnas-bench {self.s.matrix}: {_describe(plan)} running")
         figures: dict = {"properties": dict(plan.properties)}
         status, created = "complete", False
         try:
+            self.switch.apply(list(plan.changes))
             for step in plan.steps:
                 if self.stop.is_set():
                     raise Aborted()
@@ -192,6 +217,10 @@ class Runner:
                     self.zfs.create(self.s.scratch, step.argv)
                     created = True
                     self._prepare_target(plan)
+                elif step.kind == "prefill":
+                    figures["prefill_seconds"] = self._prefill(step)
+                elif step.kind == "settle":
+                    figures["prefill_seconds"] = figures.get("prefill_seconds", 0.0) + self.zfs.sync(plan.pool)
                 elif step.kind in ("fio", "copy"):
                     figures.update(self._job(plan, step))
                 elif step.kind == "sync":
@@ -228,6 +257,25 @@ class Runner:
                               _headline(self.s.matrix, plan, status, figures))
         return status
 
+    def _run_fio(self, step) -> tuple[int, str, str]:
+        self.fio = FioProcess(list(step.argv), dict(step.env))
+        if self.stop.is_set():  # a signal that came while fio was starting found no fio to stop
+            self.fio.stop()
+        code, out, err = self.fio.wait()
+        self.fio = None
+        if self.stop.is_set():
+            raise Aborted()
+        if code != 0:
+            detail = (err.strip().splitlines() or ["no error output"])[-1]
+            raise RunError(f"fio exited with status {code}: {detail}")
+        return code, out, err
+
+    def _prefill(self, step) -> float:
+        """Lay out the data the measured job reads or overwrites; only its wall time is kept."""
+        started = time.monotonic()
+        self._run_fio(step)
+        return time.monotonic() - started
+
     def _prepare_target(self, plan: CellPlan) -> None:
         if plan.cell.kind == "volume":  # udev creates /dev/zvol/... a moment after `zfs create`
             deadline = time.monotonic() + 30
@@ -244,7 +292,8 @@ class Runner:
                            f"or pass --mountpoint): refused")
 
     def _job(self, plan: CellPlan, step) -> dict:
-        before = probes.snapshot(self.s.procfs, self.s.sysfs)
+        sysctl = self.zfs.sysctl if self.s.freebsd else None
+        before = probes.snapshot(self.s.procfs, self.s.sysfs, sysctl)
         started = time.monotonic()
         figures: dict = {}
         if step.kind == "copy":
@@ -252,29 +301,19 @@ class Runner:
             seconds = time.monotonic() - started
             figures.update(bytes=result.bytes, throughput_bytes_per_second=result.bytes / seconds if seconds else 0.0)
         else:
-            self.fio = FioProcess(list(step.argv), dict(step.env))
-            if self.stop.is_set():  # a signal that came while fio was starting found no fio to stop
-                self.fio.stop()
-            code, out, err = self.fio.wait()
-            self.fio = None
+            _code, out, err = self._run_fio(step)
             seconds = time.monotonic() - started
-            if self.stop.is_set():
-                raise Aborted()
             output = next(a.split("=", 1)[1] for a in step.argv if a.startswith("--output="))
             text = Path(output).read_text() if Path(output).exists() else out
             detail = (err.strip().splitlines() or ["no error output"])[-1]
-            if code != 0:
-                raise RunError(f"fio exited with status {code}: {detail}")
             try:
                 fio = parse_fio_json(text)
             except ValueError as exc:  # fio can exit 0 having refused its job file
                 raise RunError(f"fio: {exc} ({detail})") from None
             figures.update(bytes=fio.io_bytes, throughput_bytes_per_second=fio.bw_bytes, iops=fio.iops,
                            clat_ns=fio.clat_percentiles_ns, fio_json=text[text.find("{"):])
-        after = probes.snapshot(self.s.procfs, self.s.sysfs)
-        d = probes.deltas(before, after)
-        figures.update(duration_seconds=seconds, cpu_busy_ratio=d.cpu_busy_ratio, cpu_iowait_ratio=d.cpu_iowait_ratio,
-                       disks=d.disks, dmu_tx=d.dmu_tx)
+        after = probes.snapshot(self.s.procfs, self.s.sysfs, sysctl)
+        figures.update(duration_seconds=seconds, **probes.deltas(before, after).figures())
         return figures
 
 
@@ -299,7 +338,9 @@ class _Ticker:
 
 def _describe(plan: CellPlan) -> str:
     c = plan.cell
-    return f"{c.job} compression={c.compression} recordsize={c.recordsize} size={c.size} #{c.repeat}"
+    swept = "".join(f" {change.name}={change.written}" for change in plan.changes)
+    return (f"{c.workload} compression={c.compression} recordsize={c.recordsize} encryption={c.encryption} "
+            f"size={c.size}{swept} #{c.repeat}")
 
 
 def _headline(matrix: str, plan: CellPlan, status: str, f: dict) -> str:

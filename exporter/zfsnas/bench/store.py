@@ -1,6 +1,7 @@
 """The results database (SQLite, WAL, synchronous=FULL): every run kept, none half-written.
 
-Owns the schema and every write. A result row is inserted as `running` in one transaction and
+Owns the schema (defined once, in TABLES, with the migration of older databases) and every
+write. A result row is inserted as `running` in one transaction and
 finished as `complete`, `aborted` or `failed` in another, so a power cut leaves a `running` row
 whose pid is gone: the next `zfsnas-bench` start marks it `incomplete`. Annotations that could
 not reach Grafana wait in `annotation_queue`. No Grafana token is ever written here.
@@ -17,33 +18,50 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from .config import Configuration, legacy_configuration
+
 DEFAULT_DB = "/var/lib/zfsnas/bench.sqlite"
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS matrix_runs (
-    id TEXT PRIMARY KEY, matrix TEXT NOT NULL, dataset TEXT NOT NULL, pool TEXT NOT NULL,
-    host TEXT NOT NULL, pid INTEGER NOT NULL, started REAL NOT NULL, finished REAL,
-    status TEXT NOT NULL, zfs_version TEXT, fio_version TEXT, kernel TEXT, pool_layout TEXT,
-    cells INTEGER NOT NULL DEFAULT 0);
-CREATE TABLE IF NOT EXISTS results (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL REFERENCES matrix_runs(id),
-    cell INTEGER NOT NULL, matrix TEXT NOT NULL, job TEXT NOT NULL, compression TEXT NOT NULL,
-    recordsize TEXT NOT NULL, size TEXT NOT NULL, pool TEXT NOT NULL, encryption TEXT NOT NULL,
-    repeat INTEGER NOT NULL, dataset TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL,
-    started REAL NOT NULL, finished REAL, status TEXT NOT NULL,
-    throughput_bytes_per_second REAL, iops REAL, bytes INTEGER, duration_seconds REAL,
-    sync_seconds REAL, cpu_busy_ratio REAL, cpu_iowait_ratio REAL, compressratio REAL,
-    used_bytes INTEGER, logicalused_bytes INTEGER, properties TEXT, clat_ns TEXT, disks TEXT,
-    dmu_tx TEXT, fio_json TEXT, error TEXT, annotation_id INTEGER);
-CREATE INDEX IF NOT EXISTS results_config ON results(job, compression, recordsize, size, pool, status);
-CREATE TABLE IF NOT EXISTS annotation_queue (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, result_id INTEGER, url TEXT NOT NULL, method TEXT NOT NULL,
-    path TEXT NOT NULL, payload TEXT NOT NULL, created REAL NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
-    last_error TEXT, sent REAL);
-"""
+SCHEMA_VERSION = 1
+# The schema, defined once: CREATE builds it on a new database and `_migrate` adds to an older one
+# whatever of it is missing. Columns added after the first release must be nullable.
+TABLES = {
+    "matrix_runs": (
+        "id TEXT PRIMARY KEY", "matrix TEXT NOT NULL", "dataset TEXT NOT NULL", "pool TEXT NOT NULL",
+        "host TEXT NOT NULL", "pid INTEGER NOT NULL", "started REAL NOT NULL", "finished REAL",
+        "status TEXT NOT NULL", "zfs_version TEXT", "fio_version TEXT", "kernel TEXT", "pool_layout TEXT",
+        "cells INTEGER NOT NULL DEFAULT 0",
+        "parameters TEXT"),                 # every module parameter at run start (JSON)
+    "results": (
+        "id INTEGER PRIMARY KEY AUTOINCREMENT", "run_id TEXT NOT NULL REFERENCES matrix_runs(id)",
+        "cell INTEGER NOT NULL", "matrix TEXT NOT NULL", "workload TEXT NOT NULL", "compression TEXT NOT NULL",
+        "recordsize TEXT NOT NULL", "size TEXT NOT NULL", "pool TEXT NOT NULL", "encryption TEXT NOT NULL",
+        "repeat INTEGER NOT NULL", "dataset TEXT NOT NULL", "host TEXT NOT NULL", "pid INTEGER NOT NULL",
+        "started REAL NOT NULL", "finished REAL", "status TEXT NOT NULL",
+        "throughput_bytes_per_second REAL", "iops REAL", "bytes INTEGER", "duration_seconds REAL",
+        "sync_seconds REAL", "cpu_busy_ratio REAL", "cpu_iowait_ratio REAL", "compressratio REAL",
+        "used_bytes INTEGER", "logicalused_bytes INTEGER", "properties TEXT", "clat_ns TEXT", "disks TEXT",
+        "dmu_tx TEXT", "fio_json TEXT", "error TEXT", "annotation_id INTEGER",
+        "config_id TEXT", "config TEXT",    # bench/config.py: the id and the canonical configuration
+        "cpu_user_seconds REAL", "cpu_system_seconds REAL", "cpu_iowait_seconds REAL", "cpu_idle_seconds REAL",
+        "prefill_seconds REAL"),
+    "annotation_queue": (
+        "id INTEGER PRIMARY KEY AUTOINCREMENT", "result_id INTEGER", "url TEXT NOT NULL", "method TEXT NOT NULL",
+        "path TEXT NOT NULL", "payload TEXT NOT NULL", "created REAL NOT NULL",
+        "attempts INTEGER NOT NULL DEFAULT 0", "last_error TEXT", "sent REAL"),
+    # Module parameters a run changed: the original is committed before the change is written.
+    "parameter_changes": (
+        "id INTEGER PRIMARY KEY AUTOINCREMENT", "run_id TEXT NOT NULL", "host TEXT NOT NULL",
+        "name TEXT NOT NULL", "original TEXT NOT NULL", "value TEXT NOT NULL", "changed REAL NOT NULL",
+        "restored REAL"),
+}
+RENAMED = {("results", "job"): "workload"}   # release 0 -> 1: `job` collided with Prometheus's label
+INDEXES = ("CREATE INDEX IF NOT EXISTS results_config_id ON results(config_id, status)",
+           "CREATE INDEX IF NOT EXISTS parameter_changes_pending ON parameter_changes(host, restored)")
 FINAL = ("complete", "aborted", "failed")
 RESULT_FIELDS = ("throughput_bytes_per_second", "iops", "bytes", "duration_seconds", "sync_seconds",
                  "cpu_busy_ratio", "cpu_iowait_ratio", "compressratio", "used_bytes", "logicalused_bytes",
-                 "properties", "clat_ns", "disks", "dmu_tx", "fio_json", "error")
+                 "properties", "clat_ns", "disks", "dmu_tx", "fio_json", "error", "cpu_user_seconds",
+                 "cpu_system_seconds", "cpu_iowait_seconds", "cpu_idle_seconds", "prefill_seconds")
 
 
 def pid_alive(pid: int) -> bool:
@@ -64,8 +82,31 @@ class Store:
         self.db.row_factory = sqlite3.Row
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")
-        self.db.executescript(SCHEMA)
         self.host = socket.gethostname()
+        self._migrate()
+
+    def _migrate(self) -> None:
+        """Create what is missing of TABLES, rename what RENAMED lists, and give every stored result
+        its configuration id (results of older releases: `config.legacy_configuration`)."""
+        with self.tx() as db:
+            for table, columns in TABLES.items():
+                db.execute(f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(columns)})")
+                have = {row["name"] for row in db.execute(f"PRAGMA table_info({table})")}
+                for (renamed_table, old), new in RENAMED.items():
+                    if renamed_table == table and old in have and new not in have:
+                        db.execute(f"ALTER TABLE {table} RENAME COLUMN {old} TO {new}")
+                        have = (have - {old}) | {new}
+                for column in columns:
+                    if column.split()[0] not in have:
+                        db.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
+            db.execute("DROP INDEX IF EXISTS results_config")  # release 0's index on the readable labels
+            for index in INDEXES:
+                db.execute(index)
+            runs = {row["id"]: dict(row) for row in db.execute("SELECT * FROM matrix_runs")}
+            for row in list(db.execute("SELECT * FROM results WHERE config_id IS NULL")):
+                config = legacy_configuration(dict(row), runs.get(row["run_id"]))
+                db.execute("UPDATE results SET config_id=?, config=? WHERE id=?", (config.id, config.to_json(), row["id"]))
+            db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     def close(self) -> None:
         self.db.close()
@@ -96,26 +137,31 @@ class Store:
         return stale
 
     def start_matrix(self, run_id: str, matrix: str, dataset: str, cells: int, zfs_version: str = "",
-                     fio_version: str = "", kernel: str = "", pool_layout: str = "") -> None:
+                     fio_version: str = "", kernel: str = "", pool_layout: str = "",
+                     parameters: dict[str, str] | None = None) -> None:
         with self.tx() as db:
             db.execute("INSERT INTO matrix_runs (id, matrix, dataset, pool, host, pid, started, status, zfs_version,"
-                       " fio_version, kernel, pool_layout, cells) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                       " fio_version, kernel, pool_layout, cells, parameters) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                        (run_id, matrix, dataset, dataset.split("/")[0], self.host, os.getpid(), time.time(),
-                        "running", zfs_version, fio_version, kernel, pool_layout, cells))
+                        "running", zfs_version, fio_version, kernel, pool_layout, cells,
+                        json.dumps(parameters or {}, sort_keys=True)))
 
     def finish_matrix(self, run_id: str, status: str) -> None:
         with self.tx() as db:
             db.execute("UPDATE matrix_runs SET status=?, finished=? WHERE id=?", (status, time.time(), run_id))
 
-    def start_result(self, run_id: str, cell: int, matrix: str, config: dict[str, str], encryption: str,
-                     repeat: int, dataset: str, started: float | None = None) -> int:
+    def start_result(self, run_id: str, cell: int, config: Configuration, repeat: int, dataset: str,
+                     started: float | None = None) -> int:
+        """A `running` row of `config`; its readable columns are the configuration's labels."""
+        labels = config.labels
         with self.tx() as db:
             cur = db.execute(
-                "INSERT INTO results (run_id, cell, matrix, job, compression, recordsize, size, pool, encryption,"
-                " repeat, dataset, host, pid, started, status) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?, 'running')",
-                (run_id, cell, matrix, config["job"], config["compression"], config["recordsize"], config["size"],
-                 config["pool"], encryption, repeat, dataset, self.host, os.getpid(),
-                 time.time() if started is None else started))
+                "INSERT INTO results (run_id, cell, matrix, workload, compression, recordsize, size, pool, encryption,"
+                " repeat, dataset, host, pid, started, status, config_id, config)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?, 'running',?,?)",
+                (run_id, cell, config.matrix, config.workload, labels["compression"], labels["recordsize"],
+                 config.size, config.pool, labels["encryption"], repeat, dataset, self.host, os.getpid(),
+                 time.time() if started is None else started, config.id, config.to_json()))
             return int(cur.lastrowid)
 
     def finish_result(self, result_id: int, status: str, finished: float | None = None, **values) -> None:
@@ -144,6 +190,30 @@ class Store:
             query += " AND matrix=?"
             args.append(matrix)
         return list(self.db.execute(query + " ORDER BY started, id", args))
+
+    def configurations(self) -> dict[str, Configuration]:
+        """Every stored configuration by id."""
+        rows = self.db.execute("SELECT config_id, config FROM results WHERE config IS NOT NULL GROUP BY config_id")
+        return {row["config_id"]: Configuration.from_json(row["config"]) for row in rows}
+
+    # Module parameters a run changed (bench/parameters.py)
+    def record_parameter(self, run_id: str, name: str, original: str, value: str) -> int:
+        with self.tx() as db:  # committed (synchronous=FULL) before the caller writes the new value
+            cur = db.execute("INSERT INTO parameter_changes (run_id, host, name, original, value, changed)"
+                             " VALUES (?,?,?,?,?,?)", (run_id, self.host, name, original, value, time.time()))
+            return int(cur.lastrowid)
+
+    def pending_parameters(self, run_id: str | None = None) -> list[sqlite3.Row]:
+        """Changes of this host not yet restored, newest first (so the oldest original is written last)."""
+        query, args = "SELECT * FROM parameter_changes WHERE host=? AND restored IS NULL", [self.host]
+        if run_id is not None:
+            query += " AND run_id=?"
+            args.append(run_id)
+        return list(self.db.execute(query + " ORDER BY id DESC", args))
+
+    def parameter_restored(self, change_id: int) -> None:
+        with self.tx() as db:
+            db.execute("UPDATE parameter_changes SET restored=? WHERE id=?", (time.time(), change_id))
 
     def dead_runs(self) -> set[str]:
         """Ids of this host's runs that ended without cleaning up (crashed, or marked incomplete)."""

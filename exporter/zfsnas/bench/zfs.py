@@ -7,12 +7,15 @@ planner does.
 
 from __future__ import annotations
 
+import os
+import re
 import time
 from pathlib import Path
 
 from ..sources.commands import CommandRunner
 from ..sources.kstat import parse_txgs
 from ..sources.model import SourceError
+from .config import leaf_paths, pool_layout
 from .guard import CHILD_PREFIX, RUN_PROPERTY, GuardError, Prop, check_child_name, check_own_child, check_scratch
 
 
@@ -130,8 +133,32 @@ class ZfsOps:
             except OSError:
                 return ""
 
-    def layout(self, pool: str) -> str:
+    def pool_layout(self, pool: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+        """`zpool status -P` (kept with the run) and the layout a configuration holds: vdev types
+        and widths, `zpool get ashift`, the disk models of the leaves (from sysfs)."""
         try:
-            return self.runner.run(["zpool", "status", "-P", pool])
+            status = self.runner.run(["zpool", "status", "-P", pool])
         except SourceError as exc:
-            return f"unknown: {exc}"
+            status = f"unknown: {exc}"
+        try:
+            ashift = self.runner.run(["zpool", "get", "-Hp", "-o", "value", "ashift", pool]).strip()
+        except SourceError:
+            ashift = ""
+        models = {leaf: self.disk_model(leaf) for leaf in leaf_paths(status, pool)}
+        return status, pool_layout(status, pool, ashift, models)
+
+    def disk_model(self, leaf: str) -> str:
+        """The model of the whole disk under a leaf path (/dev/sda1, /dev/disk/by-id/...-part1)."""
+        name = Path(os.path.realpath(leaf)).name if leaf.startswith("/") else leaf
+        block = self.sysfs / "block"
+        for candidate in (name, re.sub(r"p?\d+$", "", name)):
+            path = block / candidate / "device" / "model"
+            try:
+                return " ".join(path.read_text().split()) or ""
+            except OSError:
+                continue
+        return ""
+
+    def sysctl(self, name: str) -> str:
+        """`sysctl -n <name>` (FreeBSD)."""
+        return self.runner.run(["sysctl", "-n", name])

@@ -1,7 +1,9 @@
 """Collector `bench`: the latest `zfsnas-bench` result per configuration, from its SQLite file.
 
-Owns the `zfs_bench_*` families. Labels: `job`, `compression`, `recordsize`, `encryption`,
-`size`, `pool` (host-independent, so runs on two hosts of the same pool name compare).
+Owns the `zfs_bench_*` families. Labels (`zfsnas.bench.config.LABELS`): `matrix`, `workload`,
+`config` (the configuration id: one series per configuration, so two configurations never share
+a "previous median"), and the readable `compression`, `recordsize`, `encryption`, `size`, `pool`.
+No label is named `job` or `instance`: those are Prometheus's target labels.
 The database is read in the background (source `bench_db`, `--bench.refresh-interval`); a missing
 database serves nothing and success 1: no benchmark has run yet.
 """

@@ -1,10 +1,12 @@
 """Reader of the benchmark database (`zfsnas-bench`'s SQLite file), opened read-only.
 
-Owns turning the stored results into one `BenchConfig` per configuration (job, compression,
-recordsize, encryption, size, pool): the latest complete run's figures, the median throughput of
-the earlier complete runs (what the regression alert compares against), the count of complete
-runs, and whether a run of it is in progress. It never writes to the database; a missing file
-is not an error (no benchmark has run yet).
+Owns turning the stored results into one `BenchConfig` per configuration id (the one definition
+of a configuration is `zfsnas.bench.config`, pure and imported from there): the latest complete
+run's figures, the median throughput of the earlier complete runs of the *same* configuration
+(what the regression alert compares against), the count of complete runs, and whether a run of
+it is in progress. A database written by an older runner (no configuration ids yet) is read with
+`legacy_configuration`, as the runner's migration would. It never writes to the database; a
+missing file is not an error (no benchmark has run yet).
 """
 
 from __future__ import annotations
@@ -13,15 +15,15 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..bench.config import Configuration, legacy_configuration
 from .model import SourceError
 
 DEFAULT_BENCH_DB = "/var/lib/zfsnas/bench.sqlite"
-CONFIG_COLUMNS = ("job", "compression", "recordsize", "encryption", "size", "pool")
 
 
 @dataclass(frozen=True)
 class BenchConfig:
-    labels: dict[str, str]
+    labels: dict[str, str]                      # Configuration.labels: matrix, workload, config, ...
     running: bool
     runs: int                                   # complete runs
     throughput_bytes_per_second: float | None   # the latest complete run's
@@ -30,6 +32,12 @@ class BenchConfig:
     duration_seconds: float | None
     last_run_timestamp: float | None            # when the latest complete run finished
     previous_median_throughput: float | None    # median over the complete runs before the latest
+
+
+def _configuration(row: dict, runs: dict[str, dict]) -> Configuration:
+    if row.get("config"):
+        return Configuration.from_json(row["config"])
+    return legacy_configuration(row, runs.get(row["run_id"]))
 
 
 def read_bench_db(path: str | Path) -> list[BenchConfig]:
@@ -44,24 +52,24 @@ def read_bench_db(path: str | Path) -> list[BenchConfig]:
         raise SourceError(f"{path}: {exc}") from None
     try:
         db.row_factory = sqlite3.Row
-        rows = db.execute(
-            "SELECT job, compression, recordsize, encryption, size, pool, status, finished,"
-            " throughput_bytes_per_second, compressratio, cpu_busy_ratio, duration_seconds"
-            " FROM results WHERE status IN ('complete', 'running') ORDER BY finished, id").fetchall()
+        rows = [dict(r) for r in db.execute(
+            "SELECT * FROM results WHERE status IN ('complete', 'running') ORDER BY finished, id")]
+        runs = {r["id"]: dict(r) for r in db.execute("SELECT * FROM matrix_runs")} if rows else {}
     except sqlite3.Error as exc:
         raise SourceError(f"{path}: {exc}") from None
     finally:
         db.close()
-    groups: dict[tuple, list] = {}
+    groups: dict[str, tuple[Configuration, list]] = {}
     for row in rows:
-        groups.setdefault(tuple(row[c] for c in CONFIG_COLUMNS), []).append(row)
+        config = _configuration(row, runs)
+        groups.setdefault(config.id, (config, []))[1].append(row)
     configs = []
-    for key, group in sorted(groups.items()):
+    for _cid, (config, group) in sorted(groups.items()):
         done = [r for r in group if r["status"] == "complete"]
         latest = done[-1] if done else None
         earlier = [r["throughput_bytes_per_second"] for r in done[:-1] if r["throughput_bytes_per_second"] is not None]
         configs.append(BenchConfig(
-            labels=dict(zip(CONFIG_COLUMNS, key)), running=any(r["status"] == "running" for r in group),
+            labels=config.labels, running=any(r["status"] == "running" for r in group),
             runs=len(done),
             throughput_bytes_per_second=latest["throughput_bytes_per_second"] if latest else None,
             compressratio=latest["compressratio"] if latest else None,
