@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,14 +28,20 @@ from grafana_foundation_sdk.models import xychart as xychart_model
 from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
 OUT = Path(__file__).resolve().parent
+# Thresholds and selectors shared with the alert rules (tests/alerts/ checks the rules against it).
+SHARED = tomllib.loads((OUT.parent / "alerts" / "thresholds.toml").read_text())
+ALERT_NAMES = SHARED["alert_name_regex"]
 DATASOURCE = model.DataSourceRef(type_val="prometheus", uid="${datasource}")
 TAG = "zfsnas"
 BENCH_TAG = "zfsnas-bench"  # the tag the benchmark runner puts on its Grafana annotations
 UIDS = {"overview": "zfsnas-overview", "arc": "zfsnas-arc", "write-path": "zfsnas-write-path",
         "datasets": "zfsnas-datasets", "disks": "zfsnas-disks", "benchmarks": "zfsnas-benchmarks"}
 
-# Label matchers every query carries; the variables are multi-value with "All" = ".*".
-I = 'instance=~"$instance"'
+# Label matchers every query carries; the variables are multi-value with "All" = ".*". `nas` is the
+# external label each NAS's Prometheus adds when several remote-write to one store (docs/stack.md);
+# on a single Prometheus no series has it and ".*" matches the empty value. Every aggregation keeps
+# `nas` beside `instance`, so two NAS that share an instance name and pool names never merge.
+I = 'nas=~"$nas", instance=~"$instance"'
 IP = f'{I}, pool=~"$pool"'
 IPD = f'{IP}, dataset=~"$dataset"'
 RI = "$__rate_interval"
@@ -176,20 +183,22 @@ def variables(kind: str) -> list:
     out = [
         dash.DatasourceVariable("datasource").label("Data source").type("prometheus")
         .description("The Prometheus (or Thanos / Mimir / VictoriaMetrics) that scrapes zfsnas-exporter"),
-        label_variable("instance", "NAS", "zfs_exporter_collector_success",
-                       "The zfsnas-exporter instances (one per NAS); the dashboards work across many"),
-        label_variable("pool", "Pool", 'zfs_pool_state{instance=~"$instance"}', "ZFS pools of the selected NAS"),
+        label_variable("nas", "NAS", "zfs_exporter_collector_success",
+                       "The `nas` external label of each NAS's Prometheus when several write to one store "
+                       "(VictoriaMetrics, Mimir, Thanos); empty on a single Prometheus"),
+        label_variable("instance", "Instance", 'zfs_exporter_collector_success{nas=~"$nas"}',
+                       "The zfsnas-exporter instances of the selected NAS (one per NAS on a single Prometheus)"),
+        label_variable("pool", "Pool", f'zfs_pool_state{{{I}}}', "ZFS pools of the selected NAS"),
     ]
     if kind == "dataset":
         out.append(label_variable("dataset", "Dataset",
-                                  'zfs_dataset_written_bytes_total{instance=~"$instance", pool=~"$pool"}',
+                                  f'zfs_dataset_written_bytes_total{{{IP}}}',
                                   "Datasets (full names like tank/media) of the selected pools"))
     if kind == "disk":
-        out.append(label_variable("disk", "Disk", 'zfs_disk_info{instance=~"$instance", pool=~"$pool"}',
+        out.append(label_variable("disk", "Disk", f'zfs_disk_info{{{IP}}}',
                                   "Physical disks (kernel device names) of the selected pools"))
-        out.append(label_variable("vdev", "Vdev", 'zfs_vdev_latency_seconds_bucket{instance=~"$instance", '
-                                  'pool=~"$pool"}', "Vdevs of the latency heatmaps (the root vdev carries the "
-                                  "pool's name and covers the whole pool); needs the vdevlatency collector"))
+        out.append(label_variable("vdev", "Vdev", f'zfs_vdev_latency_seconds_bucket{{{IP}}}',
+                                  "Vdevs of the latency heatmaps (the root vdev carries the pool's name and covers the whole pool); needs the vdevlatency collector"))
     return out
 
 
@@ -206,7 +215,7 @@ def bench_annotations() -> list[dash.AnnotationQuery]:
         dash.AnnotationQuery().name("Benchmark runs (runner)").datasource(grafana).enable(True).icon_color("purple")
         .type("tags").target(dash.AnnotationTarget().type("tags").tags([BENCH_TAG]).match_any(True).limit(100)),
         dash.AnnotationQuery().name("Benchmark running (exporter)").datasource(DATASOURCE).enable(True)
-        .icon_color("orange").expr(f'max by (instance, pool, {BENCH_CONFIG}) (zfs_bench_running{{{BENCH}}}) > 0'),
+        .icon_color("orange").expr(f'max by (nas, instance, pool, {BENCH_CONFIG}) (zfs_bench_running{{{BENCH}}}) > 0'),
     ]
 
 
@@ -247,8 +256,10 @@ def overview() -> Board:
                "the kstat `state` of each pool.", "none",
                query(f'count(zfs_pool_state{{{IP}, state="online"}} == 0) or vector(0)', instant=True),
                steps=((None, "green"), (1, "red"))),
-        single("Alerts firing", "zfsnas alerts firing now in Prometheus (ALERTS series).", "none",
-               query('count(ALERTS{alertstate="firing"}) or vector(0)', instant=True),
+        single("Alerts firing", "zfsnas alerts (the Zfs* rules of alerts/zfsnas.rules.yml) firing now for the "
+               "selected NAS; other alerts of the same Prometheus are not counted.", "none",
+               query(f'count(ALERTS{{alertstate="firing", alertname=~"{ALERT_NAMES}", {I}}}) or vector(0)',
+                     instant=True),
                steps=((None, "green"), (1, "red"))),
         single("ARC hit ratio", "Share of ARC reads served from RAM over the last 5 minutes "
                "(recording rule instance:zfs_arc_hit_ratio:rate5m).", "percentunit",
@@ -256,7 +267,8 @@ def overview() -> Board:
                steps=((None, "red"), (0.7, "orange"), (0.9, "green"))),
         single("Oldest scrub", "Time since the last completed scrub of the pool that waited longest.", "s",
                query(f'max(time() - zfs_pool_scan_end_timestamp_seconds{{{IP}, function="scrub"}})', instant=True),
-               steps=((None, "green"), (28 * 86400, "orange"), (35 * 86400, "red"))),
+               steps=((None, "green"), ((SHARED["scrub_max_age_days"] - 7) * 86400, "orange"),
+                      (SHARED["scrub_max_age_days"] * 86400, "red"))),
         single("Vdev errors", "Read, write and checksum errors of all vdevs since import or zpool clear.", "none",
                query(f"sum(zfs_vdev_errors{{{IP}}}) or vector(0)", instant=True),
                steps=((None, "green"), (1, "orange"))),
@@ -276,13 +288,14 @@ def overview() -> Board:
              transformations=[transform("organize", excludeByName={"Time": True, "Value": True, "__name__": True})]),
         bars("Pool capacity", "Allocated share of each pool; ZFS slows down past 80 % and gets fragile past 90 %.",
              "percentunit", query(f"pool:zfs_pool_capacity:ratio{{{IP}}}", "{{instance}} {{pool}}", instant=True),
-             width=12, height=6, steps=((None, "green"), (0.8, "orange"), (0.9, "red")), max_val=1),
+             width=12, height=6, steps=((None, "green"), (SHARED["pool_capacity_warning"], "orange"),
+                                            (SHARED["pool_capacity_critical"], "red")), max_val=1),
         row("Throughput and dirty data"),
         series("Pool write throughput", "Bytes written per second by synced txgs of each pool.", "Bps",
                query(f"rate(zfs_pool_txg_written_bytes_total{{{IP}}}[{RI}])", "{{instance}} {{pool}} write")),
         series("Pool read throughput", "Bytes read per second through the datasets of each pool "
                "(objset kstats: logical reads, ARC hits included).", "Bps",
-               query(f"sum by (instance, pool) (rate(zfs_dataset_read_bytes_total{{{IP}}}[{RI}]))",
+               query(f"sum by (nas, instance, pool) (rate(zfs_dataset_read_bytes_total{{{IP}}}[{RI}]))",
                      "{{instance}} {{pool}} read")),
         series("Dirty data vs zfs_dirty_data_max", "Live dirty data (ARC anonymous buffers) against the limit at "
                "which ZFS stops accepting writes; past zfs_delay_min_dirty_percent the write throttle delays them.",
@@ -308,8 +321,8 @@ def arc() -> Board:
                              ("zfs_arc_max_size_bytes", "max"))),
         series("Hit ratio by access and content", "Share of reads served from the ARC, split demand / prefetch "
                "x data / metadata.", "percentunit",
-               query(f'sum by (instance, access, content) (rate(zfs_arc_reads_total{{{I}, result="hit"}}[{RI}]))'
-                     f" / sum by (instance, access, content) (rate(zfs_arc_reads_total{{{I}}}[{RI}]))",
+               query(f'sum by (nas, instance, access, content) (rate(zfs_arc_reads_total{{{I}, result="hit"}}[{RI}]))'
+                     f" / sum by (nas, instance, access, content) (rate(zfs_arc_reads_total{{{I}}}[{RI}]))",
                      "{{instance}} {{access}} {{content}}"), max_val=1),
         series("MRU and MFU", "Bytes in the most-recently and most-frequently used lists (and their ghosts' "
                "referenced sizes, which tell how much a larger ARC would have served).", "bytes",
@@ -319,7 +332,7 @@ def arc() -> Board:
                              ("zfs_arc_mfu_ghost_size_bytes", "MFU ghost"))),
         series("Hits by list", "ARC hits per second by the list that served them; ghost hits are misses a "
                "bigger ARC would have avoided.", "ops",
-               query(f"sum by (instance, list) (rate(zfs_arc_list_hits_total{{{I}}}[{RI}]))",
+               query(f"sum by (nas, instance, list) (rate(zfs_arc_list_hits_total{{{I}}}[{RI}]))",
                      "{{instance}} {{list}}")),
         series("Evictions", "Buffers evicted per second (deleted), and evictions skipped or short of their goal.",
                "ops",
@@ -388,9 +401,9 @@ def write_path() -> Board:
                stacked=True),
         series("CPU busy and iowait", "CPU busy (not idle or iowait) and iowait from node_exporter: compression "
                "and checksums cost CPU, slow disks show as iowait.", "percentunit",
-               query(f'1 - avg by (instance) (rate(node_cpu_seconds_total{{{I}, mode=~"idle|iowait"}}[{RI}]))',
+               query(f'1 - avg by (nas, instance) (rate(node_cpu_seconds_total{{{I}, mode=~"idle|iowait"}}[{RI}]))',
                      "{{instance}} busy"),
-               query(f'avg by (instance) (rate(node_cpu_seconds_total{{{I}, mode="iowait"}}[{RI}]))',
+               query(f'avg by (nas, instance) (rate(node_cpu_seconds_total{{{I}, mode="iowait"}}[{RI}]))',
                      "{{instance}} iowait"), max_val=1),
     ])
     return board
@@ -412,13 +425,13 @@ def datasets() -> Board:
         series("Available", "Space each dataset can still grow into.", "bytes",
                query(f"zfs_dataset_available_bytes{{{IPD}}}", "{{dataset}}")),
         grid("Properties", "recordsize, compression and space of every dataset, one row each.", "bytes",
-             query(f"max by (instance, pool, dataset, type, compression, recordsize) ({info})",
+             query(f"max by (nas, instance, pool, dataset, type, compression, recordsize) ({info})",
                    instant=True, fmt=PromQueryFormat.TABLE, ref="A"),
-             query(f"max by (instance, pool, dataset) (zfs_dataset_compressratio{{{IPD}}})",
+             query(f"max by (nas, instance, pool, dataset) (zfs_dataset_compressratio{{{IPD}}})",
                    instant=True, fmt=PromQueryFormat.TABLE, ref="B"),
-             query(f"max by (instance, pool, dataset) (zfs_dataset_logical_used_bytes{{{IPD}}})",
+             query(f"max by (nas, instance, pool, dataset) (zfs_dataset_logical_used_bytes{{{IPD}}})",
                    instant=True, fmt=PromQueryFormat.TABLE, ref="C"),
-             query(f"max by (instance, pool, dataset) (zfs_dataset_used_bytes{{{IPD}}})",
+             query(f"max by (nas, instance, pool, dataset) (zfs_dataset_used_bytes{{{IPD}}})",
                    instant=True, fmt=PromQueryFormat.TABLE, ref="D"),
              transformations=[transform("merge"),
                               transform("organize", excludeByName={"Time": True, "Value #A": True},
@@ -442,8 +455,8 @@ def datasets() -> Board:
 
 def per_disk(expr: str) -> str:
     """A per-device expression labelled by serial, pool and vdev through zfs_disk_info."""
-    return (f"({expr}) * on (instance, device) group_left (serial, model, pool, vdev_guid) "
-            f"max by (instance, device, serial, model, pool, vdev_guid) ({DISK_INFO})")
+    return (f"({expr}) * on (nas, instance, device) group_left (serial, model, pool, vdev_guid) "
+            f"max by (nas, instance, device, serial, model, pool, vdev_guid) ({DISK_INFO})")
 
 
 def disks() -> Board:
@@ -458,13 +471,13 @@ def disks() -> Board:
              height=6),
         grid("Vdev tree", "Every vdev of the selected pools with its parent, role and state (zpool status), "
              "sorted by pool and parent: the disks above join it through vdev_guid.", "none",
-             query(f"max by (instance, pool, parent, vdev, vdev_guid, role, state) (zfs_vdev_state{{{IP}}})",
+             query(f"max by (nas, instance, pool, parent, vdev, vdev_guid, role, state) (zfs_vdev_state{{{IP}}})",
                    instant=True, fmt=PromQueryFormat.TABLE),
              transformations=[transform("organize", excludeByName={"Time": True, "Value": True}),
                               transform("sortBy", sort=[{"field": "pool"}, {"field": "parent"}])],
              width=12, height=8),
         grid("Vdev errors", "Read, write and checksum errors of every vdev since import or zpool clear.", "none",
-             query(f"max by (instance, pool, vdev, type) (zfs_vdev_errors{{{IP}}})", instant=True,
+             query(f"max by (nas, instance, pool, vdev, type) (zfs_vdev_errors{{{IP}}})", instant=True,
                    fmt=PromQueryFormat.TABLE),
              transformations=[transform("organize", excludeByName={"Time": True}, renameByName={"Value": "errors"}),
                               transform("sortBy", sort=[{"field": "errors", "desc": True}])],
@@ -499,7 +512,7 @@ def disks() -> Board:
 def benchmarks() -> Board:
     b = BENCH
     cfg = "{{pool}} {{exported_job}} {{compression}} rs={{recordsize}} enc={{encryption}} {{size}}"
-    by = f"instance, pool, {BENCH_CONFIG}"
+    by = f"nas, instance, pool, {BENCH_CONFIG}"
     return Board("benchmarks", "ZFS / Benchmarks", "fio runs of the benchmark runner compared across "
                  "configurations and over time; each run is an annotation region.", panels=[
         series("Throughput per configuration across runs", "Write throughput of the latest run of each "

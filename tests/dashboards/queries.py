@@ -10,7 +10,7 @@ from pathlib import Path
 DASHBOARDS = Path(__file__).resolve().parents[2] / "dashboards"
 NAMES = ("overview", "arc", "write-path", "datasets", "disks", "benchmarks")
 # What Grafana puts in for "All" (allValue ".*") and for $__rate_interval at a 1 s scrape interval.
-SUBSTITUTIONS = {"$__rate_interval": "10s", "$instance": ".*", "$pool": ".*", "$dataset": ".*", "$disk": ".*",
+SUBSTITUTIONS = {"$__rate_interval": "10s", "$nas": ".*", "$instance": ".*", "$pool": ".*", "$dataset": ".*", "$disk": ".*",
                  "$vdev": ".*"}
 
 

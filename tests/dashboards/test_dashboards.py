@@ -41,7 +41,9 @@ def test_dashboard_rules(name):
     assert board["schemaVersion"] == 41  # the Grafana 11.6 flavour of the SDK
     assert board["uid"] == f"zfsnas-{name}" and "zfsnas" in board["tags"]
     variables = {v["name"]: v for v in board["templating"]["list"]}
-    assert {"datasource", "instance", "pool"} <= variables.keys()
+    assert {"datasource", "nas", "instance", "pool"} <= variables.keys()
+    assert variables["nas"]["query"] == "label_values(zfs_exporter_collector_success, nas)"
+    assert variables["nas"]["includeAll"] and variables["nas"]["allValue"] == ".*"
     assert variables["datasource"]["type"] == "datasource" and variables["datasource"]["query"] == "prometheus"
     assert variables["instance"]["multi"] and variables["instance"]["includeAll"]
     link = board["links"][0]
@@ -61,8 +63,11 @@ def test_dashboard_rules(name):
             for window in re.findall(r"\[([^\]]+)\]", target["expr"]):
                 assert window == "$__rate_interval", f"{where}: range [{window}] instead of $__rate_interval"
             if "instance" in target["expr"] or "zfs_" in target["expr"]:
-                assert 'instance=~"$instance"' in target["expr"] or target["expr"].startswith("count(ALERTS"), \
-                    f"{where}: query ignores $instance: {target['expr']}"
+                assert 'nas=~"$nas", instance=~"$instance"' in target["expr"], \
+                    f"{where}: query ignores $nas or $instance: {target['expr']}"
+            for clause in re.findall(r"\b(?:by|on) \(([^)]*)\)", target["expr"]):
+                assert clause == "le" or clause.startswith("nas, instance"), \
+                    f"{where}: an aggregation or join without nas and instance merges NAS: {target['expr']}"
 
 
 def test_dataset_and_disk_variables():
@@ -93,4 +98,5 @@ def test_queries_are_found_and_substituted():
     for query in found:
         assert "$" not in query.promql()
     variable = next(q for q in queries("datasets") if q.where == "variable dataset")
-    assert variable.promql() == 'count by (dataset) (zfs_dataset_written_bytes_total{instance=~".*", pool=~".*"})'
+    assert variable.promql() == \
+        'count by (dataset) (zfs_dataset_written_bytes_total{nas=~".*", instance=~".*", pool=~".*"})'
