@@ -30,7 +30,8 @@ from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 OUT = Path(__file__).resolve().parent
 # Thresholds and selectors shared with the alert rules (tests/alerts/ checks the rules against it).
 SHARED = tomllib.loads((OUT.parent / "alerts" / "thresholds.toml").read_text())
-ALERT_NAMES = SHARED["alert_name_regex"]
+# Our alerts that report a problem: the Zfs* rules but the always-firing watchdog.
+OUR_ALERTS = f'alertname=~"{SHARED["alert_name_regex"]}", alertname!="{SHARED["watchdog_alert"]}"'
 DATASOURCE = model.DataSourceRef(type_val="prometheus", uid="${datasource}")
 TAG = "zfsnas"
 BENCH_TAG = "zfsnas-bench"  # the tag the benchmark runner puts on its Grafana annotations
@@ -258,7 +259,7 @@ def overview() -> Board:
                steps=((None, "green"), (1, "red"))),
         single("Alerts firing", "zfsnas alerts (the Zfs* rules of alerts/zfsnas.rules.yml) firing now for the "
                "selected NAS; other alerts of the same Prometheus are not counted.", "none",
-               query(f'count(ALERTS{{alertstate="firing", alertname=~"{ALERT_NAMES}", {I}}}) or vector(0)',
+               query(f'count(ALERTS{{alertstate="firing", {OUR_ALERTS}, {I}}}) or vector(0)',
                      instant=True),
                steps=((None, "green"), (1, "red"))),
         single("ARC hit ratio", "Share of ARC reads served from RAM over the last 5 minutes "
