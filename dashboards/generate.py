@@ -50,6 +50,16 @@ RI = "$__rate_interval"
 DISK_INFO = f'zfs_disk_info{{{I}, pool=~"$pool", device=~"$disk"}}'
 BENCH = f'{I}, pool=~"$pool"'
 VDEV = f'{IP}, vdev=~"$vdev"'
+# Number of CPUs per NAS: node_exporter has one idle counter per CPU. Shares of all CPUs divide by
+# it (a sum over modes and CPUs), never average over series of different modes.
+CPUS = f'count by (nas, instance) (node_cpu_seconds_total{{{I}, mode="idle"}})'
+
+
+def root_vdevs(expr: str) -> str:
+    """Only the series of each pool's root vdev (vdev named like the pool: the whole pool), so a
+    sum over a pool never adds a vdev and its children twice."""
+    return (f'{expr} and on (nas, instance, pool, vdev) label_replace(group by (nas, instance, pool) ({expr}), '
+            f'"vdev", "$1", "pool", "(.+)")')
 # The labels of one benchmark configuration. The exporter's `job` label (the fio job) arrives as
 # `exported_job`: Prometheus keeps `job` for the scrape job.
 BENCH_CONFIG = "exported_job, compression, recordsize, encryption, size"
@@ -291,6 +301,17 @@ def overview() -> Board:
              "percentunit", query(f"pool:zfs_pool_capacity:ratio{{{IP}}}", "{{instance}} {{pool}}", instant=True),
              width=12, height=6, steps=((None, "green"), (SHARED["pool_capacity_warning"], "orange"),
                                             (SHARED["pool_capacity_critical"], "red")), max_val=1),
+        row("Capacity"),
+        series("Pool full forecast", "Free space of each pool now and in 7 days at the pace of the last 2 days "
+               "(recording rule pool:zfs_pool_free_bytes:deriv2d); ZfsPoolFullForecast fires when the forecast "
+               "reaches 0 within the week.", "bytes",
+               query(f"zfs_pool_free_bytes{{{IP}}}", "{{instance}} {{pool}} free now"),
+               query(f"zfs_pool_free_bytes{{{IP}}} + 7 * 86400 * pool:zfs_pool_free_bytes:deriv2d{{{IP}}}",
+                     "{{instance}} {{pool}} in 7 days"), min_val=None),
+        bars("Pool fragmentation", "Free-space fragmentation of each pool (zpool list frag): high values make "
+             "allocations slower as the pool fills.", "percentunit",
+             query(f"zfs_pool_fragmentation_ratio{{{IP}}}", "{{instance}} {{pool}}", instant=True),
+             steps=((None, "green"), (0.5, "orange"), (0.8, "red")), max_val=1),
         row("Throughput and dirty data"),
         series("Pool write throughput", "Bytes written per second by synced txgs of each pool.", "Bps",
                query(f"rate(zfs_pool_txg_written_bytes_total{{{IP}}}[{RI}])", "{{instance}} {{pool}} write")),
@@ -400,12 +421,13 @@ def write_path() -> Board:
         series("Write rate per dataset", "Bytes written per second into each dataset (objset kstats).", "Bps",
                query(f"rate(zfs_dataset_written_bytes_total{{{IPD}}}[{RI}])", "{{instance}} {{dataset}}"),
                stacked=True),
-        series("CPU busy and iowait", "CPU busy (not idle or iowait) and iowait from node_exporter: compression "
-               "and checksums cost CPU, slow disks show as iowait.", "percentunit",
-               query(f'1 - avg by (nas, instance) (rate(node_cpu_seconds_total{{{I}, mode=~"idle|iowait"}}[{RI}]))',
-                     "{{instance}} busy"),
-               query(f'avg by (nas, instance) (rate(node_cpu_seconds_total{{{I}, mode="iowait"}}[{RI}]))',
-                     "{{instance}} iowait"), max_val=1),
+        series("CPU busy and iowait", "Share of all CPUs of the NAS, from node_exporter: busy (neither idle nor "
+               "iowait; 1 = every CPU busy) and apart user, system and iowait. Compression and checksums cost "
+               "CPU, slow disks show as iowait.", "percentunit",
+               query(f'1 - sum by (nas, instance) (rate(node_cpu_seconds_total{{{I}, mode=~"idle|iowait"}}[{RI}]))'
+                     f" / {CPUS}", "{{instance}} busy"),
+               query(f'sum by (nas, instance, mode) (rate(node_cpu_seconds_total{{{I}, mode=~"user|system|iowait"}}'
+                     f"[{RI}])) / on (nas, instance) group_left {CPUS}", "{{instance}} {{mode}}"), max_val=1),
     ])
     return board
 
@@ -439,6 +461,10 @@ def datasets() -> Board:
                                         renameByName={"Value #B": "compressratio", "Value #C": "logical used",
                                                       "Value #D": "used"})],
              overrides=[("compressratio", unit_override("x"))]),
+        row("Snapshots"),
+        bars("Snapshots per dataset", "Number of snapshots of each dataset (zfs list -t snapshot, counted on the "
+             "exporter's --datasets.snapshot-interval).", "none",
+             query(f"zfs_dataset_snapshots{{{IPD}}}", "{{dataset}}", instant=True)),
         row("I/O"),
         series("Write rate", "Bytes written per second into each dataset.", "Bps",
                query(f"rate(zfs_dataset_written_bytes_total{{{IPD}}}[{RI}])", "{{dataset}}")),
@@ -501,12 +527,16 @@ def disks() -> Board:
                "percentunit", query(per_disk(f"rate(zfs_disk_io_time_seconds_total{{{dev}}}[{RI}])"), legend),
                max_val=1),
         row("Vdev latency (vdevlatency collector)"),
-        heat("Vdev read latency", "Total wait (queue + disk) of reads on the selected vdevs, from zpool "
-             "iostat -w; pick the root vdev (named like the pool) for the pool as a whole.", "s",
-             f'sum by (le) (rate(zfs_vdev_latency_seconds_bucket{{{VDEV}, type="total_wait", io="read"}}[{RI}]))'),
-        heat("Vdev write latency", "Total wait (queue + disk) of writes on the selected vdevs, from zpool "
-             "iostat -w; pick the root vdev (named like the pool) for the pool as a whole.", "s",
-             f'sum by (le) (rate(zfs_vdev_latency_seconds_bucket{{{VDEV}, type="total_wait", io="write"}}[{RI}]))'),
+        *[heat(f"Vdev {io} latency", f"Total wait (queue + disk) of {io}s on the selected pools as a whole, from "
+               "zpool iostat -w: each pool's root vdev only, so no I/O is counted twice through a vdev and its "
+               "disks. Per vdev: the operations panel below.", "s",
+               "sum by (le) ("
+               + root_vdevs(f'rate(zfs_vdev_latency_seconds_bucket{{{IP}, type="total_wait", io="{io}"}}[{RI}])')
+               + ")") for io in ("read", "write")],
+        series("Vdev operations", "Reads and writes per second of each selected vdev (variable Vdev), one line "
+               "each, from the count of the latency histograms: which vdev and disk does the work.", "ops",
+               query(f"sum by (nas, instance, pool, vdev, io) (rate(zfs_vdev_latency_seconds_count{{{VDEV}, "
+                     f'type="total_wait"}}[{RI}]))', "{{pool}} {{vdev}} {{io}}"), width=24),
     ])
 
 

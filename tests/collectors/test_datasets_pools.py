@@ -32,7 +32,7 @@ def test_dataset_values_and_types(version):
     assert value(text, "zfs_dataset_logical_referenced_bytes", **home) == 476741369856
     assert value(text, "zfs_dataset_available_bytes", **home) == 25919549022208
     assert value(text, "zfs_dataset_used_by_snapshots_bytes", **home) == 107374182400
-    assert value(text, "zfs_dataset_written_bytes", **home) == 5368709120
+    assert value(text, "zfs_dataset_written_since_snapshot_bytes", **home) == 5368709120
     assert value(text, "zfs_dataset_reservation_bytes", **home) == 107374182400
     assert value(text, "zfs_dataset_quota_bytes", pool="tank", dataset="tank/media") == 10995116277760
     assert value(text, "zfs_dataset_refquota_bytes", pool="backup", dataset="backup/tank") == 2199023255552

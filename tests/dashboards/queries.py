@@ -28,7 +28,7 @@ class Query:
             expr = f"count by ({label_values[2]}) ({label_values[1]})"
         for name, value in SUBSTITUTIONS.items():
             expr = expr.replace(name, value)
-        assert "$" not in expr, f"unsubstituted variable in {self}"
+        assert not re.search(r"\$[A-Za-z_{]", expr), f"unsubstituted variable in {self}"  # "$1" is label_replace's
         return expr
 
 

@@ -40,7 +40,8 @@ BYTES = (
      "Referenced data before compression (zfs logicalreferenced)."),
     ("available", "zfs_dataset_available_bytes", "Space available to the dataset (zfs available)."),
     ("usedbysnapshots", "zfs_dataset_used_by_snapshots_bytes", "Space held only by snapshots (zfs usedbysnapshots)."),
-    ("written", "zfs_dataset_written_bytes", "Referenced data written since the latest snapshot (zfs written)."),
+    ("written", "zfs_dataset_written_since_snapshot_bytes",
+     "Referenced data written since the latest snapshot (zfs written)."),
     ("volsize", "zfs_dataset_volume_size_bytes", "Logical size of a volume (zfs volsize)."),
 )
 # Only served when set (non-zero): 0 means "none" for these.
