@@ -235,6 +235,49 @@ BENCH_RUNNING_FIELDS = {"step": "15s", "titleFormat": "Benchmark {{exported_job}
                         "textFormat": "zfsnas-bench run in progress on {{instance}}", "useValueForTime": False}
 
 
+# Configuration changes as annotations, from Prometheus data alone: each query compares every
+# series with itself one CHANGE_STEP earlier, and the annotation runs at that step, so a change
+# shows once, at the first step after it. Old and new values travel as labels (`from`, `to`):
+# count_values turns a module parameter's value into a label, and label_replace copies a dataset
+# property out of zfs_dataset_info's labels. Values are as the kernel / `zfs get -p` print them.
+CHANGE_STEP = "1m"
+# Dataset properties that shape I/O (labels of zfs_dataset_info; recordsize holds volblocksize for volumes).
+IO_PROPERTIES = ("compression", "recordsize", "sync", "logbias", "primarycache", "secondarycache", "atime", "dedup",
+                 "special_small_blocks")
+
+
+def parameter_changes() -> str:
+    param, before = f"zfs_module_parameter{{{I}}}", f"zfs_module_parameter{{{I}}} offset {CHANGE_STEP}"
+    # `count_values without`: Prometheus 2.42 (Debian 12) drops the `by` labels of count_values in
+    # range queries, which is what Grafana runs for annotations (seen in tests/integration).
+    return (f'count_values without (job) ("to", {param} != {before}) * on (nas, instance, name) '
+            f'group_left (from) count_values without (job) ("from", {before})')
+
+
+def property_changes() -> str:
+    info = f"zfs_dataset_info{{{IP}}}"
+    before = f"{info} offset {CHANGE_STEP}"
+    key = "nas, instance, pool, dataset"
+    return " or ".join(
+        f'label_replace(label_replace(({info} unless on ({key}, {prop}) {before}) and on ({key}) {before}, '
+        f'"property", "{prop}", "", ""), "to", "$1", "{prop}", "(.*)") * on ({key}) group_left (from) '
+        f'max by ({key}, from) (label_replace({before}, "from", "$1", "{prop}", "(.*)"))'
+        for prop in IO_PROPERTIES)
+
+
+CHANGE_ANNOTATIONS = {  # name: (expr, title, text)
+    "Module parameter changes": (parameter_changes, "{{name}} {{from}} -> {{to}}",
+                                 "ZFS module parameter {{name}} changed on {{instance}}"),
+    "Dataset property changes": (property_changes, "{{dataset}} {{property}} {{from}} -> {{to}}",
+                                 "Dataset property of {{dataset}} changed on {{instance}}"),
+}
+
+
+def change_annotations() -> list[dash.AnnotationQuery]:
+    return [dash.AnnotationQuery().name(name).datasource(DATASOURCE).enable(True).icon_color("blue").expr(expr())
+            for name, (expr, _, _) in CHANGE_ANNOTATIONS.items()]
+
+
 @dataclass
 class Board:
     key: str
@@ -247,12 +290,16 @@ class Board:
         builder = (dash.Dashboard(self.title).uid(UIDS[self.key]).description(self.description)
                    .tags([TAG]).refresh("30s").time("now-6h", "now").timezone("browser")
                    .tooltip(model.DashboardCursorSync.CROSSHAIR).editable().links(links())
-                   .variables(variables(self.variables)).annotations(bench_annotations()))
+                   .variables(variables(self.variables)).annotations(bench_annotations() + change_annotations()))
         for panel in self.panels:
             builder = builder.with_row(panel) if isinstance(panel, dash.Row) else builder.with_panel(panel)
         board = json.loads(json.dumps(builder.build(), cls=JSONEncoder))
-        for annotation in board["annotations"]["list"]:
-            if "expr" in annotation:  # Prometheus annotation fields the SDK has no builder methods for
+        for annotation in board["annotations"]["list"]:  # Prometheus fields the SDK has no builder methods for
+            if annotation["name"] in CHANGE_ANNOTATIONS:
+                _, title, text = CHANGE_ANNOTATIONS[annotation["name"]]
+                annotation.update({"step": CHANGE_STEP, "titleFormat": title, "textFormat": text,
+                                   "tagKeys": "instance,pool,dataset,name,property", "useValueForTime": False})
+            elif "expr" in annotation:
                 annotation.update(BENCH_RUNNING_FIELDS)
         return board
 

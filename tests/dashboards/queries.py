@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DASHBOARDS = Path(__file__).resolve().parents[2] / "dashboards"
+CHANGE_ANNOTATIONS = ("Module parameter changes", "Dataset property changes")
 NAMES = ("overview", "arc", "write-path", "datasets", "disks", "benchmarks")
 # What Grafana puts in for "All" (allValue ".*") and for $__rate_interval at a 1 s scrape interval.
 SUBSTITUTIONS = {"$__rate_interval": "10s", "$nas": ".*", "$instance": ".*", "$pool": ".*", "$dataset": ".*", "$disk": ".*",
@@ -49,8 +50,15 @@ def queries(name: str) -> list[Query]:
     out = [Query(name, p["title"], t["expr"]) for p in panels(board) for t in p.get("targets", [])]
     out += [Query(name, f"variable {v['name']}", v["query"]) for v in board["templating"]["list"]
             if v["type"] == "query"]
-    out += [Query(name, f"annotation {a['name']}", a["expr"]) for a in board["annotations"]["list"] if "expr" in a]
+    out += [Query(name, f"annotation {a['name']}", a["expr"]) for a in board["annotations"]["list"]
+            if "expr" in a and a["name"] not in CHANGE_ANNOTATIONS]
     return out
+
+
+def change_queries(name: str) -> dict[str, str]:
+    """{annotation name: expr} of the configuration-change annotations: events, empty while nothing
+    changes, so not in queries() (tests/integration/test_change_annotations.py checks them)."""
+    return {a["name"]: a["expr"] for a in load(name)["annotations"]["list"] if a["name"] in CHANGE_ANNOTATIONS}
 
 
 def all_queries() -> list[Query]:
