@@ -512,6 +512,10 @@ def datasets() -> Board:
         bars("Snapshots per dataset", "Number of snapshots of each dataset (zfs list -t snapshot, counted on the "
              "exporter's --datasets.snapshot-interval).", "none",
              query(f"zfs_dataset_snapshots{{{IPD}}}", "{{dataset}}", instant=True)),
+        bars("Newest snapshot age", "Time since the newest snapshot of each dataset that has one (orange past "
+             "the ZfsDatasetSnapshotsStopped threshold); datasets without snapshots are not listed.", "s",
+             query(f"time() - zfs_dataset_newest_snapshot_timestamp_seconds{{{IPD}}}", "{{dataset}}", instant=True),
+             steps=((None, "green"), (SHARED["snapshot_max_age_days"] * 86400, "orange"))),
         row("I/O"),
         series("Write rate", "Bytes written per second into each dataset.", "Bps",
                query(f"rate(zfs_dataset_written_bytes_total{{{IPD}}}[{RI}])", "{{dataset}}")),

@@ -28,6 +28,7 @@ def test_rules_use_the_shared_thresholds():
     assert found["zfsnas:bench_regression_max_drop:threshold"]["expr"] == f"vector({SHARED['bench_regression_max_drop']})"
     assert found["ZfsDatasetQuotaNearlyFull"]["expr"].count(f"> {SHARED['dataset_quota_warning']}") == 2
     assert f'up{{job="{SHARED["exporter_job"]}"}}' in found["ZfsExporterDown"]["expr"]
+    assert f"/ 86400 > {SHARED['snapshot_max_age_days']}\n" in found["ZfsDatasetSnapshotsStopped"]["expr"]
     alerts = [name for name, rule in found.items() if "alert" in rule]
     assert all(re.fullmatch(SHARED["alert_name_regex"], name) for name in alerts)
     assert SHARED["watchdog_alert"] in alerts and found[SHARED["watchdog_alert"]]["expr"] == "vector(1)"
@@ -39,5 +40,8 @@ def test_dashboards_use_the_shared_thresholds():
     assert steps == [None, SHARED["pool_capacity_warning"], SHARED["pool_capacity_critical"]]
     steps = [s["value"] for s in overview["Oldest scrub"]["fieldConfig"]["defaults"]["thresholds"]["steps"]]
     assert steps[-1] == SHARED["scrub_max_age_days"] * 86400
+    datasets = {p["title"]: p for p in panels(load("datasets"))}
+    steps = [s["value"] for s in datasets["Newest snapshot age"]["fieldConfig"]["defaults"]["thresholds"]["steps"]]
+    assert steps == [None, SHARED["snapshot_max_age_days"] * 86400]
     firing = overview["Alerts firing"]["targets"][0]["expr"]
     assert f'alertname=~"{SHARED["alert_name_regex"]}", alertname!="{SHARED["watchdog_alert"]}"' in firing
