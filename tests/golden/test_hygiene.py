@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from tests.conftest import FIXTURES, ZFS_COMMAND_VERSIONS, linux_tree, scrape_text, types, zfs_commands
-from tests.golden.render import CASES, render
+from tests.golden.render import ALL_CASES, render
 from tests.integration.test_stack import GiB, store_result
 
 
@@ -47,8 +47,8 @@ def every_collector_scrape(version: str, tmp_path) -> list[str]:
                     "--collector.disks", "--no-disks.hotplug")]
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_kstat_trees(case):
+@pytest.mark.parametrize("case", sorted(ALL_CASES))
+def test_golden_cases(case):
     text = render(case)
     assert promtool_check(text) == ""
     assert clashes(text) == []
