@@ -55,6 +55,23 @@ VDEV = f'{IP}, vdev=~"$vdev"'
 CPUS = f'count by (nas, instance) (node_cpu_seconds_total{{{I}, mode="idle"}})'
 
 
+# Before / after a change: Grafana's $__range is the selected time range; "after" is that range,
+# "before" the equally long period just before it (offset). Zoom the range to start at a change
+# annotation and the two bars compare the configuration before and after it.
+BEFORE_AFTER_HELP = ("Set the time range to start at a change (the blue annotations): \"after\" covers the range, "
+                     "\"before\" the equally long period just before it. ")
+
+
+def before_after(title: str, description: str, unit: str, expr: str, by: str, legend: str, **kw):
+    """Bars of `expr` averaged over the range against the same over the period before it; `expr`
+    holds RANGE where the window goes and OFFSET where the offset goes."""
+    after = expr.replace("RANGE", "$__range").replace("OFFSET", "")
+    before = expr.replace("RANGE", "$__range").replace("OFFSET", " offset $__range")
+    return bars(title, BEFORE_AFTER_HELP + description, unit,
+                query(f"max by ({by}) ({before})", f"{legend} before", instant=True),
+                query(f"max by ({by}) ({after})", f"{legend} after", instant=True), **kw)
+
+
 def root_vdevs(expr: str) -> str:
     """Only the series of each pool's root vdev (vdev named like the pool: the whole pool), so a
     sum over a pool never adds a vdev and its children twice."""
@@ -464,6 +481,14 @@ def write_path() -> Board:
         heat("Tx assign latency", "Time writers waited to get into an open txg (dmu_tx_assign histogram); "
              "long tails mean the throttle is delaying them.", "s",
              f"sum by (le) (rate(zfs_pool_tx_assign_seconds_bucket{{{IP}}}[{RI}]))"),
+        row("Before / after a change"),
+        before_after("Pool write throughput before / after", "Average bytes per second written by synced txgs "
+                     "of each pool.", "Bps",
+                     f"increase(zfs_pool_txg_written_bytes_total{{{IP}}}[RANGE]OFFSET) / $__range_s",
+                     "nas, instance, pool", "{{instance}} {{pool}}"),
+        before_after("Dataset write rate before / after", "Average bytes per second written into each dataset.",
+                     "Bps", f"increase(zfs_dataset_written_bytes_total{{{IPD}}}[RANGE]OFFSET) / $__range_s",
+                     "nas, instance, pool, dataset", "{{dataset}}"),
         row("Datasets and CPU"),
         series("Write rate per dataset", "Bytes written per second into each dataset (objset kstats).", "Bps",
                query(f"rate(zfs_dataset_written_bytes_total{{{IPD}}}[{RI}])", "{{instance}} {{dataset}}"),
@@ -508,6 +533,14 @@ def datasets() -> Board:
                                         renameByName={"Value #B": "compressratio", "Value #C": "logical used",
                                                       "Value #D": "used"})],
              overrides=[("compressratio", unit_override("x"))]),
+        row("Before / after a change"),
+        before_after("Compression ratio before / after", "Average compressratio of each dataset (what it holds, "
+                     "so it moves slowly after a compression change: only new writes use the new setting).", "x",
+                     f"avg_over_time(zfs_dataset_compressratio{{{IPD}}}[RANGE]OFFSET)",
+                     "nas, instance, pool, dataset", "{{dataset}}", min_val=1),
+        before_after("Write rate before / after", "Average bytes per second written into each dataset.", "Bps",
+                     f"increase(zfs_dataset_written_bytes_total{{{IPD}}}[RANGE]OFFSET) / $__range_s",
+                     "nas, instance, pool, dataset", "{{dataset}}"),
         row("Snapshots"),
         bars("Snapshots per dataset", "Number of snapshots of each dataset (zfs list -t snapshot, counted on the "
              "exporter's --datasets.snapshot-interval).", "none",

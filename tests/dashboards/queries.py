@@ -10,8 +10,9 @@ from pathlib import Path
 DASHBOARDS = Path(__file__).resolve().parents[2] / "dashboards"
 CHANGE_ANNOTATIONS = ("Module parameter changes", "Dataset property changes")
 NAMES = ("overview", "arc", "write-path", "datasets", "disks", "benchmarks")
-# What Grafana puts in for "All" (allValue ".*") and for $__rate_interval at a 1 s scrape interval.
-SUBSTITUTIONS = {"$__rate_interval": "10s", "$nas": ".*", "$instance": ".*", "$pool": ".*", "$dataset": ".*", "$disk": ".*",
+# What Grafana puts in for "All" (allValue ".*"), for $__rate_interval at a 1 s scrape interval and
+# for a 10 s time range ($__range; $__range_s in seconds, replaced first).
+SUBSTITUTIONS = {"$__rate_interval": "10s", "$__range_s": "10", "$__range": "10s", "$nas": ".*", "$instance": ".*", "$pool": ".*", "$dataset": ".*", "$disk": ".*",
                  "$vdev": ".*"}
 
 

@@ -61,7 +61,8 @@ def test_dashboard_rules(name):
         for target in panel["targets"]:
             assert target["datasource"]["uid"] == "${datasource}", where
             for window in re.findall(r"\[([^\]]+)\]", target["expr"]):
-                assert window == "$__rate_interval", f"{where}: range [{window}] instead of $__rate_interval"
+                allowed = {"$__rate_interval", "$__range"} if "before / after" in panel["title"] else {"$__rate_interval"}
+                assert window in allowed, f"{where}: range [{window}] instead of $__rate_interval"
             if "instance" in target["expr"] or "zfs_" in target["expr"]:
                 assert 'nas=~"$nas", instance=~"$instance"' in target["expr"], \
                     f"{where}: query ignores $nas or $instance: {target['expr']}"

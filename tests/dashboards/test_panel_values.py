@@ -12,12 +12,16 @@ from tests.dashboards.queries import SUBSTITUTIONS, load, panels
 NODE = 'instance="nas", job="node"'
 
 
-def panel_queries(dashboard: str, title: str) -> list[str]:
+def panel_queries(dashboard: str, title: str, **grafana: str) -> list[str]:
+    """The panel's queries with every variable on All, $__rate_interval = 5m and `grafana` overrides
+    (`__range="1h"`)."""
     panel = next(p for p in panels(load(dashboard)) if p["title"] == title)
+    values = {**SUBSTITUTIONS, "$__rate_interval": "5m"}
+    values.update({f"${name}": value for name, value in grafana.items()})
     out = []
     for target in panel["targets"]:
         expr = target["expr"]
-        for name, value in {**SUBSTITUTIONS, "$__rate_interval": "5m"}.items():
+        for name, value in values.items():
             expr = expr.replace(name, value)
         out.append(expr)
     return out
@@ -90,3 +94,17 @@ def test_vdev_heatmap_counts_each_io_once(tmp_path):
                     f'type="total_wait", io="read", le="{le}"}}')
             series[name] = f"0+{60 * per_second}x20"
     promtool_eval(tmp_path, series, [(read[0], [('{le="0.001"}', 14), ('{le="+Inf"}', 14)]), (write[0], [])])
+
+
+def test_before_after_compares_the_range_with_the_period_before(tmp_path):
+    """tank wrote 100 MB/s for an hour, then 200 MB/s (a change at 60 m); backup 50 MB/s all along.
+    With the time range 60 m .. 120 m ($__range = 1h) the bars read before 100, after 200 MB/s."""
+    before, after = panel_queries("write-path", "Pool write throughput before / after", __range_s="3600",
+                                  __range="1h")
+    series = {'zfs_pool_txg_written_bytes_total{instance="nas", job="zfsnas", pool="tank"}':
+              "0+6000000000x60 372000000000+12000000000x59",
+              'zfs_pool_txg_written_bytes_total{instance="nas", job="zfsnas", pool="backup"}': "0+3000000000x120"}
+    promtool_eval(tmp_path, series, [
+        (before, [('{instance="nas", pool="tank"}', 100e6), ('{instance="nas", pool="backup"}', 50e6)]),
+        (after, [('{instance="nas", pool="tank"}', 200e6), ('{instance="nas", pool="backup"}', 50e6)])],
+        eval_time="120m")

@@ -28,7 +28,7 @@ from tests.dashboards.queries import Query, all_queries
 from tests.integration.daemon import Daemon
 from tests.integration.exporter_process import ExporterProcess
 from tests.integration.test_prometheus_scrape import RATE, TxgWriter
-from tests.integration.test_stack import GiB, Kernel, Webhook, alertmanager_config, store_result
+from tests.integration.test_stack import GiB, Kernel, start_alertmanager, store_result
 from tests.integration.victoria import PrometheusAgent, VictoriaMetrics, Vmalert
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -116,17 +116,11 @@ def fleet(tmp_path_factory):
                                            store.url + "/api/v1/write"))
         for thread in threads:
             thread.start()
-        webhook = Webhook(free_port())
-        am_port = free_port()
-        (tmp / "alertmanager.yml").write_text(alertmanager_config(webhook.server_port))
-        started.append(Daemon(["prometheus-alertmanager", f"--config.file={tmp / 'alertmanager.yml'}",
-                               f"--storage.path={tmp / 'am-data'}", f"--web.listen-address=127.0.0.1:{am_port}",
-                               "--cluster.listen-address="], tmp / "alertmanager.log",
-                              f"http://127.0.0.1:{am_port}/-/ready"))
+        webhook, am_port = start_alertmanager(tmp, started)
         started.append(Vmalert(tmp, free_port(), store.url, f"http://127.0.0.1:{am_port}", [RULES]))
         for name in NAS:
-            store.wait_for(f'up{{nas="{name}", job="zfsnas"}} == 1')
-            store.wait_for(f'zfs_bench_throughput_previous_median_bytes_per_second{{nas="{name}"}}')
+            store.wait_for(f'up{{nas="{name}", job="zfsnas"}} == 1', timeout=60)
+            store.wait_for(f'zfs_bench_throughput_previous_median_bytes_per_second{{nas="{name}"}}', timeout=60)
         time.sleep(15)  # rates over 10 s windows and the recording rules filled
         yield {"store": store, "webhook": webhook, "vmalert": started[-1], "agents": [
             d for d in started if isinstance(d, PrometheusAgent)], "tmp": tmp}
@@ -209,7 +203,7 @@ def test_rules_evaluate_centrally_without_errors(fleet):
 
 def test_regression_alert_fires_for_the_right_nas_only(fleet):
     store, webhook = fleet["store"], fleet["webhook"]
-    firing = store.wait_for('ALERTS{alertname="ZfsBenchThroughputRegression", alertstate="firing"}')
+    firing = store.wait_for('ALERTS{alertname="ZfsBenchThroughputRegression", alertstate="firing"}', timeout=60)
     assert [r["metric"]["nas"] for r in firing] == ["b"]
     assert {r["metric"]["compression"] for r in firing} == {"lz4"}
     deadline = time.monotonic() + 30

@@ -181,6 +181,17 @@ def alertmanager_config(webhook_port: int) -> str:
     return text.replace("group_wait: 30s", "group_wait: 1s").replace("group_interval: 5m", "group_interval: 1s")
 
 
+def start_alertmanager(tmp: Path, started: list) -> tuple[Webhook, int]:
+    """Alertmanager with the stack's configuration posting to a new webhook; the daemon joins `started`."""
+    webhook = Webhook(free_port())
+    port = free_port()
+    (tmp / "alertmanager.yml").write_text(alertmanager_config(webhook.server_port))
+    started.append(Daemon(["prometheus-alertmanager", f"--config.file={tmp / 'alertmanager.yml'}",
+                           f"--storage.path={tmp / 'am-data'}", f"--web.listen-address=127.0.0.1:{port}",
+                           "--cluster.listen-address="], tmp / "alertmanager.log", f"http://127.0.0.1:{port}/-/ready"))
+    return webhook, port
+
+
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("stack")
@@ -203,13 +214,7 @@ def stack(tmp_path_factory):
         started.append(Daemon(["prometheus-node-exporter", f"--web.listen-address=127.0.0.1:{node_port}",
                                "--collector.disable-defaults", "--collector.cpu"], tmp / "node.log",
                               f"http://127.0.0.1:{node_port}/metrics"))
-        webhook = Webhook(free_port())
-        am_port = free_port()
-        (tmp / "alertmanager.yml").write_text(alertmanager_config(webhook.server_port))
-        started.append(Daemon(["prometheus-alertmanager", f"--config.file={tmp / 'alertmanager.yml'}",
-                               f"--storage.path={tmp / 'am-data'}", f"--web.listen-address=127.0.0.1:{am_port}",
-                               "--cluster.listen-address="], tmp / "alertmanager.log",
-                              f"http://127.0.0.1:{am_port}/-/ready"))
+        webhook, am_port = start_alertmanager(tmp, started)
         extra = (f"  - job_name: node\n    static_configs:\n      - targets: ['127.0.0.1:{node_port}']\n"
                  f"        labels: {{instance: {NAS}}}\n"
                  f"alerting:\n  alertmanagers:\n    - static_configs:\n        - targets: ['127.0.0.1:{am_port}']\n")

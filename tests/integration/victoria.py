@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.parse
 import urllib.request
 from pathlib import Path
 
 from tests.integration.daemon import Daemon
-from tests.integration.prometheus import prometheus_binary
+from tests.integration.prometheus import QueryApi, prometheus_binary
 
 
-class VictoriaMetrics(Daemon):
+class VictoriaMetrics(QueryApi, Daemon):
     """The central store: Prometheus remote_write in at /api/v1/write, PromQL (MetricsQL) out."""
 
     def __init__(self, workdir: Path, port: int):
@@ -29,24 +28,6 @@ class VictoriaMetrics(Daemon):
                           f"-httpListenAddr=127.0.0.1:{self.port}", "-retentionPeriod=1d",
                           "-search.latencyOffset=0s", "-search.disableCache"],
                          self.workdir / f"victoria-metrics-{time.monotonic_ns()}.log", self.url + "/health")
-
-    def api(self, path: str, **params) -> dict:
-        url = f"{self.url}/api/v1/{path}?{urllib.parse.urlencode(params)}"
-        with urllib.request.urlopen(url, timeout=20) as response:
-            body = json.load(response)
-        assert body["status"] == "success", body
-        return body["data"]
-
-    def query(self, expr: str, **params) -> list[dict]:
-        return self.api("query", query=expr, **params)["result"]
-
-    def wait_for(self, expr: str, timeout: float = 60) -> list[dict]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if result := self.query(expr):
-                return result
-            time.sleep(0.5)
-        raise AssertionError(f"{expr} returned nothing from VictoriaMetrics within {timeout}s")
 
 
 class Vmalert(Daemon):
