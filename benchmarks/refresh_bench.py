@@ -34,7 +34,7 @@ KSTAT = ROOT / "tests/fixtures/linux-zfs-2.3.2"
 sys.path.insert(0, str(ROOT / "exporter"))
 from zfsnas.collectors.datasets import build_families  # noqa: E402
 from zfsnas.sources.commands import CommandRunner  # noqa: E402
-from zfsnas.sources.zfs_datasets import LIST_SNAPSHOTS, count_snapshots, read_datasets  # noqa: E402
+from zfsnas.sources.zfs_datasets import LIST_SNAPSHOTS, read_datasets, summarise_snapshots  # noqa: E402
 from zfsnas.sources.zpool import read_pools, read_status  # noqa: E402
 
 DATASETS = 5_000
@@ -59,7 +59,7 @@ def build_large(out: Path) -> None:
     snaps = (f"{name}@autosnap_2026-11-{1 + k % 28:02d}_{k:04d}_hourly" for name in names for k in range(per))
     with open(out / "zfs-list-snapshots.txt", "w") as f:
         for _, snap in zip(range(SNAPSHOTS), snaps):
-            f.write(snap + "\n")
+            f.write(f"{snap}\t{1794873600 + k}\n")
 
 
 def prefix(directory: Path, *options: str) -> str:
@@ -84,9 +84,9 @@ def refresh_costs(directory: Path) -> dict[str, tuple[float, int]]:
     runner = CommandRunner(prefix(directory))
     return {
         "zfs_datasets (zfs list + build families)": timed(lambda: build_families(read_datasets(runner.run))),
-        "zfs_snapshots (streamed count)": timed(lambda: count_snapshots(runner.lines(list(LIST_SNAPSHOTS)))),
+        "zfs_snapshots (streamed count)": timed(lambda: summarise_snapshots(runner.lines(list(LIST_SNAPSHOTS)))),
         "zfs_snapshots if read as one string": timed(
-            lambda: count_snapshots(runner.run(list(LIST_SNAPSHOTS)).splitlines())),
+            lambda: summarise_snapshots(runner.run(list(LIST_SNAPSHOTS)).splitlines())),
         "zpool_list + zpool_status": timed(lambda: (read_pools(runner.run), read_status(runner.run))),
     }
 

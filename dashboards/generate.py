@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,14 +28,21 @@ from grafana_foundation_sdk.models import xychart as xychart_model
 from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
 OUT = Path(__file__).resolve().parent
+# Thresholds and selectors shared with the alert rules (tests/alerts/ checks the rules against it).
+SHARED = tomllib.loads((OUT.parent / "alerts" / "thresholds.toml").read_text())
+# Our alerts that report a problem: the Zfs* rules but the always-firing watchdog.
+OUR_ALERTS = f'alertname=~"{SHARED["alert_name_regex"]}", alertname!="{SHARED["watchdog_alert"]}"'
 DATASOURCE = model.DataSourceRef(type_val="prometheus", uid="${datasource}")
 TAG = "zfsnas"
 BENCH_TAG = "zfsnas-bench"  # the tag the benchmark runner puts on its Grafana annotations
 UIDS = {"overview": "zfsnas-overview", "arc": "zfsnas-arc", "write-path": "zfsnas-write-path",
         "datasets": "zfsnas-datasets", "disks": "zfsnas-disks", "benchmarks": "zfsnas-benchmarks"}
 
-# Label matchers every query carries; the variables are multi-value with "All" = ".*".
-I = 'instance=~"$instance"'
+# Label matchers every query carries; the variables are multi-value with "All" = ".*". `nas` is the
+# external label each NAS's Prometheus adds when several remote-write to one store (docs/stack.md);
+# on a single Prometheus no series has it and ".*" matches the empty value. Every aggregation keeps
+# `nas` beside `instance`, so two NAS that share an instance name and pool names never merge.
+I = 'nas=~"$nas", instance=~"$instance"'
 IP = f'{I}, pool=~"$pool"'
 IPD = f'{IP}, dataset=~"$dataset"'
 RI = "$__rate_interval"
@@ -43,6 +51,35 @@ DISK_INFO = f'zfs_disk_info{{{I}, pool=~"$pool", device=~"$disk"}}'
 BENCH_ANY = f'{I}, pool=~"$pool"'  # every dashboard's run annotation: no matrix/config variables there
 BENCH = f'{BENCH_ANY}, matrix=~"$matrix", config=~"$config"'
 VDEV = f'{IP}, vdev=~"$vdev"'
+# Number of CPUs per NAS: node_exporter has one idle counter per CPU. Shares of all CPUs divide by
+# it (a sum over modes and CPUs), never average over series of different modes.
+CPUS = f'count by (nas, instance) (node_cpu_seconds_total{{{I}, mode="idle"}})'
+
+
+# Before / after a change: Grafana's $__range is the selected time range; "after" is that range,
+# "before" the equally long period just before it (offset). Zoom the range to start at a change
+# annotation and the two bars compare the configuration before and after it.
+BEFORE_AFTER_HELP = ("Set the time range to start at a change (the blue annotations): \"after\" covers the range, "
+                     "\"before\" the equally long period just before it. ")
+
+
+def before_after(title: str, description: str, unit: str, expr: str, by: str, legend: str, **kw):
+    """Bars of `expr` averaged over the range against the same over the period before it; `expr`
+    holds RANGE where the window goes and OFFSET where the offset goes."""
+    after = expr.replace("RANGE", "$__range").replace("OFFSET", "")
+    before = expr.replace("RANGE", "$__range").replace("OFFSET", " offset $__range")
+    return bars(title, BEFORE_AFTER_HELP + description, unit,
+                query(f"max by ({by}) ({before})", f"{legend} before", instant=True),
+                query(f"max by ({by}) ({after})", f"{legend} after", instant=True), **kw)
+
+
+def root_vdevs(expr: str) -> str:
+    """Only the series of each pool's root vdev (vdev named like the pool: the whole pool), so a
+    sum over a pool never adds a vdev and its children twice."""
+    return (f'{expr} and on (nas, instance, pool, vdev) label_replace(group by (nas, instance, pool) ({expr}), '
+            f'"vdev", "$1", "pool", "(.+)")')
+
+
 # The labels of one benchmark configuration (zfsnas.bench.config.LABELS less pool): `config` is
 # its id, the rest are readable. `workload` replaced `job`, which Prometheus renamed `exported_job`.
 BENCH_CONFIG = "matrix, workload, config, compression, recordsize, encryption, size"
@@ -177,26 +214,27 @@ def variables(kind: str) -> list:
     out = [
         dash.DatasourceVariable("datasource").label("Data source").type("prometheus")
         .description("The Prometheus (or Thanos / Mimir / VictoriaMetrics) that scrapes zfsnas-exporter"),
-        label_variable("instance", "NAS", "zfs_exporter_collector_success",
-                       "The zfsnas-exporter instances (one per NAS); the dashboards work across many"),
-        label_variable("pool", "Pool", 'zfs_pool_state{instance=~"$instance"}', "ZFS pools of the selected NAS"),
+        label_variable("nas", "NAS", "zfs_exporter_collector_success",
+                       "The `nas` external label of each NAS's Prometheus when several write to one store "
+                       "(VictoriaMetrics, Mimir, Thanos); empty on a single Prometheus"),
+        label_variable("instance", "Instance", 'zfs_exporter_collector_success{nas=~"$nas"}',
+                       "The zfsnas-exporter instances of the selected NAS (one per NAS on a single Prometheus)"),
+        label_variable("pool", "Pool", f'zfs_pool_state{{{I}}}', "ZFS pools of the selected NAS"),
     ]
     if kind == "bench":
-        out.append(label_variable("matrix", "Matrix", 'zfs_bench_runs_total{instance=~"$instance", pool=~"$pool"}',
+        out.append(label_variable("matrix", "Matrix", f'zfs_bench_runs_total{{{IP}}}',
                                   "Benchmark matrices (fits-copy, fio-seq, ...) of the selected pools"))
-        out.append(label_variable("config", "Configuration", 'zfs_bench_runs_total{instance=~"$instance", '
-                                  'pool=~"$pool", matrix=~"$matrix"}', "Benchmark configuration ids "
+        out.append(label_variable("config", "Configuration", f'zfs_bench_runs_total{{{IP}, matrix=~"$matrix"}}', "Benchmark configuration ids "
                                   "(`zfsnas-bench list` shows what each one is and what tells two apart)"))
     if kind == "dataset":
         out.append(label_variable("dataset", "Dataset",
-                                  'zfs_dataset_written_bytes_total{instance=~"$instance", pool=~"$pool"}',
+                                  f'zfs_dataset_written_bytes_total{{{IP}}}',
                                   "Datasets (full names like tank/media) of the selected pools"))
     if kind == "disk":
-        out.append(label_variable("disk", "Disk", 'zfs_disk_info{instance=~"$instance", pool=~"$pool"}',
+        out.append(label_variable("disk", "Disk", f'zfs_disk_info{{{IP}}}',
                                   "Physical disks (kernel device names) of the selected pools"))
-        out.append(label_variable("vdev", "Vdev", 'zfs_vdev_latency_seconds_bucket{instance=~"$instance", '
-                                  'pool=~"$pool"}', "Vdevs of the latency heatmaps (the root vdev carries the "
-                                  "pool's name and covers the whole pool); needs the vdevlatency collector"))
+        out.append(label_variable("vdev", "Vdev", f'zfs_vdev_latency_seconds_bucket{{{IP}}}',
+                                  "Vdevs of the latency heatmaps (the root vdev carries the pool's name and covers the whole pool); needs the vdevlatency collector"))
     return out
 
 
@@ -213,7 +251,7 @@ def bench_annotations() -> list[dash.AnnotationQuery]:
         dash.AnnotationQuery().name("Benchmark runs (runner)").datasource(grafana).enable(True).icon_color("purple")
         .type("tags").target(dash.AnnotationTarget().type("tags").tags([BENCH_TAG]).match_any(True).limit(100)),
         dash.AnnotationQuery().name("Benchmark running (exporter)").datasource(DATASOURCE).enable(True)
-        .icon_color("orange").expr(f'max by (instance, pool, {BENCH_CONFIG}) (zfs_bench_running{{{BENCH_ANY}}}) > 0'),
+        .icon_color("orange").expr(f'max by (nas, instance, pool, {BENCH_CONFIG}) (zfs_bench_running{{{BENCH_ANY}}}) > 0'),
     ]
 
 
@@ -221,6 +259,49 @@ BENCH_RUNNING_FIELDS = {"step": "15s", "titleFormat": "Benchmark {{matrix}}/{{wo
                                                       "rs={{recordsize}} config {{config}}",
                         "tagKeys": "pool,matrix,workload,config,compression,recordsize,encryption,size",
                         "textFormat": "zfsnas-bench run in progress on {{instance}}", "useValueForTime": False}
+
+
+# Configuration changes as annotations, from Prometheus data alone: each query compares every
+# series with itself one CHANGE_STEP earlier, and the annotation runs at that step, so a change
+# shows once, at the first step after it. Old and new values travel as labels (`from`, `to`):
+# count_values turns a module parameter's value into a label, and label_replace copies a dataset
+# property out of zfs_dataset_info's labels. Values are as the kernel / `zfs get -p` print them.
+CHANGE_STEP = "1m"
+# Dataset properties that shape I/O (labels of zfs_dataset_info; recordsize holds volblocksize for volumes).
+IO_PROPERTIES = ("compression", "recordsize", "sync", "logbias", "primarycache", "secondarycache", "atime", "dedup",
+                 "special_small_blocks")
+
+
+def parameter_changes() -> str:
+    param, before = f"zfs_module_parameter{{{I}}}", f"zfs_module_parameter{{{I}}} offset {CHANGE_STEP}"
+    # `count_values without`: Prometheus 2.42 (Debian 12) drops the `by` labels of count_values in
+    # range queries, which is what Grafana runs for annotations (seen in tests/integration).
+    return (f'count_values without (job) ("to", {param} != {before}) * on (nas, instance, name) '
+            f'group_left (from) count_values without (job) ("from", {before})')
+
+
+def property_changes() -> str:
+    info = f"zfs_dataset_info{{{IP}}}"
+    before = f"{info} offset {CHANGE_STEP}"
+    key = "nas, instance, pool, dataset"
+    return " or ".join(
+        f'label_replace(label_replace(({info} unless on ({key}, {prop}) {before}) and on ({key}) {before}, '
+        f'"property", "{prop}", "", ""), "to", "$1", "{prop}", "(.*)") * on ({key}) group_left (from) '
+        f'max by ({key}, from) (label_replace({before}, "from", "$1", "{prop}", "(.*)"))'
+        for prop in IO_PROPERTIES)
+
+
+CHANGE_ANNOTATIONS = {  # name: (expr, title, text)
+    "Module parameter changes": (parameter_changes, "{{name}} {{from}} -> {{to}}",
+                                 "ZFS module parameter {{name}} changed on {{instance}}"),
+    "Dataset property changes": (property_changes, "{{dataset}} {{property}} {{from}} -> {{to}}",
+                                 "Dataset property of {{dataset}} changed on {{instance}}"),
+}
+
+
+def change_annotations() -> list[dash.AnnotationQuery]:
+    return [dash.AnnotationQuery().name(name).datasource(DATASOURCE).enable(True).icon_color("blue").expr(expr())
+            for name, (expr, _, _) in CHANGE_ANNOTATIONS.items()]
 
 
 @dataclass
@@ -235,12 +316,16 @@ class Board:
         builder = (dash.Dashboard(self.title).uid(UIDS[self.key]).description(self.description)
                    .tags([TAG]).refresh("30s").time("now-6h", "now").timezone("browser")
                    .tooltip(model.DashboardCursorSync.CROSSHAIR).editable().links(links())
-                   .variables(variables(self.variables)).annotations(bench_annotations()))
+                   .variables(variables(self.variables)).annotations(bench_annotations() + change_annotations()))
         for panel in self.panels:
             builder = builder.with_row(panel) if isinstance(panel, dash.Row) else builder.with_panel(panel)
         board = json.loads(json.dumps(builder.build(), cls=JSONEncoder))
-        for annotation in board["annotations"]["list"]:
-            if "expr" in annotation:  # Prometheus annotation fields the SDK has no builder methods for
+        for annotation in board["annotations"]["list"]:  # Prometheus fields the SDK has no builder methods for
+            if annotation["name"] in CHANGE_ANNOTATIONS:
+                _, title, text = CHANGE_ANNOTATIONS[annotation["name"]]
+                annotation.update({"step": CHANGE_STEP, "titleFormat": title, "textFormat": text,
+                                   "tagKeys": "instance,pool,dataset,name,property", "useValueForTime": False})
+            elif "expr" in annotation:
                 annotation.update(BENCH_RUNNING_FIELDS)
         return board
 
@@ -255,8 +340,10 @@ def overview() -> Board:
                "the kstat `state` of each pool.", "none",
                query(f'count(zfs_pool_state{{{IP}, state="online"}} == 0) or vector(0)', instant=True),
                steps=((None, "green"), (1, "red"))),
-        single("Alerts firing", "zfsnas alerts firing now in Prometheus (ALERTS series).", "none",
-               query('count(ALERTS{alertstate="firing"}) or vector(0)', instant=True),
+        single("Alerts firing", "zfsnas alerts (the Zfs* rules of alerts/zfsnas.rules.yml) firing now for the "
+               "selected NAS; other alerts of the same Prometheus are not counted.", "none",
+               query(f'count(ALERTS{{alertstate="firing", {OUR_ALERTS}, {I}}}) or vector(0)',
+                     instant=True),
                steps=((None, "green"), (1, "red"))),
         single("ARC hit ratio", "Share of ARC reads served from RAM over the last 5 minutes "
                "(recording rule instance:zfs_arc_hit_ratio:rate5m).", "percentunit",
@@ -264,7 +351,8 @@ def overview() -> Board:
                steps=((None, "red"), (0.7, "orange"), (0.9, "green"))),
         single("Oldest scrub", "Time since the last completed scrub of the pool that waited longest.", "s",
                query(f'max(time() - zfs_pool_scan_end_timestamp_seconds{{{IP}, function="scrub"}})', instant=True),
-               steps=((None, "green"), (28 * 86400, "orange"), (35 * 86400, "red"))),
+               steps=((None, "green"), ((SHARED["scrub_max_age_days"] - 7) * 86400, "orange"),
+                      (SHARED["scrub_max_age_days"] * 86400, "red"))),
         single("Vdev errors", "Read, write and checksum errors of all vdevs since import or zpool clear.", "none",
                query(f"sum(zfs_vdev_errors{{{IP}}}) or vector(0)", instant=True),
                steps=((None, "green"), (1, "orange"))),
@@ -284,13 +372,25 @@ def overview() -> Board:
              transformations=[transform("organize", excludeByName={"Time": True, "Value": True, "__name__": True})]),
         bars("Pool capacity", "Allocated share of each pool; ZFS slows down past 80 % and gets fragile past 90 %.",
              "percentunit", query(f"pool:zfs_pool_capacity:ratio{{{IP}}}", "{{instance}} {{pool}}", instant=True),
-             width=12, height=6, steps=((None, "green"), (0.8, "orange"), (0.9, "red")), max_val=1),
+             width=12, height=6, steps=((None, "green"), (SHARED["pool_capacity_warning"], "orange"),
+                                            (SHARED["pool_capacity_critical"], "red")), max_val=1),
+        row("Capacity"),
+        series("Pool full forecast", "Free space of each pool now and in 7 days at the pace of the last 2 days "
+               "(recording rule pool:zfs_pool_free_bytes:deriv2d); ZfsPoolFullForecast fires when the forecast "
+               "reaches 0 within the week.", "bytes",
+               query(f"zfs_pool_free_bytes{{{IP}}}", "{{instance}} {{pool}} free now"),
+               query(f"zfs_pool_free_bytes{{{IP}}} + 7 * 86400 * pool:zfs_pool_free_bytes:deriv2d{{{IP}}}",
+                     "{{instance}} {{pool}} in 7 days"), min_val=None),
+        bars("Pool fragmentation", "Free-space fragmentation of each pool (zpool list frag): high values make "
+             "allocations slower as the pool fills.", "percentunit",
+             query(f"zfs_pool_fragmentation_ratio{{{IP}}}", "{{instance}} {{pool}}", instant=True),
+             steps=((None, "green"), (0.5, "orange"), (0.8, "red")), max_val=1),
         row("Throughput and dirty data"),
         series("Pool write throughput", "Bytes written per second by synced txgs of each pool.", "Bps",
                query(f"rate(zfs_pool_txg_written_bytes_total{{{IP}}}[{RI}])", "{{instance}} {{pool}} write")),
         series("Pool read throughput", "Bytes read per second through the datasets of each pool "
                "(objset kstats: logical reads, ARC hits included).", "Bps",
-               query(f"sum by (instance, pool) (rate(zfs_dataset_read_bytes_total{{{IP}}}[{RI}]))",
+               query(f"sum by (nas, instance, pool) (rate(zfs_dataset_read_bytes_total{{{IP}}}[{RI}]))",
                      "{{instance}} {{pool}} read")),
         series("Dirty data vs zfs_dirty_data_max", "Live dirty data (ARC anonymous buffers) against the limit at "
                "which ZFS stops accepting writes; past zfs_delay_min_dirty_percent the write throttle delays them.",
@@ -316,8 +416,8 @@ def arc() -> Board:
                              ("zfs_arc_max_size_bytes", "max"))),
         series("Hit ratio by access and content", "Share of reads served from the ARC, split demand / prefetch "
                "x data / metadata.", "percentunit",
-               query(f'sum by (instance, access, content) (rate(zfs_arc_reads_total{{{I}, result="hit"}}[{RI}]))'
-                     f" / sum by (instance, access, content) (rate(zfs_arc_reads_total{{{I}}}[{RI}]))",
+               query(f'sum by (nas, instance, access, content) (rate(zfs_arc_reads_total{{{I}, result="hit"}}[{RI}]))'
+                     f" / sum by (nas, instance, access, content) (rate(zfs_arc_reads_total{{{I}}}[{RI}]))",
                      "{{instance}} {{access}} {{content}}"), max_val=1),
         series("MRU and MFU", "Bytes in the most-recently and most-frequently used lists (and their ghosts' "
                "referenced sizes, which tell how much a larger ARC would have served).", "bytes",
@@ -327,7 +427,7 @@ def arc() -> Board:
                              ("zfs_arc_mfu_ghost_size_bytes", "MFU ghost"))),
         series("Hits by list", "ARC hits per second by the list that served them; ghost hits are misses a "
                "bigger ARC would have avoided.", "ops",
-               query(f"sum by (instance, list) (rate(zfs_arc_list_hits_total{{{I}}}[{RI}]))",
+               query(f"sum by (nas, instance, list) (rate(zfs_arc_list_hits_total{{{I}}}[{RI}]))",
                      "{{instance}} {{list}}")),
         series("Evictions", "Buffers evicted per second (deleted), and evictions skipped or short of their goal.",
                "ops",
@@ -390,16 +490,25 @@ def write_path() -> Board:
         heat("Tx assign latency", "Time writers waited to get into an open txg (dmu_tx_assign histogram); "
              "long tails mean the throttle is delaying them.", "s",
              f"sum by (le) (rate(zfs_pool_tx_assign_seconds_bucket{{{IP}}}[{RI}]))"),
+        row("Before / after a change"),
+        before_after("Pool write throughput before / after", "Average bytes per second written by synced txgs "
+                     "of each pool.", "Bps",
+                     f"increase(zfs_pool_txg_written_bytes_total{{{IP}}}[RANGE]OFFSET) / $__range_s",
+                     "nas, instance, pool", "{{instance}} {{pool}}"),
+        before_after("Dataset write rate before / after", "Average bytes per second written into each dataset.",
+                     "Bps", f"increase(zfs_dataset_written_bytes_total{{{IPD}}}[RANGE]OFFSET) / $__range_s",
+                     "nas, instance, pool, dataset", "{{dataset}}"),
         row("Datasets and CPU"),
         series("Write rate per dataset", "Bytes written per second into each dataset (objset kstats).", "Bps",
                query(f"rate(zfs_dataset_written_bytes_total{{{IPD}}}[{RI}])", "{{instance}} {{dataset}}"),
                stacked=True),
-        series("CPU busy and iowait", "CPU busy (not idle or iowait) and iowait from node_exporter: compression "
-               "and checksums cost CPU, slow disks show as iowait.", "percentunit",
-               query(f'1 - avg by (instance) (rate(node_cpu_seconds_total{{{I}, mode=~"idle|iowait"}}[{RI}]))',
-                     "{{instance}} busy"),
-               query(f'avg by (instance) (rate(node_cpu_seconds_total{{{I}, mode="iowait"}}[{RI}]))',
-                     "{{instance}} iowait"), max_val=1),
+        series("CPU busy and iowait", "Share of all CPUs of the NAS, from node_exporter: busy (neither idle nor "
+               "iowait; 1 = every CPU busy) and apart user, system and iowait. Compression and checksums cost "
+               "CPU, slow disks show as iowait.", "percentunit",
+               query(f'1 - sum by (nas, instance) (rate(node_cpu_seconds_total{{{I}, mode=~"idle|iowait"}}[{RI}]))'
+                     f" / {CPUS}", "{{instance}} busy"),
+               query(f'sum by (nas, instance, mode) (rate(node_cpu_seconds_total{{{I}, mode=~"user|system|iowait"}}'
+                     f"[{RI}])) / on (nas, instance) group_left {CPUS}", "{{instance}} {{mode}}"), max_val=1),
     ])
     return board
 
@@ -420,19 +529,35 @@ def datasets() -> Board:
         series("Available", "Space each dataset can still grow into.", "bytes",
                query(f"zfs_dataset_available_bytes{{{IPD}}}", "{{dataset}}")),
         grid("Properties", "recordsize, compression and space of every dataset, one row each.", "bytes",
-             query(f"max by (instance, pool, dataset, type, compression, recordsize) ({info})",
+             query(f"max by (nas, instance, pool, dataset, type, compression, recordsize) ({info})",
                    instant=True, fmt=PromQueryFormat.TABLE, ref="A"),
-             query(f"max by (instance, pool, dataset) (zfs_dataset_compressratio{{{IPD}}})",
+             query(f"max by (nas, instance, pool, dataset) (zfs_dataset_compressratio{{{IPD}}})",
                    instant=True, fmt=PromQueryFormat.TABLE, ref="B"),
-             query(f"max by (instance, pool, dataset) (zfs_dataset_logical_used_bytes{{{IPD}}})",
+             query(f"max by (nas, instance, pool, dataset) (zfs_dataset_logical_used_bytes{{{IPD}}})",
                    instant=True, fmt=PromQueryFormat.TABLE, ref="C"),
-             query(f"max by (instance, pool, dataset) (zfs_dataset_used_bytes{{{IPD}}})",
+             query(f"max by (nas, instance, pool, dataset) (zfs_dataset_used_bytes{{{IPD}}})",
                    instant=True, fmt=PromQueryFormat.TABLE, ref="D"),
              transformations=[transform("merge"),
                               transform("organize", excludeByName={"Time": True, "Value #A": True},
                                         renameByName={"Value #B": "compressratio", "Value #C": "logical used",
                                                       "Value #D": "used"})],
              overrides=[("compressratio", unit_override("x"))]),
+        row("Before / after a change"),
+        before_after("Compression ratio before / after", "Average compressratio of each dataset (what it holds, "
+                     "so it moves slowly after a compression change: only new writes use the new setting).", "x",
+                     f"avg_over_time(zfs_dataset_compressratio{{{IPD}}}[RANGE]OFFSET)",
+                     "nas, instance, pool, dataset", "{{dataset}}", min_val=1),
+        before_after("Write rate before / after", "Average bytes per second written into each dataset.", "Bps",
+                     f"increase(zfs_dataset_written_bytes_total{{{IPD}}}[RANGE]OFFSET) / $__range_s",
+                     "nas, instance, pool, dataset", "{{dataset}}"),
+        row("Snapshots"),
+        bars("Snapshots per dataset", "Number of snapshots of each dataset (zfs list -t snapshot, counted on the "
+             "exporter's --datasets.snapshot-interval).", "none",
+             query(f"zfs_dataset_snapshots{{{IPD}}}", "{{dataset}}", instant=True)),
+        bars("Newest snapshot age", "Time since the newest snapshot of each dataset that has one (orange past "
+             "the ZfsDatasetSnapshotsStopped threshold); datasets without snapshots are not listed.", "s",
+             query(f"time() - zfs_dataset_newest_snapshot_timestamp_seconds{{{IPD}}}", "{{dataset}}", instant=True),
+             steps=((None, "green"), (SHARED["snapshot_max_age_days"] * 86400, "orange"))),
         row("I/O"),
         series("Write rate", "Bytes written per second into each dataset.", "Bps",
                query(f"rate(zfs_dataset_written_bytes_total{{{IPD}}}[{RI}])", "{{dataset}}")),
@@ -450,8 +575,8 @@ def datasets() -> Board:
 
 def per_disk(expr: str) -> str:
     """A per-device expression labelled by serial, pool and vdev through zfs_disk_info."""
-    return (f"({expr}) * on (instance, device) group_left (serial, model, pool, vdev_guid) "
-            f"max by (instance, device, serial, model, pool, vdev_guid) ({DISK_INFO})")
+    return (f"({expr}) * on (nas, instance, device) group_left (serial, model, pool, vdev_guid) "
+            f"max by (nas, instance, device, serial, model, pool, vdev_guid) ({DISK_INFO})")
 
 
 def disks() -> Board:
@@ -466,13 +591,13 @@ def disks() -> Board:
              height=6),
         grid("Vdev tree", "Every vdev of the selected pools with its parent, role and state (zpool status), "
              "sorted by pool and parent: the disks above join it through vdev_guid.", "none",
-             query(f"max by (instance, pool, parent, vdev, vdev_guid, role, state) (zfs_vdev_state{{{IP}}})",
+             query(f"max by (nas, instance, pool, parent, vdev, vdev_guid, role, state) (zfs_vdev_state{{{IP}}})",
                    instant=True, fmt=PromQueryFormat.TABLE),
              transformations=[transform("organize", excludeByName={"Time": True, "Value": True}),
                               transform("sortBy", sort=[{"field": "pool"}, {"field": "parent"}])],
              width=12, height=8),
         grid("Vdev errors", "Read, write and checksum errors of every vdev since import or zpool clear.", "none",
-             query(f"max by (instance, pool, vdev, type) (zfs_vdev_errors{{{IP}}})", instant=True,
+             query(f"max by (nas, instance, pool, vdev, type) (zfs_vdev_errors{{{IP}}})", instant=True,
                    fmt=PromQueryFormat.TABLE),
              transformations=[transform("organize", excludeByName={"Time": True}, renameByName={"Value": "errors"}),
                               transform("sortBy", sort=[{"field": "errors", "desc": True}])],
@@ -495,19 +620,23 @@ def disks() -> Board:
                "percentunit", query(per_disk(f"rate(zfs_disk_io_time_seconds_total{{{dev}}}[{RI}])"), legend),
                max_val=1),
         row("Vdev latency (vdevlatency collector)"),
-        heat("Vdev read latency", "Total wait (queue + disk) of reads on the selected vdevs, from zpool "
-             "iostat -w; pick the root vdev (named like the pool) for the pool as a whole.", "s",
-             f'sum by (le) (rate(zfs_vdev_latency_seconds_bucket{{{VDEV}, type="total_wait", io="read"}}[{RI}]))'),
-        heat("Vdev write latency", "Total wait (queue + disk) of writes on the selected vdevs, from zpool "
-             "iostat -w; pick the root vdev (named like the pool) for the pool as a whole.", "s",
-             f'sum by (le) (rate(zfs_vdev_latency_seconds_bucket{{{VDEV}, type="total_wait", io="write"}}[{RI}]))'),
+        *[heat(f"Vdev {io} latency", f"Total wait (queue + disk) of {io}s on the selected pools as a whole, from "
+               "zpool iostat -w: each pool's root vdev only, so no I/O is counted twice through a vdev and its "
+               "disks. Per vdev: the operations panel below.", "s",
+               "sum by (le) ("
+               + root_vdevs(f'rate(zfs_vdev_latency_seconds_bucket{{{IP}, type="total_wait", io="{io}"}}[{RI}])')
+               + ")") for io in ("read", "write")],
+        series("Vdev operations", "Reads and writes per second of each selected vdev (variable Vdev), one line "
+               "each, from the count of the latency histograms: which vdev and disk does the work.", "ops",
+               query(f"sum by (nas, instance, pool, vdev, io) (rate(zfs_vdev_latency_seconds_count{{{VDEV}, "
+                     f'type="total_wait"}}[{RI}]))', "{{pool}} {{vdev}} {{io}}"), width=24),
     ])
 
 
 def benchmarks() -> Board:
     b = BENCH
     cfg = "{{pool}} {{matrix}}/{{workload}} {{compression}} rs={{recordsize}} enc={{encryption}} {{size}} [{{config}}]"
-    by = f"instance, pool, {BENCH_CONFIG}"
+    by = f"nas, instance, pool, {BENCH_CONFIG}"
     return Board("benchmarks", "ZFS / Benchmarks", "fio runs of the benchmark runner compared across "
                  "configurations and over time; each run is an annotation region. A configuration (`config`) is "
                  "everything that shapes a result, pool layout and module parameters included: two series "

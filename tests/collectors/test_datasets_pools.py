@@ -32,7 +32,7 @@ def test_dataset_values_and_types(version):
     assert value(text, "zfs_dataset_logical_referenced_bytes", **home) == 476741369856
     assert value(text, "zfs_dataset_available_bytes", **home) == 25919549022208
     assert value(text, "zfs_dataset_used_by_snapshots_bytes", **home) == 107374182400
-    assert value(text, "zfs_dataset_written_bytes", **home) == 5368709120
+    assert value(text, "zfs_dataset_written_since_snapshot_bytes", **home) == 5368709120
     assert value(text, "zfs_dataset_reservation_bytes", **home) == 107374182400
     assert value(text, "zfs_dataset_quota_bytes", pool="tank", dataset="tank/media") == 10995116277760
     assert value(text, "zfs_dataset_refquota_bytes", pool="backup", dataset="backup/tank") == 2199023255552
@@ -44,9 +44,16 @@ def test_dataset_values_and_types(version):
     assert value(text, "zfs_dataset_snapshots", **home) == 2
     assert value(text, "zfs_dataset_snapshots", pool="tank", dataset="tank") == 0
     assert value(text, "zfs_dataset_snapshots", pool="backup", dataset="backup/tank") == 3
+    # The newest snapshot's creation time (the recordings' are one day apart from 2026-11-17 00:00 UTC).
+    assert value(text, "zfs_dataset_newest_snapshot_timestamp_seconds", pool="backup", dataset="backup/tank") == \
+        1794873600 + 2 * 86400
+    assert value(text, "zfs_dataset_newest_snapshot_timestamp_seconds", **home) == 1794873600 + 4 * 86400
+    assert ("zfs_dataset_newest_snapshot_timestamp_seconds", frozenset({"pool": "tank", "dataset": "tank"}.items())) \
+        not in samples(text)  # no snapshot, no time
     assert set(types(text).values()) == {"gauge"}
     assert {n for n in types(text) if n.startswith("zfs_dataset_")} >= {
-        "zfs_dataset_compressratio", "zfs_dataset_refcompressratio", "zfs_dataset_info", "zfs_dataset_snapshots"}
+        "zfs_dataset_compressratio", "zfs_dataset_refcompressratio", "zfs_dataset_info", "zfs_dataset_snapshots",
+        "zfs_dataset_newest_snapshot_timestamp_seconds"}
     assert value(text, "zfs_exporter_collector_success", collector="datasets") == 1
     assert value(text, "zfs_exporter_source_success", source="zfs_datasets") == 1
     assert value(text, "zfs_exporter_source_success", source="zfs_snapshots") == 1

@@ -8,9 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DASHBOARDS = Path(__file__).resolve().parents[2] / "dashboards"
+CHANGE_ANNOTATIONS = ("Module parameter changes", "Dataset property changes")
 NAMES = ("overview", "arc", "write-path", "datasets", "disks", "benchmarks")
-# What Grafana puts in for "All" (allValue ".*") and for $__rate_interval at a 1 s scrape interval.
-SUBSTITUTIONS = {"$__rate_interval": "10s", "$instance": ".*", "$pool": ".*", "$dataset": ".*", "$disk": ".*",
+# What Grafana puts in for "All" (allValue ".*"), for $__rate_interval at a 1 s scrape interval and
+# for a 10 s time range ($__range; $__range_s in seconds, replaced first).
+SUBSTITUTIONS = {"$__rate_interval": "10s", "$__range_s": "10", "$__range": "10s", "$nas": ".*", "$instance": ".*", "$pool": ".*", "$dataset": ".*", "$disk": ".*",
                  "$vdev": ".*", "$matrix": ".*", "$config": ".*"}
 
 
@@ -28,7 +30,7 @@ class Query:
             expr = f"count by ({label_values[2]}) ({label_values[1]})"
         for name, value in SUBSTITUTIONS.items():
             expr = expr.replace(name, value)
-        assert "$" not in expr, f"unsubstituted variable in {self}"
+        assert not re.search(r"\$[A-Za-z_{]", expr), f"unsubstituted variable in {self}"  # "$1" is label_replace's
         return expr
 
 
@@ -49,8 +51,15 @@ def queries(name: str) -> list[Query]:
     out = [Query(name, p["title"], t["expr"]) for p in panels(board) for t in p.get("targets", [])]
     out += [Query(name, f"variable {v['name']}", v["query"]) for v in board["templating"]["list"]
             if v["type"] == "query"]
-    out += [Query(name, f"annotation {a['name']}", a["expr"]) for a in board["annotations"]["list"] if "expr" in a]
+    out += [Query(name, f"annotation {a['name']}", a["expr"]) for a in board["annotations"]["list"]
+            if "expr" in a and a["name"] not in CHANGE_ANNOTATIONS]
     return out
+
+
+def change_queries(name: str) -> dict[str, str]:
+    """{annotation name: expr} of the configuration-change annotations: events, empty while nothing
+    changes, so not in queries() (tests/integration/test_change_annotations.py checks them)."""
+    return {a["name"]: a["expr"] for a in load(name)["annotations"]["list"] if a["name"] in CHANGE_ANNOTATIONS}
 
 
 def all_queries() -> list[Query]:

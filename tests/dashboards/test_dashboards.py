@@ -42,7 +42,9 @@ def test_dashboard_rules(name):
     assert board["schemaVersion"] == 41  # the Grafana 11.6 flavour of the SDK
     assert board["uid"] == f"zfsnas-{name}" and "zfsnas" in board["tags"]
     variables = {v["name"]: v for v in board["templating"]["list"]}
-    assert {"datasource", "instance", "pool"} <= variables.keys()
+    assert {"datasource", "nas", "instance", "pool"} <= variables.keys()
+    assert variables["nas"]["query"] == "label_values(zfs_exporter_collector_success, nas)"
+    assert variables["nas"]["includeAll"] and variables["nas"]["allValue"] == ".*"
     assert variables["datasource"]["type"] == "datasource" and variables["datasource"]["query"] == "prometheus"
     assert variables["instance"]["multi"] and variables["instance"]["includeAll"]
     link = board["links"][0]
@@ -60,10 +62,14 @@ def test_dashboard_rules(name):
         for target in panel["targets"]:
             assert target["datasource"]["uid"] == "${datasource}", where
             for window in re.findall(r"\[([^\]]+)\]", target["expr"]):
-                assert window == "$__rate_interval", f"{where}: range [{window}] instead of $__rate_interval"
+                allowed = {"$__rate_interval", "$__range"} if "before / after" in panel["title"] else {"$__rate_interval"}
+                assert window in allowed, f"{where}: range [{window}] instead of $__rate_interval"
             if "instance" in target["expr"] or "zfs_" in target["expr"]:
-                assert 'instance=~"$instance"' in target["expr"] or target["expr"].startswith("count(ALERTS"), \
-                    f"{where}: query ignores $instance: {target['expr']}"
+                assert 'nas=~"$nas", instance=~"$instance"' in target["expr"], \
+                    f"{where}: query ignores $nas or $instance: {target['expr']}"
+            for clause in re.findall(r"\b(?:by|on) \(([^)]*)\)", target["expr"]):
+                assert clause == "le" or clause.startswith("nas, instance"), \
+                    f"{where}: an aggregation or join without nas and instance merges NAS: {target['expr']}"
 
 
 def test_dataset_and_disk_variables():
@@ -92,10 +98,10 @@ def test_queries_are_found_and_substituted():
     found = all_queries()
     assert len(found) > 60
     for query in found:
-        assert "$" not in query.promql()
+        assert not re.search(r"\$[A-Za-z_{]", query.promql())
     variable = next(q for q in queries("datasets") if q.where == "variable dataset")
-    assert variable.promql() == 'count by (dataset) (zfs_dataset_written_bytes_total{instance=~".*", pool=~".*"})'
-
+    assert variable.promql() == \
+        'count by (dataset) (zfs_dataset_written_bytes_total{nas=~".*", instance=~".*", pool=~".*"})'
 
 def test_benchmarks_use_the_configuration_labels():
     """`workload` and `config` replace `job` (which arrived as `exported_job`); matrix and config
@@ -104,7 +110,7 @@ def test_benchmarks_use_the_configuration_labels():
         assert "exported_job" not in json.dumps(load(name)), name
     bench = load("benchmarks")
     variables = {v["name"]: v for v in bench["templating"]["list"]}
-    assert variables["matrix"]["query"] == 'label_values(zfs_bench_runs_total{instance=~"$instance", pool=~"$pool"}, matrix)'
+    assert variables["matrix"]["query"] == 'label_values(zfs_bench_runs_total{nas=~"$nas", instance=~"$instance", pool=~"$pool"}, matrix)'
     assert variables["config"]["query"].endswith('matrix=~"$matrix"}, config)')
     for panel in panels(bench):
         for target in panel["targets"]:

@@ -20,7 +20,7 @@ DATASET_BYTES = {
     "zfs_dataset_logical_used_bytes": "logicalused",
     "zfs_dataset_logical_referenced_bytes": "logicalreferenced",
     "zfs_dataset_used_by_snapshots_bytes": "usedbysnapshots",
-    "zfs_dataset_written_bytes": "written",
+    "zfs_dataset_written_since_snapshot_bytes": "written",
 }
 POOL_BYTES = {"zfs_pool_size_bytes": 1, "zfs_pool_allocated_bytes": 2, "zfs_pool_free_bytes": 3}
 HEALTH_STATES = ("ONLINE", "DEGRADED", "FAULTED", "OFFLINE", "UNAVAIL", "REMOVED", "SUSPENDED")

@@ -85,13 +85,13 @@ def base_tree(work: Path) -> Path:
 
 
 def make_bench_db(path: Path) -> None:
+    from tests.bench.configs import configuration
     from zfsnas.bench.store import Store
 
     store = Store(path)
     store.start_matrix("r", "m", "tank/scratch", 0)
     for i, throughput in enumerate((100e6, 120e6, 150e6)):
-        config = {"job": "seq-write", "compression": "lz4", "recordsize": "1M", "size": "16G", "pool": "tank"}
-        rid = store.start_result("r", i, "m", config, "off", 1, f"tank/scratch/zfsnas-bench-r-{i}",
+        rid = store.start_result("r", i, configuration(), 1, f"tank/scratch/zfsnas-bench-r-{i}",
                                  started=1000.0 + i * 100)
         store.finish_result(rid, "complete", 1010.0 + i * 100, throughput_bytes_per_second=throughput,
                             compressratio=1.5, cpu_busy_ratio=0.4, duration_seconds=10.0)
@@ -229,7 +229,7 @@ def bench_value(column: str, value) -> Callable[[Path], None]:
 def bench_label(value: bytes) -> Callable[[Path], None]:
     def apply(tree: Path) -> None:
         db = _own_db(tree)
-        db.execute("UPDATE results SET job = CAST(? AS TEXT)", (value,))
+        db.execute("UPDATE results SET workload = CAST(? AS TEXT)", (value,))
         db.commit()
         db.close()
     return apply
@@ -320,6 +320,6 @@ def generate(seed: int = 16, per_class: int = 40, full: bool = False) -> list[Ca
                           ("cpu_busy_ratio", 10 ** 400 if False else 1e308 * 10), ("duration_seconds", b"\x00\xff"),
                           ("finished", "yesterday"), ("throughput_bytes_per_second", -1e308 * 10)):
         add("benchdb", f"{column}={value!r:.20}", bench_value(column, value))
-    add("benchdb", "job with non-UTF-8 bytes", bench_label(b"seq\xffwrite"))
-    add("benchdb", "job of 1 MB", bench_label(b"j" * (1 << 20)))
+    add("benchdb", "workload with non-UTF-8 bytes", bench_label(b"seq\xffwrite"))
+    add("benchdb", "workload of 1 MB", bench_label(b"j" * (1 << 20)))
     return cases

@@ -62,8 +62,8 @@ def find(results, fragment):
     # the benchmark database: a text value drops that sample (twice: two scrapes), nothing else
     ("throughput_bytes_per_second='fast'", 2, 0, []),
     ("duration_seconds=b'\\x00\\xff'", 2, 0, []),
-    ("job with non-UTF-8 bytes", 0, 0, ["bench", "bench_db"]),   # sqlite cannot decode it: source fails
-    ("job of 1 MB", 0, 16, []),                                  # 8 samples cut, per scrape
+    ("workload with non-UTF-8 bytes", 0, 0, ["bench", "bench_db"]),   # sqlite cannot decode it: source fails
+    ("workload of 1 MB", 0, 16, []),                                  # 8 samples cut, per scrape
     ("zpool status hangs", 0, 0, ["pools", "zpool_status"]),
     ("leaves a process holding its pipe", 0, 0, []),             # served, not waited for
 ])

@@ -1,4 +1,5 @@
-"""Render the exposition text the golden files pin: one scrape per fixture tree.
+"""Render the exposition text the golden files pin: one scrape per fixture tree (kstat collectors),
+per command recording (datasets, pools, vdevlatency), of the disk tree (disks) and of a bench store.
 
 Collector durations and source ages vary from run to run, so their samples are left out; everything else,
 HELP and TYPE lines included, is compared byte for byte.
@@ -17,20 +18,79 @@ CASES = {
     **{f"freebsd-{r}": ["--kstat.source", "sysctl", "--path.sysctl-file", f"freebsd-{r}/sysctl.txt"]
        for r in ("13.2", "14.1")},
 }
-# Only the kstat collectors: the golden files pin issue 2's families; other collectors have their own.
+# The kstat collectors on the kstat trees above; the cases below pin the other collectors.
 COLLECTORS = ["--collector.disable-defaults", "--collector.arc", "--collector.txg", "--collector.objset",
               "--collector.poolstats", "--collector.tunables"]
+# The command collectors on the OpenZFS 2.1 / 2.3 recordings (the stand-in replays them), the disks
+# collector on the block-device tree, bench on a store written through the runner's Store API.
+COMMAND_CASES = {f"commands-zfs-{v}": v for v in ("2.1", "2.3")}
+OTHER_CASES = (*COMMAND_CASES, "disks", "bench")
+
+
+def other_flags(case: str, workdir: Path) -> list[str]:
+    import shlex
+    import sys
+
+    if case in COMMAND_CASES:
+        commands = FIXTURES / "commands"
+        prefix = [sys.executable, str(commands / "standin.py"), str(commands / f"zfs-{COMMAND_CASES[case]}")]
+        kstat = FIXTURES / ("linux-zfs-2.3.2" if COMMAND_CASES[case] == "2.3" else "linux-zfs-2.1.11")
+        return ["--collector.disable-defaults", "--collector.datasets", "--collector.pools", "--collector.vdevlatency",
+                "--zfs.command-prefix", shlex.join(prefix),  # these collectors wait for a loaded ZFS module:
+                "--path.procfs", str(kstat / "proc"), "--path.sysfs", str(kstat / "sys")]
+    if case == "disks":
+        disks = FIXTURES / "linux-disks"
+        return ["--collector.disable-defaults", "--collector.disks", "--no-disks.hotplug",
+                "--path.procfs", str(disks / "proc"), "--path.sysfs", str(disks / "sys"),
+                "--path.udev.data", str(disks / "udev" / "data")]
+    return ["--collector.disable-defaults", "--collector.bench", "--bench.db", str(bench_store(workdir))]
+
+
+def bench_store(workdir: Path) -> Path:
+    """Three finished runs of one configuration and one of another, at fixed times."""
+    from tests.bench.configs import configuration
+    from zfsnas.bench.store import Store
+
+    path = workdir / "bench.sqlite"
+    store = Store(path)
+    try:
+        for n, (config, throughput) in enumerate(((("lz4", "1M"), 1_000_000_000), (("lz4", "1M"), 1_040_000_000),
+                                                  (("zstd", "128K"), 610_000_000), (("lz4", "1M"), 800_000_000))):
+            run_id = f"golden-{n}"
+            finished = 1_794_873_600 + 3600 * n
+            store.start_matrix(run_id, "golden", "tank/bench", 1)
+            cfg = configuration(matrix="golden", workload="seqwrite", size="4G", compression=config[0],
+                                recordsize=config[1])
+            result = store.start_result(run_id, 0, cfg, 0, "tank/bench/c0", started=finished - 60)
+            store.finish_result(result, "complete", finished=finished, throughput_bytes_per_second=throughput,
+                                compressratio=1.5, cpu_busy_ratio=0.25, duration_seconds=60.0)
+            store.finish_matrix(run_id, "complete")
+    finally:
+        store.close()
+    return path
 
 
 def render(case: str) -> str:
+    import tempfile
+
     from zfsnas.cli import build_exporter, build_parser
 
-    flags = [str(FIXTURES / a) if "/" in a else a for a in CASES[case]]
-    exporter = build_exporter(build_parser().parse_args(flags + COLLECTORS), process_metrics=False)
-    text = exporter.render()
+    with tempfile.TemporaryDirectory() as workdir:
+        if case in OTHER_CASES:
+            flags = other_flags(case, Path(workdir))
+        else:
+            flags = [str(FIXTURES / a) if "/" in a else a for a in CASES[case]] + COLLECTORS
+        exporter = build_exporter(build_parser().parse_args(flags), process_metrics=False)
+        try:
+            text = exporter.render()
+        finally:
+            exporter.stop()
     return "".join(line + "\n" for line in text.splitlines()
                    if not line.startswith(("zfs_exporter_collector_duration_seconds{",
                                            "zfs_exporter_source_age_seconds{")))
+
+
+ALL_CASES = (*CASES, *OTHER_CASES)
 
 
 def golden_path(case: str) -> Path:

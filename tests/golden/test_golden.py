@@ -4,10 +4,10 @@ import difflib
 
 import pytest
 
-from tests.golden.render import CASES, golden_path, render
+from tests.golden.render import ALL_CASES, golden_path, render
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("case", sorted(ALL_CASES))
 def test_metrics_match_golden(case):
     expected = golden_path(case).read_text()
     actual = render(case)

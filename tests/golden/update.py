@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from tests.golden.render import CASES, golden_path, render  # noqa: E402
+from tests.golden.render import ALL_CASES, golden_path, render  # noqa: E402
 
-for case in CASES:
+for case in ALL_CASES:
     golden_path(case).write_text(render(case))
     print(f"wrote {golden_path(case)}")

@@ -22,7 +22,32 @@ def prometheus_binary() -> str:
     return binary
 
 
-class Prometheus:
+class QueryApi:
+    """The Prometheus HTTP query API at `self.url` (Prometheus itself, or a store that speaks it)."""
+
+    url: str
+
+    def api(self, path: str, **params) -> dict:
+        url = f"{self.url}/api/v1/{path}?{urllib.parse.urlencode(params)}"
+        with urllib.request.urlopen(url, timeout=20) as response:
+            body = json.load(response)
+        assert body["status"] == "success", body
+        return body["data"]
+
+    def query(self, expr: str, **params) -> list[dict]:
+        return self.api("query", query=expr, **params)["result"]
+
+    def wait_for(self, expr: str, timeout: float = 30) -> list[dict]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            result = self.query(expr)
+            if result:
+                return result
+            time.sleep(0.5)
+        raise AssertionError(f"{expr} returned nothing from {self.url} within {timeout}s")
+
+
+class Prometheus(QueryApi):
     def __init__(self, workdir: Path, port: int, targets: list[str], scrape_interval: str = "1s",
                  rule_files: list[str] | None = None, extra_config: str = "", target_labels: dict | None = None):
         self.url = f"http://127.0.0.1:{port}"
@@ -46,29 +71,10 @@ class Prometheus:
     def _wait_ready(self, timeout: float = 30) -> None:
         wait_ready(self.proc, self.url + "/-/ready", self.log_path, timeout)
 
-    def api(self, path: str, **params) -> dict:
-        url = f"{self.url}/api/v1/{path}?{urllib.parse.urlencode(params)}"
-        with urllib.request.urlopen(url, timeout=10) as response:
-            body = json.load(response)
-        assert body["status"] == "success", body
-        return body["data"]
-
-    def query(self, expr: str) -> list[dict]:
-        return self.api("query", query=expr)["result"]
-
     def scalar(self, expr: str) -> float:
         result = self.query(expr)
         assert len(result) == 1, f"{expr} returned {len(result)} series: {result}"
         return float(result[0]["value"][1])
-
-    def wait_for(self, expr: str, timeout: float = 30) -> list[dict]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            result = self.query(expr)
-            if result:
-                return result
-            time.sleep(0.5)
-        raise AssertionError(f"{expr} returned nothing within {timeout}s")
 
     def stop(self) -> None:
         stop_process(self.proc)

@@ -8,7 +8,7 @@ import pytest
 from tests.conftest import FIXTURES
 from zfsnas.sources.commands import CommandRunner
 from zfsnas.sources.model import SourceError
-from zfsnas.sources.zfs_datasets import DATASET_PROPERTIES, count_snapshots, parse_datasets
+from zfsnas.sources.zfs_datasets import DATASET_PROPERTIES, Snapshots, parse_datasets, summarise_snapshots
 
 COMMANDS = FIXTURES / "commands"
 
@@ -44,16 +44,19 @@ def test_bad_lines_fail_clearly():
         parse_datasets("\t".join(row))
 
 
-def test_count_snapshots():
-    names = ["tank@a", "tank/home docs@daily 1", "tank/home docs@daily 2", "tank/x@y@z", "not-a-snapshot"]
-    assert count_snapshots(iter(names)) == {"tank": 1, "tank/home docs": 2, "tank/x": 1}
+def test_summarise_snapshots():
+    lines = ["tank@a\t1794873600\n", "tank/home docs@daily 1\t1794960000", "tank/home docs@daily 2\t1794900000",
+             "tank/x@y@z\t-", "tank/y@no-time", "not-a-snapshot\t1794873600"]
+    assert summarise_snapshots(iter(lines)) == {
+        "tank": Snapshots(1, 1794873600), "tank/home docs": Snapshots(2, 1794960000),  # newest, not last
+        "tank/x": Snapshots(1, None), "tank/y": Snapshots(1, None)}
 
 
 def test_lines_streams_and_reports_failures():
     runner = CommandRunner(timeout=5)
     script = "import sys\nfor i in range(100000): print(f'tank/fs{i % 7}@s{i}')"
-    counts = count_snapshots(runner.lines([sys.executable, "-c", script]))
-    assert sum(counts.values()) == 100000 and counts["tank/fs3"] == 14286
+    counts = summarise_snapshots(runner.lines([sys.executable, "-c", script]))
+    assert sum(c.count for c in counts.values()) == 100000 and counts["tank/fs3"].count == 14286
     with pytest.raises(SourceError, match="exited with status 3: broken"):
         list(runner.lines([sys.executable, "-c", "import sys; print('a'); sys.exit('broken') if 0 else "
                                                  "(sys.stderr.write('broken\\n'), sys.exit(3))"]))

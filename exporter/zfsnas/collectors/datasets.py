@@ -4,12 +4,14 @@ Owns `zfs_dataset_compressratio`, `zfs_dataset_refcompressratio`, `zfs_dataset_*
 logical used, referenced, logical referenced, available, used by snapshots, written since the last
 snapshot; quota, refquota, reservation, refreservation only where set; volume size for volumes),
 `zfs_dataset_info{pool,dataset,type,compression,recordsize,...}` (`recordsize` holds volblocksize
-for volumes) and `zfs_dataset_snapshots` (a count per dataset, never one series per snapshot).
+for volumes), `zfs_dataset_snapshots` (a count per dataset, never one series per snapshot) and
+`zfs_dataset_newest_snapshot_timestamp_seconds` (creation time of its newest snapshot, only for
+datasets that have one).
 Labels `pool` and `dataset` are the `objset` collector's, so the two join in PromQL.
 
 `zfs list` can take minutes on a NAS with tens of thousands of snapshots, so nothing here runs on
 the scrape path: source `zfs_datasets` refreshes every `--datasets.refresh-interval` seconds and
-`zfs_snapshots` (the count) every `--datasets.snapshot-interval` seconds (`--datasets.snapshots off`
+`zfs_snapshots` (the count and the newest time) every `--datasets.snapshot-interval` seconds (`--datasets.snapshots off`
 disables it). Metric families are built and rendered to text in the refresh thread
 (`exposition.FrozenFamily`); a scrape only copies that text.
 """
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
 from ..collector import RefreshingCollector, Report
 from ..exposition import Family, FrozenFamily
 from ..refresh import BackgroundRefresher
-from ..sources.zfs_datasets import SETTINGS, Dataset, read_datasets, read_snapshot_counts
+from ..sources.zfs_datasets import SETTINGS, Dataset, Snapshots, read_datasets, read_snapshots
 
 LABELS = ("pool", "dataset")
 # (property, metric, help); None-valued (`-`) properties are skipped.
@@ -40,7 +42,8 @@ BYTES = (
      "Referenced data before compression (zfs logicalreferenced)."),
     ("available", "zfs_dataset_available_bytes", "Space available to the dataset (zfs available)."),
     ("usedbysnapshots", "zfs_dataset_used_by_snapshots_bytes", "Space held only by snapshots (zfs usedbysnapshots)."),
-    ("written", "zfs_dataset_written_bytes", "Referenced data written since the latest snapshot (zfs written)."),
+    ("written", "zfs_dataset_written_since_snapshot_bytes",
+     "Referenced data written since the latest snapshot (zfs written)."),
     ("volsize", "zfs_dataset_volume_size_bytes", "Logical size of a volume (zfs volsize)."),
 )
 # Only served when set (non-zero): 0 means "none" for these.
@@ -145,9 +148,9 @@ class DatasetsCollector(RefreshingCollector):
             datasets = [ds for ds in read_datasets(self.ctx.commands.run) if self._selected(ds.name)]
         return [ds.name for ds in datasets], build_families(datasets)
 
-    def _read_snapshots(self) -> dict[str, int]:
+    def _read_snapshots(self) -> dict[str, Snapshots]:
         with self.command_lock:
-            return read_snapshot_counts(self.ctx.commands.lines)
+            return read_snapshots(self.ctx.commands.lines)
 
     def sources(self):
         return tuple(s for s in (self.datasets, self.snapshots) if s is not None)
@@ -159,19 +162,27 @@ class DatasetsCollector(RefreshingCollector):
         names, families = value
         out = list(families)
         if self.snapshots is not None:
-            counts = self.current(self.snapshots, report)
-            if counts is not None:
-                out.append(self._snapshot_family(names, counts))
+            snapshots = self.current(self.snapshots, report)
+            if snapshots is not None:
+                out.extend(self._snapshot_families(names, snapshots))
         return out
 
-    def _snapshot_family(self, names: list[str], counts: dict[str, int]) -> Family:
-        """Built once per new (datasets, counts) pair; datasets without snapshots count 0."""
-        cached_names, cached_counts, family = self._snapshot_cache
-        if cached_names is names and cached_counts is counts:
-            return family
-        family = FrozenFamily("zfs_dataset_snapshots", "Number of snapshots of the dataset (refreshed on a slower interval).",
-                        "gauge", LABELS)
-        family.samples = [("", (name.split("/", 1)[0], name), counts.get(name, 0)) for name in names]
-        family.freeze()
-        self._snapshot_cache = (names, counts, family)
-        return family
+    def _snapshot_families(self, names: list[str], snapshots: dict[str, Snapshots]) -> tuple[Family, ...]:
+        """Built once per new (datasets, snapshots) pair; datasets without snapshots count 0 and
+        have no newest time."""
+        cached_names, cached_snapshots, families = self._snapshot_cache
+        if cached_names is names and cached_snapshots is snapshots:
+            return families
+        count = FrozenFamily("zfs_dataset_snapshots", "Number of snapshots of the dataset (refreshed on a slower "
+                             "interval).", "gauge", LABELS)
+        newest = FrozenFamily("zfs_dataset_newest_snapshot_timestamp_seconds", "Creation time of the newest snapshot "
+                              "of the dataset, Unix seconds (refreshed with the snapshot count).", "gauge", LABELS)
+        for name in names:
+            key = (name.split("/", 1)[0], name)
+            found = snapshots.get(name)
+            count.samples.append(("", key, found.count if found else 0))
+            if found and found.newest is not None:
+                newest.samples.append(("", key, found.newest))
+        families = (count.freeze(), newest.freeze()) if newest.samples else (count.freeze(),)
+        self._snapshot_cache = (names, snapshots, families)
+        return families

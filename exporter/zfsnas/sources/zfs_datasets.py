@@ -1,9 +1,10 @@
-"""Datasets (filesystems and volumes) and snapshot counts from the `zfs` command.
+"""Datasets (filesystems and volumes), snapshot counts and newest snapshot times from the `zfs` command.
 
 Owns the argument lists the `datasets` collector runs and the parsing of their `-Hp` output:
 `zfs list -Hp -t filesystem,volume -o <DATASET_PROPERTIES>` (one tab-separated line per dataset,
-exact numbers; works on every OpenZFS) and `zfs list -Hp -t snapshot -o name`, read line by line
-and counted per dataset so 50,000 snapshot names are never held at once.
+exact numbers; works on every OpenZFS) and `zfs list -Hp -t snapshot -o name,creation`, read line
+by line and summarised per dataset (count, newest creation time) so 50,000 snapshot names are never
+held at once.
 It must not build metrics (that is the collector's job) nor run anything but these commands.
 
 Dataset names cannot hold a tab or a newline (`zfs` refuses them), so the first tab ends the
@@ -25,7 +26,7 @@ SETTINGS = ("compression", "recordsize", "volblocksize", "atime", "sync", "prima
             "encryption", "dedup", "logbias", "special_small_blocks")
 DATASET_PROPERTIES = ("name", "type", *NUMBERS, *RATIOS, *SETTINGS)
 LIST_DATASETS = ("zfs", "list", "-Hp", "-t", "filesystem,volume", "-o", ",".join(DATASET_PROPERTIES))
-LIST_SNAPSHOTS = ("zfs", "list", "-Hp", "-t", "snapshot", "-o", "name")
+LIST_SNAPSHOTS = ("zfs", "list", "-Hp", "-t", "snapshot", "-o", "name,creation")
 
 
 @dataclass(frozen=True)
@@ -76,19 +77,33 @@ def parse_datasets(text: str | Iterable[str]) -> list[Dataset]:
     return out
 
 
-def count_snapshots(names: Iterable[str]) -> dict[str, int]:
-    """{dataset: number of snapshots} from snapshot names (`tank/fs@daily-1`), one at a time."""
+@dataclass(frozen=True)
+class Snapshots:
+    """The snapshots of one dataset: how many, and the creation time (Unix seconds) of the newest;
+    None when no line carried a readable one."""
+    count: int
+    newest: int | None
+
+
+def summarise_snapshots(lines: Iterable[str]) -> dict[str, Snapshots]:
+    """{dataset: Snapshots} from `name<TAB>creation` lines (`tank/fs@daily-1\t1763683200`), one at a
+    time. A line without a readable creation still counts (its time is unknown, not wrong)."""
     counts: dict[str, int] = {}
-    for name in names:
+    newest: dict[str, int] = {}
+    for line in lines:
+        name, _, creation = line.rstrip("\n").partition("\t")
         dataset, at, _ = name.partition("@")
-        if at:
-            counts[dataset] = counts.get(dataset, 0) + 1
-    return counts
+        if not at:
+            continue
+        counts[dataset] = counts.get(dataset, 0) + 1
+        if creation.isdigit() and int(creation) > newest.get(dataset, -1):
+            newest[dataset] = int(creation)
+    return {dataset: Snapshots(count, newest.get(dataset)) for dataset, count in counts.items()}
 
 
 def read_datasets(run: Callable[[list[str]], str]) -> list[Dataset]:
     return parse_datasets(run(list(LIST_DATASETS)))
 
 
-def read_snapshot_counts(lines: Callable[[list[str]], Iterable[str]]) -> dict[str, int]:
-    return count_snapshots(lines(list(LIST_SNAPSHOTS)))
+def read_snapshots(lines: Callable[[list[str]], Iterable[str]]) -> dict[str, Snapshots]:
+    return summarise_snapshots(lines(list(LIST_SNAPSHOTS)))
