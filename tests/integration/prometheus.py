@@ -22,29 +22,11 @@ def prometheus_binary() -> str:
     return binary
 
 
-class Prometheus:
-    def __init__(self, workdir: Path, port: int, targets: list[str], scrape_interval: str = "1s",
-                 rule_files: list[str] | None = None, extra_config: str = "", target_labels: dict | None = None):
-        self.url = f"http://127.0.0.1:{port}"
-        workdir.mkdir(parents=True, exist_ok=True)
-        rules = "".join(f"  - {f}\n" for f in rule_files or [])
-        config = (f"global:\n  scrape_interval: {scrape_interval}\n  evaluation_interval: {scrape_interval}\n"
-                  + (f"rule_files:\n{rules}" if rules else "")
-                  + "scrape_configs:\n  - job_name: zfsnas\n    static_configs:\n"
-                  + f"      - targets: [{', '.join(repr(t) for t in targets)}]\n"
-                  + (f"        labels: {json.dumps(target_labels)}\n" if target_labels else "")
-                  + extra_config)
-        (workdir / "prometheus.yml").write_text(config)
-        self.log_path = workdir / "prometheus.log"
-        self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen([prometheus_binary(), f"--config.file={workdir / 'prometheus.yml'}",
-                                      f"--storage.tsdb.path={workdir / 'data'}",
-                                      f"--web.listen-address=127.0.0.1:{port}"],
-                                     stdout=self._log, stderr=self._log)
-        self._wait_ready()
+class PrometheusClient:
+    """The HTTP API of a Prometheus at `url`, however it was started (a process here, a container)."""
 
-    def _wait_ready(self, timeout: float = 30) -> None:
-        wait_ready(self.proc, self.url + "/-/ready", self.log_path, timeout)
+    def __init__(self, url: str):
+        self.url = url
 
     def api(self, path: str, **params) -> dict:
         url = f"{self.url}/api/v1/{path}?{urllib.parse.urlencode(params)}"
@@ -69,6 +51,31 @@ class Prometheus:
                 return result
             time.sleep(0.5)
         raise AssertionError(f"{expr} returned nothing within {timeout}s")
+
+
+class Prometheus(PrometheusClient):
+    def __init__(self, workdir: Path, port: int, targets: list[str], scrape_interval: str = "1s",
+                 rule_files: list[str] | None = None, extra_config: str = "", target_labels: dict | None = None):
+        self.url = f"http://127.0.0.1:{port}"
+        workdir.mkdir(parents=True, exist_ok=True)
+        rules = "".join(f"  - {f}\n" for f in rule_files or [])
+        config = (f"global:\n  scrape_interval: {scrape_interval}\n  evaluation_interval: {scrape_interval}\n"
+                  + (f"rule_files:\n{rules}" if rules else "")
+                  + "scrape_configs:\n  - job_name: zfsnas\n    static_configs:\n"
+                  + f"      - targets: [{', '.join(repr(t) for t in targets)}]\n"
+                  + (f"        labels: {json.dumps(target_labels)}\n" if target_labels else "")
+                  + extra_config)
+        (workdir / "prometheus.yml").write_text(config)
+        self.log_path = workdir / "prometheus.log"
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen([prometheus_binary(), f"--config.file={workdir / 'prometheus.yml'}",
+                                      f"--storage.tsdb.path={workdir / 'data'}",
+                                      f"--web.listen-address=127.0.0.1:{port}"],
+                                     stdout=self._log, stderr=self._log)
+        self._wait_ready()
+
+    def _wait_ready(self, timeout: float = 30) -> None:
+        wait_ready(self.proc, self.url + "/-/ready", self.log_path, timeout)
 
     def stop(self) -> None:
         stop_process(self.proc)
