@@ -124,3 +124,21 @@ def test_systemd_unit_runs_the_console_script():
     assert 'zfsnas-exporter = "zfsnas.cli:main"' in pyproject
     assert unit["Install"]["WantedBy"] == "multi-user.target"
     assert unit["Service"]["Restart"] == "on-failure"
+
+
+def test_systemd_unit_is_unprivileged_and_its_score_is_documented():
+    unit = (ROOT / "deploy/zfsnas-exporter.service").read_text()
+    settings = [line.split("=", 1) for line in unit.splitlines() if "=" in line and not line.startswith("#")]
+    assert not [k for k, _ in settings if k in ("SupplementaryGroups", "Group", "User")], "no groups: DynamicUser only"
+    assert ("DeviceAllow", "/dev/zfs rw") in [tuple(s) for s in settings] and ("DevicePolicy", "closed") in map(tuple, settings)
+    assert ("CapabilityBoundingSet", "") in map(tuple, settings) and ("ReadOnlyPaths", "-/var/lib/zfsnas") in map(tuple, settings)
+    binary = shutil.which("systemd-analyze")
+    if not binary:
+        pytest.skip("systemd-analyze is not installed")
+    result = subprocess.run([binary, "security", "--offline=true", "--no-pager", str(ROOT / "deploy/zfsnas-exporter.service")],
+                            capture_output=True, text=True)
+    score = re.search(r"Overall exposure level for zfsnas-exporter.service: (\d+\.\d) (\w+)", result.stdout)
+    assert score, result.stdout[-1000:] + result.stderr[-1000:]
+    assert float(score[1]) <= 2.0 and score[2] == "OK", score[0]
+    assert f"exposure level **{score[1]} {score[2]}**" in (ROOT / "docs/stack.md").read_text(), \
+        f"docs/stack.md must state the score systemd-analyze gives: {score[1]} {score[2]}"
