@@ -397,6 +397,26 @@ def container_metrics(timeout: float, want_success: bool) -> str:
     return text
 
 
+def docker_debs(debs: Path) -> list[str]:
+    """The .debs docker.io needs on this guest: its dependencies resolved against what is installed
+    (names and what they provide), the first alternative otherwise; the host resolved them against
+    an empty system, so most are here already."""
+    installed = set(run(["dpkg-query", "-W", "-f", "${Package} ${Provides}\n"]).stdout.replace(",", " ").split())
+    available = {deb.name.split("_")[0]: deb for deb in debs.glob("*.deb")}
+    chosen, todo = {}, ["docker.io"]
+    while todo:
+        name = todo.pop()
+        if name in chosen or name in installed:
+            continue
+        chosen[name] = available[name]
+        fields = run(["dpkg-deb", "-f", str(available[name]), "Pre-Depends", "Depends"]).stdout
+        for dep in " ".join(line.split(":", 1)[-1] for line in fields.splitlines()).split(","):
+            alternatives = [alt.split("(")[0].split(":")[0].strip() for alt in dep.split("|") if alt.strip()]
+            if alternatives and not any(alt in installed or alt in chosen for alt in alternatives):
+                todo.append(next(alt for alt in alternatives if alt in available))
+    return sorted(str(deb) for deb in chosen.values())
+
+
 def container_phase() -> dict:
     """Docker carried in through the share (debs and the saved exporter image), dockerd with its data
     on tmpfs and no networking of its own (the exporter uses the host's), then the exporter container
@@ -408,9 +428,7 @@ def container_phase() -> dict:
     spec = json.loads((src / "run.json").read_text())
     timings = {}
     mark = time.time()
-    installed = set(run(["dpkg-query", "-W", "-f", "${Package}\n"]).stdout.split())
-    missing = sorted(str(deb) for deb in (src / "debs").glob("*.deb") if deb.name.split("_")[0] not in installed)
-    run(["dpkg", "-i", *missing], env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+    run(["dpkg", "-i", *docker_debs(src / "debs")], env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
     timings["install_seconds"] = time.time() - mark
     mark = time.time()
     if not os.path.ismount("/sys/fs/cgroup"):
