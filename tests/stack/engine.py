@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.daemon import stop_process
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER = "/usr/bin/docker" if Path("/usr/bin/docker").exists() else (shutil.which("docker") or "docker")
 
@@ -49,14 +51,10 @@ class Engine:
             time.sleep(0.5)
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.proc:
+            stop_process(self.proc, timeout=60)
             self._log.close()
+            self.proc = None
 
 
 def build_images(python: str) -> dict[str, str]:
