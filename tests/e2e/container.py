@@ -91,7 +91,7 @@ def compose_service(name: str = "zfsnas-exporter") -> dict:
 def run_arguments(service: dict) -> list[str]:
     """`docker run` options for every setting of the compose service (its command follows the image)."""
     unknown = set(service) - IGNORED - {"network_mode", "user", "pid", "cap_drop", "cap_add", "device_cgroup_rules",
-                                        "security_opt", "read_only", "volumes", "command"}
+                                        "security_opt", "read_only", "tmpfs", "volumes", "command"}
     if unknown:
         raise SystemExit(f"e2e container: docker-compose.yml's exporter has settings this step does not carry: {unknown}")
     args = [f"--network={service['network_mode']}", f"--user={service['user']}", f"--pid={service['pid']}"]
@@ -100,6 +100,7 @@ def run_arguments(service: dict) -> list[str]:
     args += [f"--device-cgroup-rule={r}" for r in service.get("device_cgroup_rules", [])]
     args += [f"--security-opt={o}" for o in service.get("security_opt", [])]
     args += ["--read-only"] if service.get("read_only") else []
+    args += [f"--tmpfs={t}" for t in service.get("tmpfs", [])]
     args += [f"--volume={v}" for v in service.get("volumes", [])]
     return args
 

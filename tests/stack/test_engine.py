@@ -244,6 +244,11 @@ def test_exporter_container_is_confined(stack):
     host = info["HostConfig"]
     assert host["CapDrop"] == ["ALL"] and sorted(host["CapAdd"]) == ["SYS_ADMIN", "SYS_CHROOT", "SYS_PTRACE"]
     assert host["DeviceCgroupRules"] == ["c 10:249 rw"] and not host["Privileged"] and host["ReadonlyRootfs"]
+    # a read-only root, but a writable /tmp: the snapshot source spools through a temporary file
+    spool = docker("exec", info["Id"], "/opt/zfsnas/bin/python", "-c",
+                   "import tempfile; f = tempfile.TemporaryFile(); f.write(b'x' * 1048576); print(f.tell())")
+    assert spool.stdout.strip() == "1048576"
+    assert docker("exec", info["Id"], "touch", "/opt/zfsnas/x", check=False).returncode != 0
     for service in ("prometheus", "alertmanager", "node-exporter"):
         assert stack["compose"].inspect(service)["Config"]["User"] == "nobody", service
 
@@ -291,5 +296,12 @@ def test_data_survives_down_and_up(stack):
     wait_for(prom, 'up{job="zfsnas"} == 1')
     after = prom.api("query", query='up{job="zfsnas"}', time=f"{mark:.3f}")["result"]
     assert after == before
-    status, body = http("GET", f"http://127.0.0.1:9093/api/v2/silence/{silence}")
+    deadline = time.monotonic() + 60   # Alertmanager may answer a little after Prometheus
+    while True:
+        try:
+            status, body = http("GET", f"http://127.0.0.1:9093/api/v2/silence/{silence}")
+            break
+        except urllib.error.URLError:
+            assert time.monotonic() < deadline, "Alertmanager did not come back after up"
+            time.sleep(1)
     assert status == 200 and json.loads(body)["comment"] == "kept across down/up", body
