@@ -201,6 +201,9 @@ def run_flavour(flavour: str, image: Path, wheel: Path, workdir: Path, pytest_ar
     disks = disk_layout()
     guest_port, host_port = 9923, free_port()
     prepare_share(share, wheel, guest_port, disks)
+    if flavour == "2.3":   # the stack's exporter container on live ZFS (tests/e2e/container.py)
+        from tests.e2e import container
+        container.prepare(share)
     shutil.rmtree(workdir / "prometheus", ignore_errors=True)
     prometheus = Prometheus(workdir / "prometheus", free_port(), [f"127.0.0.1:{host_port}"], scrape_interval="5s")
     try:

@@ -47,7 +47,19 @@ class QueryApi:
         raise AssertionError(f"{expr} returned nothing from {self.url} within {timeout}s")
 
 
-class Prometheus(QueryApi):
+class PrometheusClient(QueryApi):
+    """The HTTP API of a Prometheus at `url`, however it was started (a process here, a container)."""
+
+    def __init__(self, url: str):
+        self.url = url
+
+    def scalar(self, expr: str) -> float:
+        result = self.query(expr)
+        assert len(result) == 1, f"{expr} returned {len(result)} series: {result}"
+        return float(result[0]["value"][1])
+
+
+class Prometheus(PrometheusClient):
     def __init__(self, workdir: Path, port: int, targets: list[str], scrape_interval: str = "1s",
                  rule_files: list[str] | None = None, extra_config: str = "", target_labels: dict | None = None):
         self.url = f"http://127.0.0.1:{port}"
@@ -70,11 +82,6 @@ class Prometheus(QueryApi):
 
     def _wait_ready(self, timeout: float = 30) -> None:
         wait_ready(self.proc, self.url + "/-/ready", self.log_path, timeout)
-
-    def scalar(self, expr: str) -> float:
-        result = self.query(expr)
-        assert len(result) == 1, f"{expr} returned {len(result)} series: {result}"
-        return float(result[0]["value"][1])
 
     def stop(self) -> None:
         stop_process(self.proc)

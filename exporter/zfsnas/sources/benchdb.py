@@ -46,9 +46,15 @@ def read_bench_db(path: str | Path) -> list[BenchConfig]:
         return []
     import sqlite3  # only when there is a database: keeps the exporter small otherwise
 
+    # A WAL database is read through its -shm file, which the runner deletes when it closes the store,
+    # and a reader without write access to the directory (the systemd unit, a read-only mount) cannot
+    # create it. With no -wal the runner is not writing: open the file as immutable then.
     try:
-        db = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True, timeout=5)
-    except sqlite3.Error as exc:
+        with path.open("rb") as header:
+            wal_mode = header.read(20)[18:19] == b"\x02"   # the file format's write version: 2 = WAL
+        mode = "immutable=1" if wal_mode and not Path(f"{path}-wal").exists() else "mode=ro"
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?{mode}", uri=True, timeout=5)
+    except (OSError, sqlite3.Error) as exc:
         raise SourceError(f"{path}: {exc}") from None
     try:
         db.row_factory = sqlite3.Row

@@ -455,6 +455,106 @@ def bench_config_phase() -> None:
     (out / "config.json").write_text(json.dumps(record, indent=1))
 
 
+# --- the stack's exporter container on live ZFS (host side: tests/e2e/container.py) --------------
+
+CONTAINER_SOURCES = ("zpool_list", "zpool_status", "zfs_datasets", "zpool_iostat")
+
+
+def container_metrics(timeout: float, want_success: bool) -> str:
+    """The container exporter's /metrics once every source in CONTAINER_SOURCES has refreshed (and,
+    with want_success, succeeded), or what it serves at the timeout."""
+    deadline = time.time() + timeout
+    text = ""
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:9923/metrics", timeout=10) as response:
+                text = response.read().decode()
+        except OSError:
+            time.sleep(1)
+            continue
+        states = {}
+        for line in text.splitlines():
+            if line.startswith("zfs_exporter_source_success{"):
+                states[line.split('source="')[1].split('"')[0]] = line.rsplit(None, 1)[1]
+        if all(s in states for s in CONTAINER_SOURCES) and (
+                not want_success or all(states[s] == "1" for s in CONTAINER_SOURCES)):
+            return text
+        time.sleep(1)
+    return text
+
+
+def docker_debs(debs: Path) -> list[str]:
+    """The .debs docker.io needs on this guest: its dependencies resolved against what is installed
+    (names and what they provide), the first alternative otherwise; the host resolved them against
+    an empty system, so most are here already."""
+    installed = set(run(["dpkg-query", "-W", "-f", "${Package} ${Provides}\n"]).stdout.replace(",", " ").split())
+    available = {deb.name.split("_")[0]: deb for deb in debs.glob("*.deb")}
+    chosen, todo = {}, ["docker.io"]
+    while todo:
+        name = todo.pop()
+        if name in chosen or name in installed:
+            continue
+        chosen[name] = available[name]
+        fields = run(["dpkg-deb", "-f", str(available[name]), "Pre-Depends", "Depends"]).stdout
+        for dep in " ".join(line.split(":", 1)[-1] for line in fields.splitlines()).split(","):
+            alternatives = [alt.split("(")[0].split(":")[0].strip() for alt in dep.split("|") if alt.strip()]
+            if alternatives and not any(alt in installed or alt in chosen for alt in alternatives):
+                todo.append(next(alt for alt in alternatives if alt in available))
+    return sorted(str(deb) for deb in chosen.values())
+
+
+def container_phase() -> dict:
+    """Docker carried in through the share (debs and the saved exporter image), dockerd with its data
+    on tmpfs and no networking of its own (the exporter uses the host's), then the exporter container
+    run with docker-compose.yml's settings and with two privileges taken away in turn. Each run's
+    /metrics goes to results/container/<variant>.txt."""
+    src = SHARE / "container"
+    out = RESULTS / "container"
+    out.mkdir(exist_ok=True)
+    spec = json.loads((src / "run.json").read_text())
+    timings = {}
+    mark = time.time()
+    run(["dpkg", "-i", *docker_debs(src / "debs")], env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+    timings["install_seconds"] = time.time() - mark
+    mark = time.time()
+    if not os.path.ismount("/sys/fs/cgroup"):
+        run(["mount", "-t", "cgroup2", "cgroup2", "/sys/fs/cgroup"])
+    run(["modprobe", "overlay"], check=False)
+    dockerd_log = open(out / "dockerd.log", "wb")
+    dockerd = subprocess.Popen(["dockerd", "--data-root=/tmp/docker", "--iptables=false", "--bridge=none"],
+                               stdout=dockerd_log, stderr=dockerd_log)
+    try:
+        deadline = time.time() + 120
+        while run(["docker", "info"], check=False).returncode:
+            if time.time() > deadline or dockerd.poll() is not None:
+                raise RuntimeError("dockerd did not start; see container/dockerd.log")
+            time.sleep(1)
+        timings["dockerd_seconds"] = time.time() - mark
+        mark = time.time()
+        run(["docker", "load", "-i", str(src / "exporter.tar")])
+        timings["load_seconds"] = time.time() - mark
+        for variant, args in spec["variants"].items():
+            mark = time.time()
+            name = f"zfsnas-{variant.replace('_', '-')}"
+            run(["docker", "run", "-d", f"--name={name}", *args, spec["image"], *spec["command"]])
+            text = container_metrics(180 if variant == "compose" else 90, want_success=variant == "compose")
+            (out / f"{variant}.txt").write_text(text)
+            (out / f"{variant}.log").write_text(run(["docker", "logs", name], check=False).stderr)
+            run(["docker", "rm", "-f", name], check=False)
+            timings[f"{variant}_seconds"] = time.time() - mark
+            log(f"container {variant}: {len(text.splitlines())} lines served in {timings[f'{variant}_seconds']:.0f} s")
+    finally:
+        dockerd.terminate()
+        try:
+            dockerd.wait(30)
+        except subprocess.TimeoutExpired:
+            dockerd.kill()
+            dockerd.wait()
+        dockerd_log.close()
+    (out / "timings.json").write_text(json.dumps(timings, indent=1))
+    return timings
+
+
 def main() -> int:
     RESULTS.mkdir(exist_ok=True)
     timeline = {"uptime_at_start": float(Path("/proc/uptime").read_text().split()[0])}
@@ -517,6 +617,16 @@ def main() -> int:
         except Exception:
             log(f"capture round trip failed:\n{traceback.format_exc()}")
         timeline["capture_roundtrip_seconds"] = time.time() - mark
+        if (SHARE / "container" / "run.json").exists():   # the stack's exporter container (port 9923 too)
+            exporter.terminate()
+            exporter.wait(20)
+            exporter = None
+            mark = time.time()
+            try:
+                container_phase()
+            except Exception:
+                log(f"container phase failed:\n{traceback.format_exc()}")
+            timeline["container_seconds"] = time.time() - mark
     except Exception:
         log(traceback.format_exc())
         status = 1

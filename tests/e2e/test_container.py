@@ -1,0 +1,67 @@
+"""The stack's exporter container on live ZFS (2.3 guest): docker-compose.yml's exporter service run
+by Debian's Docker in the guest with exactly its settings (tests/e2e/container.py carries them,
+guest/scenario.py `container_phase` runs them) serves the live pools, datasets and vdev latencies,
+and loses them without the /dev/zfs device rule or as a user other than root."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from tests.conftest import samples
+
+pytestmark = pytest.mark.e2e
+
+SOURCES = ("zpool_list", "zpool_status", "zfs_datasets", "zpool_iostat")
+
+
+@pytest.fixture(scope="module")
+def served(results):
+    if os.environ.get("ZFSNAS_E2E_FLAVOUR") != "2.3":
+        pytest.skip("the container step runs in the 2.3 guest only")
+    out = results / "container"
+    if not (out / "compose.txt").exists():
+        pytest.fail(f"the guest's container step recorded nothing: see {results / 'scenario.log'} and {out}")
+    return {variant: samples((out / f"{variant}.txt").read_text()) for variant in ("compose", "no_device_rule", "as_nobody")}
+
+
+def series(data: dict, metric: str, **labels) -> list[dict]:
+    return [dict(key[1]) for key, v in data.items()
+            if key[0] == metric and all(dict(key[1]).get(k) == val for k, val in labels.items())]
+
+
+def test_compose_settings_serve_live_pools_datasets_and_vdev_latency(served, expect):
+    data = served["compose"]
+    for source in SOURCES:
+        assert data[("zfs_exporter_source_success", frozenset({("source", source)}))] == 1, source
+    for collector in ("pools", "datasets", "vdevlatency"):
+        assert data[("zfs_exporter_collector_success", frozenset({("collector", collector)}))] == 1, collector
+    # the scenario's last moment: tank with one disk offline, fast healthy
+    assert data[("zfs_pool_health", frozenset({("pool", "tank"), ("state", "DEGRADED")}))] == 1
+    assert data[("zfs_pool_health", frozenset({("pool", "fast"), ("state", "ONLINE")}))] == 1
+    datasets = {s["dataset"] for s in series(data, "zfs_dataset_used_bytes")}
+    assert {"tank/lz4", "tank/zstd-3", "fast/db", "fast/nocomp"} <= datasets, datasets
+    latency_pools = {s["pool"] for s in series(data, "zfs_vdev_latency_seconds_count")}
+    assert latency_pools == {"tank", "fast"}, latency_pools
+    # disk identities through the /run/udev mount: the SATA disks' serials
+    serials = {s["serial"] for s in series(data, "zfs_disk_info")}
+    assert {"ZNS0001", "ZNC0001", "ZNV0002"} <= serials, serials
+
+
+@pytest.mark.parametrize("variant", ["no_device_rule", "as_nobody"])
+def test_each_privilege_is_needed(served, variant):
+    """Without `device_cgroup_rules: [c 10:249 rw]` libzfs cannot open /dev/zfs; as nobody nsenter
+    cannot enter the host's mount namespace: either way the zfs/zpool sources fail."""
+    data = served[variant]
+    for source in SOURCES:
+        assert data[("zfs_exporter_source_success", frozenset({("source", source)}))] == 0, (variant, source)
+    assert not series(data, "zfs_pool_health"), variant
+    assert data[("zfs_exporter_collector_success", frozenset({("collector", "arc")}))] == 1   # kstats still served
+
+
+def test_container_step_cost(results):
+    timings = json.loads((results / "container" / "timings.json").read_text())
+    assert set(timings) >= {"install_seconds", "dockerd_seconds", "load_seconds", "compose_seconds"}
+    print(f"container step in the guest: {timings}")
