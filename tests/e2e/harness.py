@@ -7,7 +7,7 @@ run `pytest -m e2e tests/e2e` on its results while that Prometheus still holds t
 
 Environment: ZFSNAS_E2E_CACHE (images), ZFSNAS_E2E_MIRROR (apt mirror), ZFSNAS_E2E_FLAVOURS
 ("2.3 2.1"), ZFSNAS_E2E_WORK (run directory, default build/e2e), ZFSNAS_E2E_ACCEL (tcg|kvm|auto,
-default tcg), ZFSNAS_E2E_TIMEOUT (seconds per guest, default 1500).
+default tcg), ZFSNAS_E2E_TIMEOUT (seconds per guest, default 2400).
 """
 
 from __future__ import annotations
@@ -168,7 +168,7 @@ def boot(image: Path, workdir: Path, share: Path, host_port: int, guest_port: in
             "-netdev", f"user,id=n0,hostfwd=tcp:127.0.0.1:{host_port}-:{guest_port}",
             "-device", "virtio-net-pci,netdev=n0"]
     (workdir / "qemu.argv").write_text("\n".join(argv) + "\n")
-    timeout = float(os.environ.get("ZFSNAS_E2E_TIMEOUT", "1500"))
+    timeout = float(os.environ.get("ZFSNAS_E2E_TIMEOUT", "2400"))
     started = time.time()
     with open(workdir / "console.log", "wb") as console:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT)
