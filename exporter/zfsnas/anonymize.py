@@ -253,9 +253,10 @@ class Mapping:
         return "".join(p + (kept[i] if i < len(kept) else "") for i, p in enumerate(out))
 
 
-def anonymize_sqlite(path: Path, mapping: Mapping) -> None:
+def anonymize_sqlite(path: Path, mapping: Mapping) -> dict[str, str]:
     """Every text value of every table (the bench runner's dataset and pool names), then VACUUM so the
-    old text is not left in free pages."""
+    old text is not left in free pages. A benchmark configuration's id hashes its pool and host, so
+    ids are recomputed; returns {old id: new id} for the rest of the capture to follow."""
     db = sqlite3.connect(path)
     try:
         tables = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
@@ -270,10 +271,30 @@ def anonymize_sqlite(path: Path, mapping: Mapping) -> None:
                 if changes:
                     assignments = ", ".join(f'"{c}" = ?' for c in changes)
                     db.execute(f'UPDATE "{table}" SET {assignments} WHERE rowid = ?', [*changes.values(), row[0]])
+        ids = _rehash_configurations(db)
         db.commit()
         db.execute("VACUUM")
     finally:
         db.close()
+    return ids
+
+
+def _rehash_configurations(db: sqlite3.Connection) -> dict[str, str]:
+    from .bench.config import Configuration
+
+    columns = {row[1] for row in db.execute('PRAGMA table_info("results")')}
+    if not {"config_id", "config"} <= columns:
+        return {}
+    ids = {}
+    for rowid, old, text in db.execute("SELECT rowid, config_id, config FROM results WHERE config IS NOT NULL").fetchall():
+        try:
+            new = Configuration.from_json(text).id
+        except (ValueError, KeyError, TypeError):
+            continue
+        if old and new != old:
+            ids[old] = new
+            db.execute("UPDATE results SET config_id = ? WHERE rowid = ?", (new, rowid))
+    return ids
 
 
 def _unlatin1(text: str) -> str:
@@ -289,16 +310,19 @@ def anonymize_tree(root: Path, manifest: dict) -> dict:
     names = find_names(root)
     mapping = Mapping(names)
     files = sorted(p for p in root.rglob("*") if p.is_file())
+    ids: dict[str, str] = {}
     for path in files:
         if path.suffix == ".sqlite":
-            anonymize_sqlite(path, mapping)
+            ids.update(anonymize_sqlite(path, mapping))
+    for path in files:
+        if path.suffix == ".sqlite":
             continue
         raw = path.read_bytes()
         # latin-1 maps bytes 1:1, so binary attributes (vpd pages) survive; names are matched as UTF-8 bytes.
         text = raw.decode("latin-1")
-        if not mapping.touches(text):
-            continue
-        new = mapping.apply(text)
+        new = mapping.apply(text) if mapping.touches(text) else text
+        for old_id, new_id in ids.items():  # config="<id>" in the recorded /metrics pages
+            new = new.replace(f'config="{old_id}"', f'config="{new_id}"')
         if new != text:
             path.write_bytes(new.encode("latin-1"))
     # Deepest first, so a directory is renamed after what is inside it.

@@ -229,7 +229,9 @@ def bench_value(column: str, value) -> Callable[[Path], None]:
 def bench_label(value: bytes) -> Callable[[Path], None]:
     def apply(tree: Path) -> None:
         db = _own_db(tree)
-        db.execute("UPDATE results SET workload = CAST(? AS TEXT)", (value,))
+        # the labels come from the stored configuration (JSON), the column is its readable copy
+        db.execute("UPDATE results SET workload = CAST(? AS TEXT), config = json_set(config, '$.workload', "
+                   "CAST(? AS TEXT))", (value, value))
         db.commit()
         db.close()
     return apply

@@ -211,7 +211,7 @@ def test_regression_alert_fires_for_the_right_nas_only(fleet):
         time.sleep(0.5)
     regressions = [a for a in webhook.alerts if a["labels"]["alertname"] == "ZfsBenchThroughputRegression"]
     assert regressions and {a["labels"]["nas"] for a in regressions} == {"b"}
-    assert "716.8MiB/s" in regressions[0]["annotations"]["description"]
+    assert "reached 70% of the median" in " ".join(regressions[0]["annotations"]["description"].split())
     # The rest of b's and a's state: the degraded tank's vdev read error fires on both, each once.
     vdev = store.wait_for('ALERTS{alertname="ZfsVdevErrors", alertstate="firing"}')
     assert sorted({r["metric"]["nas"] for r in vdev}) == ["a", "b"]

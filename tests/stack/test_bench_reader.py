@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_stack import GiB, store_result
+from tests.bench.configs import configuration
+from tests.integration.test_stack import BENCH, GiB, store_result
 from zfsnas.bench.store import Store
 
 READ = ("import json, sys; from zfsnas.sources.benchdb import read_bench_db; "
@@ -52,8 +53,7 @@ def test_nobody_reads_the_store_while_a_run_writes_and_after(store_dir):
     try:
         run_id = "run-live"
         writer.start_matrix(run_id, "ci", "tank/bench", 1)
-        writer.start_result(run_id, 0, "ci", {"job": "seqwrite", "compression": "lz4", "recordsize": "1M",
-                                               "size": "64M", "pool": "tank"}, "off", 0, "tank/bench/c0", started=now)
+        writer.start_result(run_id, 0, configuration(**BENCH), 0, "tank/bench/c0", started=now)
         assert Path(f"{db}-wal").exists()
         assert read_as_nobody(db) == [[1, True, 1.0 * GiB]]
     finally:
