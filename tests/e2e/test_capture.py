@@ -23,7 +23,7 @@ from zfsnas.replay import ReplayExporter, open_capture
 
 pytestmark = pytest.mark.e2e
 
-RUNS = ("root", "user", "user-anonymized")  # anonymization as root costs ~140 s in the guest and adds no path
+RUNS = ("root", "root-anonymized", "user", "user-anonymized")
 TIMING = ("zfs_exporter_collector_duration_seconds", "zfs_exporter_source_age_seconds", "process_", "python_")
 # Gauges that move on their own between two readings a second apart.
 MOVING = ("zfs_arc_", "zfs_l2arc_", "zfs_disk_io_now", "zfs_vdev_queue_")
@@ -151,7 +151,7 @@ def check_between_live_readings(roundtrip, daemon, served, number):
     assert daemon is not None and set(stable(daemon)) >= both - {k for k in both if k[0].startswith(TIMING)}
 
 
-@pytest.mark.parametrize("run", ["user-anonymized"])
+@pytest.mark.parametrize("run", ["root-anonymized", "user-anonymized"])
 def test_anonymized_capture_serves_the_same_series_under_pseudonyms(replayed, run):
     """Same number of series per family as the plain capture; no pool, dataset or serial of the
     live NAS in any label."""
@@ -174,7 +174,7 @@ def test_anonymized_capture_serves_the_same_series_under_pseudonyms(replayed, ru
     assert disk_pools == pools
 
 
-@pytest.mark.parametrize("run", ["user-anonymized"])
+@pytest.mark.parametrize("run", ["root-anonymized", "user-anonymized"])
 def test_anonymized_archive_holds_no_serial_wwn_pool_or_dataset_of_the_guest(roundtrip, config, run):
     import re
     import tarfile

@@ -373,6 +373,7 @@ def bench_phase() -> None:
 
 CAPTURE_RUNS = {  # name: (as the unprivileged user, --anonymize, extra flags)
     "root": (False, False, ["--interval", "5"]),  # two snapshots: counters with a before and after
+    "root-anonymized": (False, True, []),
     "user": (True, False, []),
     "user-anonymized": (True, True, []),
 }
