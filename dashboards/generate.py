@@ -311,10 +311,11 @@ class Board:
     description: str
     variables: str = ""
     panels: list = field(default_factory=list)
+    time_from: str = "now-6h"   # what the board opens on
 
     def build(self) -> dict:
         builder = (dash.Dashboard(self.title).uid(UIDS[self.key]).description(self.description)
-                   .tags([TAG]).refresh("30s").time("now-6h", "now").timezone("browser")
+                   .tags([TAG]).refresh("30s").time(self.time_from, "now").timezone("browser")
                    .tooltip(model.DashboardCursorSync.CROSSHAIR).editable().links(links())
                    .variables(variables(self.variables)).annotations(bench_annotations() + change_annotations()))
         for panel in self.panels:
@@ -640,7 +641,8 @@ def benchmarks() -> Board:
     return Board("benchmarks", "ZFS / Benchmarks", "fio runs of the benchmark runner compared across "
                  "configurations and over time; each run is an annotation region. A configuration (`config`) is "
                  "everything that shapes a result, pool layout and module parameters included: two series "
-                 "compare only when their ids match.", variables="bench", panels=[
+                 "compare only when their ids match.", variables="bench",
+                 time_from="now-30d", panels=[  # a user's runs are days or weeks apart
         series("Throughput per configuration across runs", "Write throughput of the latest run of each "
                "configuration, as it changes from run to run.", "Bps",
                query(f"max by ({by}) (zfs_bench_throughput_bytes_per_second{{{b}}})", cfg), height=9, width=24),

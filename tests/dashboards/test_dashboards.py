@@ -116,5 +116,7 @@ def test_benchmarks_use_the_configuration_labels():
         for target in panel["targets"]:
             assert 'config=~"$config"' in target["expr"] and "config," in target["expr"], panel["title"]
     assert "matrix" not in {v["name"] for v in load("overview")["templating"]["list"]}
+    assert bench["time"] == {"from": "now-30d", "to": "now"}   # runs are days apart
+    assert load("overview")["time"] == {"from": "now-6h", "to": "now"}
     ratio = next(p for p in panels(bench) if p["title"] == "Latest vs previous median")
     assert "config:zfs_bench_throughput_vs_previous_median:ratio" in ratio["targets"][0]["expr"]
