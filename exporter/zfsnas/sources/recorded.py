@@ -24,7 +24,18 @@ INDEX = "commands.json"
 OUTPUTS = "commands"
 
 
-class RecordingRunner(CommandRunner):
+class _WholeOutputRunner(CommandRunner):
+    """`lines` over `complete`: a recorded output is kept whole anyway, so it is read whole; the
+    stream of `CommandRunner.lines` is for the live exporter."""
+
+    def lines(self, argv: Sequence[str], timeout: float | None = None,
+              max_output: int | None = None) -> Iterator[str]:
+        done = self.complete(argv, timeout)
+        yield from _split(done.stdout)
+        done.check()
+
+
+class RecordingRunner(_WholeOutputRunner):
     """A `CommandRunner` that remembers every command it ran, in order (timeouts included)."""
 
     def __init__(self, prefix: Sequence[str] | str = (), timeout: float = 30.0, max_output: int | None = None):
@@ -42,15 +53,9 @@ class RecordingRunner(CommandRunner):
         self.records.append(done)
         return done
 
-    def lines(self, argv: Sequence[str], timeout: float | None = None,
-              max_output: int | None = None) -> Iterator[str]:
-        # The whole output is recorded anyway, so it is read whole; the stream is for the live exporter.
-        done = self.complete(argv, timeout)
-        yield from _split(done.stdout)
-        done.check()
 
 
-class ReplayRunner(CommandRunner):
+class ReplayRunner(_WholeOutputRunner):
     """Answers commands from a record set; never starts a process."""
 
     def __init__(self, records: Sequence[Completed], failures: Sequence[tuple[Sequence[str], str]] = ()):
@@ -68,11 +73,6 @@ class ReplayRunner(CommandRunner):
             raise SourceError(f"{key}: not recorded in this capture")
         return record
 
-    def lines(self, argv: Sequence[str], timeout: float | None = None,
-              max_output: int | None = None) -> Iterator[str]:
-        done = self.complete(argv, timeout)
-        yield from _split(done.stdout)
-        done.check()
 
 
 def _split(stdout: str) -> list[str]:
