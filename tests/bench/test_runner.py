@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from zfsnas.bench.cli import main
 from zfsnas.bench.runner import RunError, RunLock
 
@@ -173,7 +172,7 @@ def test_annotations_during_a_run_and_grafana_down(fake_zfs, small, tmp_path):
         assert run(fake_zfs, db, str(small), "--dataset", "tank/scratch", "--grafana-url", grafana.url,
                    "--grafana-token-file", str(token_file)) == 0
         assert len(grafana.annotations) == 2
-        for aid, region in grafana.annotations.items():
+        for region in grafana.annotations.values():
             assert region["timeEnd"] > region["time"] and "MB/s" in region["text"] and "complete" in region["text"]
             assert "zfsnas-bench" in region["tags"] and any(t.startswith("run:") for t in region["tags"])
         assert {r["annotation_id"] for r in rows(db)} == set(grafana.annotations)
@@ -342,3 +341,33 @@ def test_a_read_cell_times_only_its_read(fake_zfs, tmp_path):
     assert row["bytes"] == fio["jobs"][0]["read"]["io_bytes"]   # ... and only its bytes: no prefill in them
     kinds = [c[:2] for c in changing(fake_zfs.commands())]
     assert kinds == [["zfs", "create"], ["zpool", "sync"], ["zpool", "sync"], ["zfs", "destroy"]]
+
+
+def test_scratch_mark_removed_mid_run_stops_before_the_next_cell(fake_zfs, matrix, tmp_path, caplog):
+    """4 cells; the mark goes right after cell 1 destroyed its child: nothing more is created,
+    written or destroyed, the run is `aborted` with the reason, the exit status non-zero."""
+    state = fake_zfs.read()
+    state["hooks"] = [{"after": ["zfs", "destroy"], "unset": ["tank/scratch", "org.zfsnas:scratch"]}]
+    fake_zfs.write(state)
+    db = tmp_path / "bench.sqlite"
+    assert run(fake_zfs, db, str(matrix), "--dataset", "tank/scratch") == 2
+    commands = fake_zfs.commands()
+    [child] = {c[-1] for c in commands if c[:2] == ["zfs", "create"]}
+    scratch_get = ["zfs", "get", "-Hp", "-o", "property,value,source",
+                   "type,origin,available,mountpoint,org.zfsnas:scratch", "tank/scratch"]
+    # The CLI's guard, the check before cell 1, cell 1 itself, the check before cell 2, and nothing else.
+    assert [c[:2] if c != scratch_get else "scratch check" for c in commands
+            if c[:2] not in (["zfs", "version"], ["zpool", "status"], ["zpool", "get"])] == [
+        "scratch check", "scratch check",
+        ["zfs", "get"], ["zfs", "create"], ["zfs", "get"], ["zpool", "sync"], ["zfs", "get"],
+        ["zfs", "get"], ["zfs", "destroy"],
+        "scratch check"]
+    assert changing(commands) == [c for c in commands if c[:2] in (["zfs", "create"], ["zpool", "sync"],
+                                                                   ["zfs", "destroy"])]
+    assert [c[-1] for c in changing(commands)] == [child, "tank", child]
+    assert list(fake_zfs.root.glob("tank/scratch/zfsnas-bench-*")) == []
+    reason = ("tank/scratch no longer passes the scratch check ('tank/scratch' is not marked as scratch; "
+              "run `zfsnas-bench init tank/scratch` first): run stopped")
+    assert [(r["cell"], r["status"], r["error"]) for r in rows(db)] == [(1, "complete", None), (2, "aborted", reason)]
+    assert sqlite3.connect(db).execute("SELECT status, cells FROM matrix_runs").fetchone() == ("aborted", 4)
+    assert f"before cell 2: {reason}" in caplog.text
