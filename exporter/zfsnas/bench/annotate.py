@@ -17,7 +17,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
-from email.message import Message
+from http.client import HTTPMessage
 from pathlib import Path
 from typing import IO
 
@@ -67,7 +67,8 @@ class _Redirects(urllib.request.HTTPRedirectHandler):
     and body (RFC 9110), which urllib refuses for anything but GET/HEAD."""
 
     def redirect_request(self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str,
-                         headers: Message, newurl: str) -> urllib.request.Request | None:
+                         headers: HTTPMessage, newurl: str) -> urllib.request.Request | None:
+        new: urllib.request.Request | None
         if code in (307, 308) and req.get_method() not in ("GET", "HEAD"):
             new = urllib.request.Request(newurl.replace(" ", "%20"), data=req.data, headers=dict(req.header_items()),
                                          origin_req_host=req.origin_req_host, unverifiable=True,

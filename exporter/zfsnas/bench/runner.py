@@ -23,6 +23,8 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
+from typing import TextIO
 
 from . import probes
 from .annotate import Annotator
@@ -31,7 +33,7 @@ from .copy import copy_corpus
 from .fio import FioProcess, parse_fio_json
 from .guard import Cleared, GuardError
 from .parameters import Parameters, ParameterSwitch
-from .planner import CellPlan, Environment, configuration
+from .planner import CellPlan, Environment, Step, configuration
 from .store import Store
 from .zfs import ZfsOps
 
@@ -65,7 +67,7 @@ class RunLock:
         os.write(self.fd, f"pid {os.getpid()}\n".encode())
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         fcntl.flock(self.fd, fcntl.LOCK_UN)
         os.close(self.fd)
 
@@ -73,7 +75,7 @@ class RunLock:
 class Progress:
     """One line on stderr: a bar over the whole matrix, the current cell, elapsed and ETA."""
 
-    def __init__(self, plans: list[CellPlan], stream=sys.stderr):
+    def __init__(self, plans: list[CellPlan], stream: TextIO = sys.stderr):
         self.plans, self.stream = plans, stream
         self.started = time.monotonic()
         self.done_seconds: list[float] = []
@@ -149,7 +151,7 @@ class Runner:
         assert self.env is not None
         return configuration(self.s.matrix, plan, self.env)
 
-    def _signal(self, signum, _frame) -> None:
+    def _signal(self, signum: int, _frame: FrameType | None) -> None:
         log.warning("%s received: stopping the current job", signal.Signals(signum).name)
         self.stop.set()
         if self.fio is not None:
@@ -275,7 +277,7 @@ class Runner:
                               _headline(self.s.matrix, plan, status, figures))
         return status
 
-    def _run_fio(self, step) -> tuple[int, str, str]:
+    def _run_fio(self, step: Step) -> tuple[int, str, str]:
         self.fio = FioProcess(list(step.argv), dict(step.env), self.cleared, self.s.run_id)
         if self.stop.is_set():  # a signal that came while fio was starting found no fio to stop
             self.fio.stop()
@@ -288,7 +290,7 @@ class Runner:
             raise RunError(f"fio exited with status {code}: {detail}")
         return code, out, err
 
-    def _prefill(self, step) -> float:
+    def _prefill(self, step: Step) -> float:
         """Lay out the data the measured job reads or overwrites; only its wall time is kept."""
         started = time.monotonic()
         self._run_fio(step)
@@ -309,7 +311,7 @@ class Runner:
             raise RunError(f"{plan.child} is mounted at {got}, not {expected} (set the scratch dataset's mountpoint "
                            f"or pass --mountpoint): refused")
 
-    def _job(self, plan: CellPlan, step) -> dict:
+    def _job(self, plan: CellPlan, step: Step) -> dict[str, object]:
         sysctl = self.zfs.sysctl if self.s.freebsd else None
         before = probes.snapshot(self.s.procfs, self.s.sysfs, sysctl)
         started = time.monotonic()
