@@ -209,3 +209,31 @@ def test_no_change_before_the_guard_passed(fake_zfs, tmp_path, caplog, dataset, 
     assert fake_zfs.datasets() == before
     assert not fio_log.exists()
     assert (sysfs / "zfs_txg_timeout").read_text() == "7\n"
+
+
+def test_commands_without_a_scratch_check_change_no_dataset(fake_zfs, tmp_path, capsys):
+    """`plan`, `run --dry-run` on an unmarked dataset and `restore` run no zfs/zpool command at
+    all; `restore` writes back only the module parameter a dead run left changed."""
+    from zfsnas.bench.cli import main
+    from zfsnas.bench.store import Store
+
+    sysfs = tmp_path / "sys/module/zfs/parameters"
+    sysfs.mkdir(parents=True)
+    (sysfs / "zfs_txg_timeout").write_text("7\n")
+    db = tmp_path / "db"
+    store = Store(db)
+    store.start_matrix(DEAD, "m", "tank/home", 1)
+    store.record_parameter(DEAD, "zfs_txg_timeout", "5", "7")
+    store.close()
+    matrix = tmp_path / "m.toml"
+    matrix.write_text(MATRIX.split("[parameters]")[0])
+    common = [*fake_zfs.flags(db), "--path.sysfs", str(tmp_path / "sys")]
+    assert main(["plan", str(matrix), "--dataset", "tank/home", *common]) == 0
+    assert main(["run", str(matrix), "--dataset", "tank/home", "--dry-run", "--keep", *common]) == 0
+    assert capsys.readouterr().out.count("zfs create ") == 4     # printed twice, run never
+    assert fake_zfs.commands() == []
+    assert (sysfs / "zfs_txg_timeout").read_text() == "7\n"
+    assert main(["restore", *common]) == 0
+    assert "restored zfs_txg_timeout 7 -> 5" in capsys.readouterr().out
+    assert (sysfs / "zfs_txg_timeout").read_text() == "5\n"
+    assert fake_zfs.commands() == []
