@@ -52,8 +52,8 @@ def die_with_parent() -> None:
     if sys.platform.startswith("linux"):
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     elif sys.platform.startswith("freebsd"):
-        sig = ctypes.c_int(signal.SIGKILL)
-        libc.procctl(_P_PID, 0, _PROC_PDEATHSIG_CTL, ctypes.byref(sig))
+        sig = ctypes.c_int(signal.SIGKILL)   # procctl(idtype_t, id_t (64 bits), int, void *)
+        libc.procctl(_P_PID, ctypes.c_int64(os.getpid()), _PROC_PDEATHSIG_CTL, ctypes.byref(sig))
 
 
 def become_subreaper() -> bool:
@@ -64,7 +64,7 @@ def become_subreaper() -> bool:
     if sys.platform.startswith("linux"):
         return libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     if sys.platform.startswith("freebsd"):
-        return libc.procctl(_P_PID, 0, _PROC_REAP_ACQUIRE, None) == 0
+        return libc.procctl(_P_PID, ctypes.c_int64(os.getpid()), _PROC_REAP_ACQUIRE, None) == 0
     return False
 
 
