@@ -137,7 +137,8 @@ def _parameters(args) -> Parameters:
 def _client(args) -> GrafanaClient | None:
     if not args.grafana_url:
         return None
-    return GrafanaClient(args.grafana_url, load_token(args.grafana_token, args.grafana_token_file, args.secrets), args.grafana_timeout)
+    token = load_token(args.grafana_token, args.grafana_token_file, args.secrets)
+    return GrafanaClient(args.grafana_url, token, args.grafana_timeout)
 
 
 def cmd_init(args) -> int:
@@ -201,7 +202,8 @@ def cmd_run(args) -> int:
         if warning := pattern_warning(version, (jobs_dir / f"{job}.fio").read_text()):
             log.warning("%s: %s", job, warning)
     store = Store(args.db)
-    assert cleared is not None
+    if cleared is None:  # only `plan`/`--dry-run` skip the guard, and they returned above
+        raise GuardError(f"{scratch}: not checked by the guard: refused")
     with RunLock(f"{args.db}.lock"):  # the same lock for every command on this database
         for line in stop_leftovers({r["id"] for r in store.matrix_runs()}, args.procfs):  # none is alive: the lock
             log.warning("stopped a process left by a run that died: %s", line)

@@ -47,7 +47,9 @@ class Cleared:
     """Proof that `dataset` passed every scratch check, with the properties it was judged on.
 
     Only `check_scratch` makes one (a Cleared built anywhere else raises); the functions that
-    change anything take it, which is what puts the checks before the first change."""
+    change anything take it, which is what puts the checks before the first change. It guards
+    against mistakes in our own order of calls, not against code set on forging one
+    (`dataclasses.replace` copies the key)."""
 
     dataset: str
     mark: str                       # the value of org.zfsnas:scratch when it was checked
