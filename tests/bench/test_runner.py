@@ -394,7 +394,10 @@ def test_sigkill_of_the_runner_kills_fio(fake_zfs, tmp_path):
     proc, db = _start_in_background(fake_zfs, tmp_path, 'job = "seq-write"\nsize = "4M"\nruntime = 60\n')
     run_id = sqlite3.connect(db).execute("SELECT id FROM matrix_runs").fetchone()[0]
     marker = f"zfsnas-bench-{run_id}"           # fio's --output names the run's results directory
-    assert len(_fio_processes(marker)) >= 2       # fio and its job worker (which calls setsid())
+    deadline = time.monotonic() + 10
+    while len(_fio_processes(marker)) < 2:        # fio and its job worker (which calls setsid())
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
     proc.kill()
     proc.wait()
     deadline = time.monotonic() + 5

@@ -44,7 +44,7 @@ def _libc() -> ctypes.CDLL | None:
         return None
 
 
-def die_with_parent() -> None:
+def die_with_parent(parent: int) -> None:
     """In a child before exec: SIGKILL when the parent dies (best effort where unsupported)."""
     libc = _libc()
     if libc is None:
@@ -54,6 +54,8 @@ def die_with_parent() -> None:
     elif sys.platform.startswith("freebsd"):
         sig = ctypes.c_int(signal.SIGKILL)   # procctl(idtype_t, id_t (64 bits), int, void *)
         libc.procctl(_P_PID, ctypes.c_int64(os.getpid()), _PROC_PDEATHSIG_CTL, ctypes.byref(sig))
+    if os.getppid() != parent:   # the parent died before the request took effect
+        os._exit(137)
 
 
 def become_subreaper() -> bool:
@@ -179,7 +181,8 @@ def main(argv: list[str]) -> int:
     """`fiowatch <fd> fio args...`: run fio; exit with its status; kill it all if <fd> hits EOF."""
     fd, command = int(argv[0]), argv[1:]
     become_subreaper()
-    fio = subprocess.Popen(command, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)  # noqa: PLW1509
+    me = os.getpid()
+    fio = subprocess.Popen(command, stdin=subprocess.DEVNULL, preexec_fn=lambda: die_with_parent(me))  # noqa: PLW1509
     # The runner's SIGTERM (to our whole group) reaches fio too, which stops its workers itself.
     signal.signal(signal.SIGTERM, lambda *_: None)
     signal.signal(signal.SIGINT, lambda *_: None)
