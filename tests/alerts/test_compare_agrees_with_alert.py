@@ -14,13 +14,13 @@ import time
 from pathlib import Path
 
 import pytest
+from zfsnas.bench import compare
+from zfsnas.bench.store import Store
 
 from tests.bench.configs import MIRRORS, configuration
 from tests.conftest import free_port
 from tests.integration.exporter_process import ExporterProcess
 from tests.integration.prometheus import Prometheus
-from zfsnas.bench import compare
-from zfsnas.bench.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
 ALERT = 'ALERTS{alertname="ZfsBenchThroughputRegression", alertstate="firing"}'
@@ -53,7 +53,7 @@ def record(store: Store, run_id: str, config, mbs: float, finished: float) -> No
 def write_histories(db: Path) -> None:
     store = Store(db)
     t = time.time() - 3600
-    for _name, (runs, *_rest) in CASES.items():
+    for runs, *_rest in CASES.values():
         counters: dict[str, int] = {}
         for config, mbs in runs:
             kind = {FIRES.id: "fires", SILENT.id: "silent", NOISE.id: "noise", MIRROR.id: "mirror"}.get(config.id,
