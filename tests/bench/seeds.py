@@ -157,3 +157,37 @@ def seeded_store(path: Path, loaders=("fits", "iso", "lab")) -> Store:
         load = {"fits": load_fits, "iso": load_iso, "lab": load_lab}[name]
         load(store)
     return store
+
+
+# The charts shown in docs/benchmarks.md, rendered from these datasets:
+#   .venv/bin/python -m tests.bench.seeds docs/img
+DOC_CHARTS = (("fits-copy", "throughput"), ("fits-copy", "write-size"), ("fits-copy", "pareto"),
+              ("iso-rsync", "space"), ("fio-seq", "cpu"))
+
+
+def render_doc_charts(directory: Path) -> list[Path]:
+    import tempfile
+
+    from zfsnas.bench import charts
+    from zfsnas.bench.report import sections
+
+    directory.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = seeded_store(Path(tmp) / "bench.sqlite")
+        found = {s.matrix: s for s in sections(store.results())}
+        store.close()
+    written = []
+    for matrix, name in DOC_CHARTS:
+        images = dict(charts.render(found[matrix]))[name]
+        for fmt, data in images.items():
+            path = directory / f"bench-{matrix}-{name}.{fmt}"
+            path.write_bytes(data)
+            written.append(path)
+    return written
+
+
+if __name__ == "__main__":
+    import sys
+
+    for written_path in render_doc_charts(Path(sys.argv[1] if len(sys.argv) > 1 else "docs/img")):
+        print(written_path, written_path.stat().st_size)

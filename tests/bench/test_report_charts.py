@@ -5,6 +5,7 @@ tables still work and --png/--svg say in one line what to install."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -137,3 +138,17 @@ def test_the_exporter_never_needs_matplotlib(tmp_path):
     assert result.stdout == "ok\n", result.stderr
     extras = (ROOT / "pyproject.toml").read_text()
     assert 'report = ["matplotlib>=3.6"]' in extras and "matplotlib" not in extras.split("dependencies = [")[1].split("]")[0]
+
+
+def test_docs_show_every_chart_type_rendered_from_the_seeds():
+    from .seeds import DOC_CHARTS
+
+    assert {name for _matrix, name in DOC_CHARTS} == set(charts.CHARTS)
+    shown = re.findall(r"\]\((img/bench-[a-z0-9-]+\.png)\)", (ROOT / "docs" / "benchmarks.md").read_text())
+    assert sorted(shown) == sorted(f"img/bench-{m}-{n}.png" for m, n in DOC_CHARTS)
+    for rel in shown:
+        with PIL.open(ROOT / "docs" / rel) as image:
+            assert image.format == "PNG" and image.size[0] == 900
+        svg = ET.parse(ROOT / "docs" / rel.replace(".png", ".svg")).getroot()
+        assert svg.tag == f"{SVG}svg"
+        assert (ROOT / "docs" / rel).stat().st_size < 90_000
