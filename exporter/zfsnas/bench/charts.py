@@ -181,14 +181,14 @@ def cpu_chart(section: Section, plt: Any) -> Any:
     system = [s.median("cpu_system") * 100 for s in group]  # type: ignore[operator]
     ax.bar(xs, user, 0.65, color=CPU_COLOURS["user"], label="user")
     ax.bar(xs, system, 0.65, bottom=user, color=CPU_COLOURS["system"], label="system")
-    for x, u, s in zip(xs, user, system):
-        ax.annotate(f"{u + s:.1f} %", (x, u + s), xytext=(0, 3), textcoords="offset points", ha="center", fontsize=9)
+    for x, u, sy in zip(xs, user, system):
+        ax.annotate(f"{u + sy:.1f} %", (x, u + sy), xytext=(0, 3), textcoords="offset points", ha="center", fontsize=9)
     ax.set_xticks(xs, [s.label for s in group], rotation=0 if len(group) <= 6 else 30,
                   ha="center" if len(group) <= 6 else "right")
-    for tick, s in zip(ax.get_xticklabels(), group):
-        tick.set_color(colour(s.compression))
+    for tick, summary in zip(ax.get_xticklabels(), group):
+        tick.set_color(colour(summary.compression))
     ax.set_ylabel("CPU time, % of all cores")
-    ax.set_ylim(0, max(u + s for u, s in zip(user, system)) * 1.2)
+    ax.set_ylim(0, max(u + sy for u, sy in zip(user, system)) * 1.2)
     ax.set_title(_title(section, "CPU user and system time per configuration"))
     ax.legend(frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.grid(axis="y", alpha=0.3)
@@ -222,7 +222,7 @@ def pareto_chart(section: Section, plt: Any) -> Any:
         ax.scatter([x], [y], s=70, color="white" if hollow else colour(c.summary.compression),
                    edgecolors=colour(c.summary.compression), linewidths=2 if hollow else 0.8, zorder=3)
         _errorbar(ax, x, c.summary, 1e-6)
-    ordered = sorted(front, key=lambda c: (c.space, -c.mbs))  # type: ignore[arg-type,return-value]
+    ordered = sorted(front, key=lambda c: (c.space or 0.0, -c.mbs))
     ax.plot([c.space * 100 for c in ordered], [c.mbs for c in ordered], color="#444444",  # type: ignore[operator]
             linestyle="--", linewidth=1.2, zorder=2, label="Pareto front")
     span_y = (max(ys) - min(ys)) or max(ys)

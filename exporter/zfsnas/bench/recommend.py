@@ -134,7 +134,8 @@ def recommend(section: Section, speed_weight: float = 0.5, min_throughput: float
 
     def score(c: Candidate) -> float:
         assert c.space is not None
-        return (c.throughput.median / fastest.throughput.median) ** speed_weight * (smallest / c.space) ** (1 - speed_weight)
+        speed = c.throughput.median / fastest.throughput.median
+        return float(speed ** speed_weight * (smallest / c.space) ** (1 - speed_weight))
     ranked = sorted(able, key=lambda c: (score(c), c.throughput.median), reverse=True)  # ties: the faster
     pick = ranked[0]
     parts = [f"{pick.label}: " + ("the fastest" if pick is fastest else

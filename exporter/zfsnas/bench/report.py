@@ -11,6 +11,7 @@ these summaries. Reads the store's rows, writes nothing.
 from __future__ import annotations
 
 import json
+import sqlite3
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from typing import Any
 
 from .config import Configuration, differs_text, look_alikes
 
+ResultRow = sqlite3.Row | Mapping[str, Any]   # what Store.results returns, or its dict
 GIB = 2**30
 MIB = 2**20
 
@@ -184,7 +186,7 @@ def _same_except(a: Configuration, b: Configuration, *keys: str) -> bool:
     return all(fa.get(k) == fb.get(k) for k in set(fa) | set(fb) if k not in keys)
 
 
-def group_by_configuration(results: Iterable[Mapping[str, Any]]) -> dict[str, tuple[Configuration, list[dict[str, Any]]]]:
+def group_by_configuration(results: Iterable[ResultRow]) -> dict[str, tuple[Configuration, list[dict[str, Any]]]]:
     """{config id: (configuration, its rows)} in first-run order: the only grouping of results."""
     groups: dict[str, tuple[Configuration, list[dict[str, Any]]]] = {}
     for r in results:
@@ -195,7 +197,7 @@ def group_by_configuration(results: Iterable[Mapping[str, Any]]) -> dict[str, tu
     return groups
 
 
-def summarise(results: Iterable[Mapping[str, Any]]) -> list[Summary]:
+def summarise(results: Iterable[ResultRow]) -> list[Summary]:
     """One Summary per configuration of complete `results`, in first-run order."""
     groups = group_by_configuration(results)
     alikes = look_alikes([config for config, _rows in groups.values()])
@@ -207,7 +209,7 @@ def summarise(results: Iterable[Mapping[str, Any]]) -> list[Summary]:
     return out
 
 
-def sections(results: Iterable[Mapping[str, Any]]) -> list[Section]:
+def sections(results: Iterable[ResultRow]) -> list[Section]:
     """One Section per matrix, matrices in first-run order, configurations in cell order."""
     by_matrix: dict[str, list[Summary]] = {}
     for summary in summarise(results):

@@ -184,8 +184,7 @@ def _best(summary: Summary) -> tuple[float, float, float]:
 def cdm_tables(section: Section) -> list[Table]:
     tables = []
     for group in _groups(section, ("workload",)):
-        tests = [(cdm_test(s.config.workload), s) for s in group]
-        tests = [(t, s) for t, s in tests if t]
+        tests = [(test, s) for s in group if (test := cdm_test(s.config.workload)) is not None]
         if not tests:
             continue
         lines = ["* MB/s = 1,000,000 bytes/s", ""]
@@ -194,10 +193,11 @@ def cdm_tables(section: Section) -> list[Table]:
             lines.append(f"[{direction.title()}]")
             for (kind, block, q, t, d), s in tests:
                 if d == direction:
+                    tp = s.get("throughput")
                     lines.append(cdm_line(kind, block, q, t, *_best(s)))
                     rows.append([f"{kind} {block} Q{q}T{t}", d, str(s.runs), f"{_best(s)[0]:.3f}",
-                                 fmt(s.get("throughput").scaled(1e-6) if s.get("throughput") else None, 3),
-                                 fmt(s.get("iops"), 1), fmt(s.get("latency_us"), 2)])
+                                 fmt(tp.scaled(1e-6) if tp else None, 3), fmt(s.get("iops"), 1),
+                                 fmt(s.get("latency_us"), 2)])
             lines.append("")
         first = group[0]
         title = f"{section.matrix}: CrystalDiskMark, {first.label} ({first.config.size})"
