@@ -13,16 +13,14 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import pytest
 from zfsnas.bench import compare
 from zfsnas.bench.store import Store
 
 from tests.bench.configs import MIRRORS, configuration
-from tests.conftest import free_port
-from tests.integration.exporter_process import ExporterProcess
-from tests.integration.prometheus import Prometheus
 
-ROOT = Path(__file__).resolve().parents[2]
+# The real exporter (bench collector, 1 s refresh) scraped by a real Prometheus with our rules.
+from tests.integration.test_bench_prometheus import prometheus  # noqa: F401 (a fixture)
+
 ALERT = 'ALERTS{alertname="ZfsBenchThroughputRegression", alertstate="firing"}'
 FIRES = configuration(matrix="fio-seq", compression="lz4")
 SILENT = configuration(matrix="fio-seq", compression="zstd-3")
@@ -65,28 +63,9 @@ def write_histories(db: Path) -> None:
     store.close()
 
 
-@pytest.fixture
-def prometheus(tmp_path):
-    db = tmp_path / "bench.sqlite"
+def test_compare_and_the_alert_agree_case_by_case(prometheus):  # noqa: F811
+    prom, db = prometheus          # the exporter reads `db` every second: it starts empty
     write_histories(db)
-    started = []
-    try:
-        exporter = ExporterProcess(free_port(), "--collector.disable-defaults", "--collector.bench", "--bench.db",
-                                   str(db), "--bench.refresh-interval=1", log_path=tmp_path / "exporter.log")
-        started.append(exporter)
-        exporter.wait_ready()
-        prom = Prometheus(tmp_path / "prom", free_port(), [f"127.0.0.1:{exporter.port}"],
-                          rule_files=[str(ROOT / "alerts" / "zfsnas.rules.yml")], target_labels={"instance": "nas1"})
-        started.append(prom)
-        prom.wait_for('up{job="zfsnas"} == 1')
-        yield prom, db
-    finally:
-        for daemon in reversed(started):
-            daemon.stop()
-
-
-def test_compare_and_the_alert_agree_case_by_case(prometheus):
-    prom, db = prometheus
     drop = compare.max_drop()
     assert drop == 0.15   # alerts/thresholds.toml; tests/alerts/test_thresholds.py ties the rule to it
     store = Store(db)
