@@ -92,7 +92,7 @@ def test_write_size_chart_marks_dirty_data_max(rendered):
 def test_pareto_chart_labels_the_front_and_the_pick(rendered):
     out, _ = rendered
     texts = " ".join(t.text or "" for t in ET.parse(out / "bench-fits-copy-pareto.svg").getroot().iter(f"{SVG}text"))
-    assert "zstd-1 / 512K (pick) (size of 1M)" in texts and "Pareto front" in texts
+    assert "zstd-1 / 512K (size of 1M)" in texts and "Pareto front" in texts and "pick of `recommend`" in texts
 
 
 HIDE = "import sys; sys.modules['matplotlib'] = None\n"

@@ -234,7 +234,7 @@ def pareto_chart(section: Section, plt: Any) -> Any:
         heights = _spread([ys[i] for i in members], span_y * 0.07)
         for i, ly in zip(members, heights):
             c = sized[i]
-            text = c.label + (" (pick)" if pick is not None and c.summary.id == pick.summary.id else "")
+            text = c.label    # the pick is the star (legend): a longer label would leave the axes
             if c.space_from:
                 text += f" (size of {c.space_from.rsplit(' / ', 1)[-1]})"
             dx = span_x * 0.04 * (-1 if side == "left" else 1)
