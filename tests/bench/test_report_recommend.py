@@ -90,3 +90,11 @@ def test_cli(seeded, capsys):
     assert main(["recommend", "fits-copy", "--db", str(path), "--min-throughput", "2.5GbE"]) == 1
     assert "no pick: no configuration reaches 312.5 MB/s" in capsys.readouterr().out
     assert main(["recommend", "nothing", "--db", str(path)]) == 1
+
+
+def test_nothing_to_choose_between_is_said(seeded):
+    found, _ = seeded
+    rec = recommend(found["cdm-zvol"])      # eight CDM tests of one zvol: different workloads, no choice
+    assert rec.pick is None
+    assert rec.reason == ("nothing to choose between: cdm-zvol has no two configurations that differ only in dataset "
+                          "properties (compression, recordsize)")

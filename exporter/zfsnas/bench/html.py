@@ -40,7 +40,7 @@ def _table(table: Table) -> str:
 
 def _pick(section: Section) -> str:
     rec = recommend(section)
-    if not rec.candidates:
+    if len(rec.candidates) < 2:   # one configuration, or tests of one (CrystalDiskMark): no choice to state
         return ""
     text = ("Pick: " if rec.pick else "No pick: ") + rec.reason
     notes = "".join(f"<br>{escape(n)}" for n in rec.notes)

@@ -124,6 +124,13 @@ def recommend(section: Section, speed_weight: float = 0.5, min_throughput: float
         notes.append(f"no on-disk size for {', '.join(unmeasured)}: not candidates")
     sized = [c for c in cands if c.space is not None]
     able = [c for c in sized if c.throughput.median >= min_throughput]
+    if len(cands) < 2:
+        why = (f"nothing to choose between: {section.matrix} has no two configurations that differ only in "
+               f"dataset properties (compression, recordsize)")
+        return Recommendation(section.matrix, cands, front, None, why, notes)
+    if not sized:
+        return Recommendation(section.matrix, cands, front, None,
+                              "no configuration has an on-disk size: speed cannot be weighed against space", notes)
     if not able:
         best = max(cands, key=lambda c: c.mbs, default=None)
         why = (f"no configuration reaches {min_throughput / 1e6:.1f} MB/s"
