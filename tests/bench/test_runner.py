@@ -268,16 +268,20 @@ def test_list_and_report(fake_zfs, small, tmp_path, capsys):
     listing = capsys.readouterr().out.splitlines()
     config_id = rows(db)[0]["config_id"]
     assert len(listing) == 3 and listing[1].split("\t")[2:7] == ["complete", "tiny", "write-size", config_id, "off"]
-    png = tmp_path / "chart.png"
-    assert main(["report", "--db", str(db), "--png", str(png)]) == 0
+    charts = tmp_path / "charts"
+    assert main(["report", "--db", str(db), "--png", str(charts)]) == 0
     table = capsys.readouterr().out.splitlines()
-    assert table[0].startswith("| matrix | workload | config | compression | recordsize | encryption | size | pool | "
-                               "runs | MB/s |")
-    assert table[2].startswith(f"| tiny | write-size | {config_id} | off | 128K | off | 4M | tank | 1 | ")
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert table[:5] == ["# zfsnas-bench report", "", "## tiny on tank", "", "### tiny: configurations"]
+    assert table[6].startswith("| config | compression | runs | MB/s | MiB/s | IOPS | latency us | wall s | ratio |")
+    assert table[8].startswith(f"| {config_id} | off | 1 | ")
+    # Two compressions of one write: the throughput, space, CPU and Pareto charts.
+    assert sorted(p.name for p in charts.iterdir()) == ["bench-tiny-cpu.png", "bench-tiny-pareto.png", "bench-tiny-space.png",
+                                                         "bench-tiny-throughput.png"]
+    assert (charts / "bench-tiny-throughput.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert main(["report", "--db", str(db), "--format", "csv"]) == 0
     csv_lines = capsys.readouterr().out.splitlines()
-    assert csv_lines[0].startswith("matrix,workload,config,compression") and len(csv_lines) == 3
+    assert csv_lines[0] == "tiny: configurations" and csv_lines[1].startswith("config,compression,runs,MB/s,MiB/s,")
+    assert csv_lines[2].startswith(f"{config_id},off,1,")
 
 
 def test_mountpoint_comes_from_the_scratch_dataset(fake_zfs, small, tmp_path):
