@@ -25,8 +25,10 @@ from ..sources.commands import CommandRunner
 from ..sources.model import SourceError
 from . import charts, compare, html, tables
 from .annotate import Annotator, GrafanaClient, load_token
+from .childenv import take_secrets
 from .config import Configuration, differs_text, look_alikes
 from .fio import fio_version, pattern_warning
+from .fiowatch import stop_leftovers
 from .guard import GuardError, check_dataset_name
 from .matrix import MatrixError, load_matrix
 from .parameters import FreeBsdParameters, LinuxParameters, Parameters, restore_pending
@@ -135,7 +137,8 @@ def _parameters(args) -> Parameters:
 def _client(args) -> GrafanaClient | None:
     if not args.grafana_url:
         return None
-    return GrafanaClient(args.grafana_url, load_token(args.grafana_token, args.grafana_token_file), args.grafana_timeout)
+    token = load_token(args.grafana_token, args.grafana_token_file, args.secrets)
+    return GrafanaClient(args.grafana_url, token, args.grafana_timeout)
 
 
 def cmd_init(args) -> int:
@@ -168,8 +171,10 @@ def cmd_run(args) -> int:
     zfs = _zfs(args)
     dry = args.command == "plan" or args.dry_run
     mountpoint = args.mountpoint
-    if not dry:  # refuse an unmarked dataset before anything else, and learn where it is mounted
-        mountpoint = mountpoint or zfs.scratch(scratch)["mountpoint"].value
+    cleared = None
+    if not dry:  # refuse an unmarked dataset before anything else, whatever the flags
+        cleared = zfs.scratch(scratch)
+        mountpoint = mountpoint or cleared.props["mountpoint"].value
     run_id = new_run_id()
     results_dir = Path(tempfile.gettempdir()) / f"zfsnas-bench-{run_id}"
     dirty = args.dirty_data_max or zfs.dirty_data_max()
@@ -197,12 +202,16 @@ def cmd_run(args) -> int:
         if warning := pattern_warning(version, (jobs_dir / f"{job}.fio").read_text()):
             log.warning("%s: %s", job, warning)
     store = Store(args.db)
+    if cleared is None:  # only `plan`/`--dry-run` skip the guard, and they returned above
+        raise GuardError(f"{scratch}: not checked by the guard: refused")
     with RunLock(f"{args.db}.lock"):  # the same lock for every command on this database
+        for line in stop_leftovers({r["id"] for r in store.matrix_runs()}, args.procfs):  # none is alive: the lock
+            log.warning("stopped a process left by a run that died: %s", line)
         for line in restore_pending(params, store):  # a run that died left a parameter changed
             log.warning("parameter restored before this run: %s", line)
         if stale := store.mark_stale(holding_lock=True):
             log.warning("%d result(s) left running by a run that died were marked incomplete", stale)
-        for child in zfs.destroy_leftovers(scratch, store.dead_runs()):
+        for child in zfs.destroy_leftovers(cleared, store.dead_runs()):
             log.warning("destroyed %s, left behind by a run that died", child)
         key_file = make_key_file() if encrypted else ""
         results_dir.mkdir(mode=0o700)
@@ -215,7 +224,7 @@ def cmd_run(args) -> int:
                     log.info("queued annotations: %d sent, %d still queued", sent, failed)
             runner = Runner(zfs, store, annotator, RunSettings(matrix.name, scratch, run_id, procfs=args.procfs,
                                                                 sysfs=args.sysfs, fio_version=version_text,
-                                                                keep=args.keep, freebsd=_freebsd()), params)
+                                                                keep=args.keep, freebsd=_freebsd()), params, cleared)
             log.info("run %s: matrix %s, %d cells on %s", run_id, matrix.name, len(plans), scratch)
             status = runner.run(plans)
         finally:
@@ -223,6 +232,8 @@ def cmd_run(args) -> int:
             if key_file:
                 os.unlink(key_file)
     log.info("run %s %s; results in %s", run_id, status, args.db)
+    if runner.stopped_by:
+        return 2
     return {"complete": 0, "aborted": 130}.get(status, 1)
 
 
@@ -351,7 +362,7 @@ def cmd_compare(args) -> int:
 
 def cmd_annotate(args) -> int:
     store = Store(args.db)
-    client = _client(args) or GrafanaClient("", load_token(args.grafana_token, args.grafana_token_file),
+    client = _client(args) or GrafanaClient("", load_token(args.grafana_token, args.grafana_token_file, args.secrets),
                                             args.grafana_timeout)
     sent, failed = Annotator(store, client).retry(args.grafana_url)
     print(f"{sent} annotation(s) sent, {failed} still queued")
@@ -365,6 +376,7 @@ COMMANDS = {"init": cmd_init, "plan": cmd_run, "run": cmd_run, "restore": cmd_re
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.secrets = take_secrets()  # no child (fio, zfs, zpool) ever inherits the Grafana token
     level = {"warn": logging.WARNING}.get(args.log_level, getattr(logging, args.log_level.upper()))
     logging.basicConfig(level=level, format="zfsnas-bench: %(levelname)s %(message)s", stream=sys.stderr)
     try:
