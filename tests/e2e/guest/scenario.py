@@ -476,7 +476,7 @@ def fio_processes_after(seconds: float) -> list[str]:
 
 # --- the stack's exporter container on live ZFS (host side: tests/e2e/container.py) --------------
 
-CONTAINER_SOURCES = ("zpool_list", "zpool_status", "zfs_datasets", "zpool_iostat")
+CONTAINER_SOURCES = ("zpool_list", "zpool_status", "zfs_datasets", "zpool_iostat", "block_devices")  # block_devices: the serials
 
 
 def container_metrics(timeout: float, want_success: bool) -> str:
