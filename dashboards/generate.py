@@ -87,8 +87,26 @@ BENCH_CONFIG = "matrix, workload, config, compression, recordsize, encryption, s
 
 # --- panel helpers -------------------------------------------------------------------------------
 
+def with_nas_in_instance(expr: str) -> str:
+    """The series of `expr` with `instance` reading "<nas> <instance>" where a `nas` label exists
+    (several NAS writing to one store, often with the same instance name) and unchanged where it
+    does not. Legends cannot say `{{nas}}` themselves: Grafana writes a missing label's *name*."""
+    # through a scratch label: VictoriaMetrics's label_join garbles a destination that is also a
+    # source ("a nas" came out "a a s"); an empty replacement then drops the scratch label
+    joined = f'label_join({expr}, "nas_instance", " ", "nas", "instance")'
+    return (f'label_replace(label_replace({joined}, "instance", "$1", "nas_instance", " ?(.*)"), '
+            f'"nas_instance", "", "", "")')
+
+
 def query(expr: str, legend: str = "", *, instant: bool = False, fmt: PromQueryFormat | None = None,
           ref: str = "A") -> prometheus.Dataquery:
+    """One target. A legend names the NAS and instance first (`{{instance}}`, carrying the nas
+    where there is one), so two NAS or two instances with the same pool and dataset names never
+    read alike; heatmap buckets (`{{le}}`) sum their selection by design."""
+    if legend and legend != "{{le}}":
+        if "{{instance}}" not in legend:
+            legend = "{{instance}} " + legend
+        expr = with_nas_in_instance(expr)
     q = prometheus.Dataquery().expr(expr).ref_id(ref).datasource(DATASOURCE)
     if legend:
         q = q.legend_format(legend)
@@ -575,9 +593,14 @@ def datasets() -> Board:
 
 
 def per_disk(expr: str) -> str:
-    """A per-device expression labelled by serial, pool and vdev through zfs_disk_info."""
-    return (f"({expr}) * on (nas, instance, device) group_left (serial, model, pool, vdev_guid) "
-            f"max by (nas, instance, device, serial, model, pool, vdev_guid) ({DISK_INFO})")
+    """A per-device expression labelled by serial, pool and vdev through zfs_disk_info; a disk in no
+    pool or without a serial reads "(no pool)" / "(no serial)" (a legend's missing label would read
+    as its name)."""
+    joined = (f"({expr}) * on (nas, instance, device) group_left (serial, model, pool, vdev_guid) "
+              f"max by (nas, instance, device, serial, model, pool, vdev_guid) ({DISK_INFO})")
+    for label, missing in (("pool", "(no pool)"), ("serial", "(no serial)")):   # a spare; a USB stick
+        joined = f'label_replace({joined}, "{label}", "{missing}", "{label}", "")'
+    return joined
 
 
 def disks() -> Board:

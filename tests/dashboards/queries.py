@@ -21,6 +21,7 @@ class Query:
     dashboard: str
     where: str      # panel title, "variable <name>" or "annotation <name>"
     expr: str
+    legend: str = ""  # the panel target's legendFormat
 
     def promql(self) -> str:
         """The expression as Grafana sends it with every variable on All."""
@@ -48,7 +49,8 @@ def panels(board: dict) -> list[dict]:
 
 def queries(name: str) -> list[Query]:
     board = load(name)
-    out = [Query(name, p["title"], t["expr"]) for p in panels(board) for t in p.get("targets", [])]
+    out = [Query(name, p["title"], t["expr"], t.get("legendFormat", "")) for p in panels(board)
+           for t in p.get("targets", [])]
     out += [Query(name, f"variable {v['name']}", v["query"]) for v in board["templating"]["list"]
             if v["type"] == "query"]
     out += [Query(name, f"annotation {a['name']}", a["expr"]) for a in board["annotations"]["list"]
@@ -60,6 +62,30 @@ def change_queries(name: str) -> dict[str, str]:
     """{annotation name: expr} of the configuration-change annotations: events, empty while nothing
     changes, so not in queries() (tests/integration/test_change_annotations.py checks them)."""
     return {a["name"]: a["expr"] for a in load(name)["annotations"]["list"] if a["name"] in CHANGE_ANNOTATIONS}
+
+
+def render_legend(legend: str, labels: dict[str, str]) -> str:
+    """A series' name as Grafana's Prometheus data source writes it from a legendFormat: each
+    `{{label}}` becomes the label's value, and a label the series lacks becomes its *name*."""
+    return re.sub(r"\{\{\s*(.+?)\s*\}\}", lambda m: labels.get(m[1]) or m[1], legend)
+
+
+def legend_problems(query: Query, result: list[dict]) -> list[str]:
+    """What a reader would trip on in one target's legend over its series: a label the series lack
+    (Grafana would print the label's name) or two series that read alike."""
+    if not query.legend or query.legend == "{{le}}":
+        return []
+    problems = []
+    names = [render_legend(query.legend, r["metric"]) for r in result]
+    for r in result:
+        missing = [l for l in re.findall(r"\{\{\s*(.+?)\s*\}\}", query.legend) if not r["metric"].get(l)]
+        if missing:
+            problems.append(f"{query.dashboard} / {query.where}: {missing} missing in {r['metric']}")
+            break
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        problems.append(f"{query.dashboard} / {query.where}: {len(twice)} legends read alike, e.g. {twice[0]!r}")
+    return problems
 
 
 def all_queries() -> list[Query]:

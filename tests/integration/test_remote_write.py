@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import FIXTURES, free_port, linux_tree
-from tests.dashboards.queries import Query, all_queries
+from tests.dashboards.queries import Query, all_queries, legend_problems, render_legend
 from tests.integration.daemon import Daemon
 from tests.integration.exporter_process import ExporterProcess
 from tests.integration.test_prometheus_scrape import RATE, TxgWriter
@@ -133,7 +133,7 @@ def fleet(tmp_path_factory):
 
 def promql(query, nas: str) -> str:
     """The query as Grafana sends it with `nas` set to one NAS (or All) and the rest on All."""
-    return Query(query.dashboard, query.where, query.expr.replace("$nas", nas)).promql()
+    return Query(query.dashboard, query.where, query.expr.replace("$nas", nas), query.legend).promql()
 
 
 def finite(result: list[dict]) -> list[dict]:
@@ -175,6 +175,20 @@ def test_every_dashboard_query_keeps_the_nas_apart(fleet):
     assert not errors, "queries failed on VictoriaMetrics:\n" + "\n".join(errors)
     assert not empty, "queries without data for NAS a:\n" + "\n".join(empty)
     assert not mixed, "series of one NAS mixed with the other's:\n" + "\n".join(mixed)
+
+
+def test_legends_tell_the_nas_apart(fleet):
+    """Both NAS carry instance "nas": every legend starts with the NAS's own name ("a nas ...",
+    "b nas ..."), and no two series of a target read alike."""
+    store = fleet["store"]
+    problems, first_words = [], set()
+    for query in all_queries():
+        if query.legend and query.legend != "{{le}}":
+            result = finite(store.query(promql(query, ".*")))
+            problems += legend_problems(query, result)
+            first_words |= {render_legend(query.legend, r["metric"]).split()[0] for r in result}
+    assert not problems, "\n".join(problems)
+    assert first_words == {"a", "b"}, first_words
 
 
 def test_values_per_nas(fleet):

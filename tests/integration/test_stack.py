@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import FIXTURES, free_port, linux_tree
-from tests.dashboards.queries import all_queries
+from tests.dashboards.queries import all_queries, legend_problems, render_legend
 from tests.integration.daemon import Daemon
 from tests.integration.exporter_process import ExporterProcess
 from tests.integration.prometheus import Prometheus
@@ -259,6 +259,24 @@ def test_every_dashboard_query_returns_data(stack):
                 empty.append(f"{query.dashboard} / {query.where} without its fallback: {query.promql()}")
     assert not errors, "queries failed:\n" + "\n".join(errors)
     assert not empty, f"{len(empty)} queries return no data:\n" + "\n".join(empty)
+
+
+def test_every_legend_names_what_a_reader_sees(stack):
+    """On one Prometheus without a `nas` label: no legend label is missing from its series (Grafana
+    would print the label's name: "nas nas:9923"), no two series of a target read alike, and the
+    instance reads as itself."""
+    prom = stack["prom"]
+    problems, seen = [], 0
+    for query in all_queries():
+        if query.legend and query.legend != "{{le}}":
+            result = prom.query(query.promql())
+            problems += legend_problems(query, result)
+            seen += len(result)
+    assert not problems, "\n".join(problems)
+    assert seen > 100
+    ratio = next(q for q in all_queries() if q.where == "Compression ratio" and q.dashboard == "datasets")
+    names = {render_legend(ratio.legend, r["metric"]) for r in prom.query(ratio.promql())}
+    assert {f"{NAS} tank", f"{NAS} backup/tank"} <= names, sorted(names)
 
 
 def test_dashboards_join_node_exporter_by_instance(stack):
