@@ -72,6 +72,7 @@ build_exporter() {
     fi
     rm -rf "$context"; mkdir -p "$context"
     cp -a "$ROOT/pyproject.toml" "$ROOT/README.md" "$ROOT/exporter" "$ROOT/.dockerignore" "$context/"
+    mkdir -p "$context/alerts"; cp -a "$ROOT/alerts/thresholds.toml" "$context/alerts/"   # a data file of the wheel
     cp -a "$wheels" "$context/wheels"
     log "build zfsnas-exporter from the repo's Dockerfile on $base"
     local previous
