@@ -9,7 +9,8 @@ import shutil
 
 import pytest
 
-from zfsnas.collector import Collector, Context, Families, ScrapeCollector
+from zfsnas.collector import Collector, Context, ScrapeCollector
+from zfsnas.exposition import Families
 from zfsnas.exposition import (MAX_LABEL_VALUE, Family, FrozenFamily, RenderIssues, format_value, render,
                                render_family)
 

@@ -1,8 +1,8 @@
 """The collector contract and the scrape loop that runs every enabled collector.
 
-Owns: the `Collector` base class (name, flags, collect), `Report` (how a collector says what
-failed without stopping), `Families` (building metric families from values), and `ScrapeCollector`,
-which runs each collector in turn and adds the self metrics
+Owns: the `Collector` base class (name, flags, `collect` returning `exposition.Family` objects),
+`Context` (what collectors are given, as typed fields), `Report` (how a collector says what failed
+without stopping), and `ScrapeCollector`, which runs each collector in turn and adds the self metrics
 `zfs_exporter_collector_success`, `zfs_exporter_collector_duration_seconds`,
 `zfs_exporter_source_age_seconds`, `zfs_exporter_source_success`, and what rendering had to leave
 out or change: `zfs_exporter_samples_dropped_total{collector,reason}` and
@@ -19,30 +19,38 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar, TypeVar
 
-from .exposition import Family, RenderIssues, format_le, render, render_family
+from .exposition import Families, Family, RenderIssues, render, render_family
 
 if TYPE_CHECKING:
-    from prometheus_client.core import Metric
-
     from .refresh import BackgroundRefresher
     from .sources.commands import CommandRunner
-    from .sources.model import KstatSource
+    from .sources.model import KstatSource, VdevStatus
+    from .sources.zpool import ZpoolStatus
 
 log = logging.getLogger("zfsnas")
+T = TypeVar("T")
 
 
 @dataclass
 class Context:
-    """What collectors are given: the sources and the parsed command line."""
+    """What collectors are given: the kstat source, the command runner (shared by every collector:
+    it runs one zfs/zpool command at a time and is closed by the exporter at shutdown, never by a
+    collector) and the parsed command line."""
 
-    kstat: "KstatSource"
-    commands: "CommandRunner"
+    kstat: KstatSource
+    commands: CommandRunner
     args: argparse.Namespace = field(default_factory=argparse.Namespace)
-    # Background sources one collector owns and others read, by name (e.g. "zpool_status",
-    # a BackgroundRefresher whose value is a list[sources.model.VdevStatus]).
-    shared: dict[str, Any] = field(default_factory=dict)
+    # The `pools` collector's `zpool status` source, set when that collector is enabled; read
+    # through `vdevs()` by `disks` (pool membership by vdev guid) and `vdevlatency` (pool names).
+    zpool_status: BackgroundRefresher[ZpoolStatus] | None = None
+
+    def vdevs(self) -> list[VdevStatus]:
+        """Every vdev of the last good `zpool status`: [] without the `pools` collector or before its first read."""
+        if self.zpool_status is None:
+            return []
+        return list(self.zpool_status.state().value or ())
 
 
 class Report:
@@ -110,7 +118,9 @@ class Collector:
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
         """Add this collector's own flags (named `--<name>.<option>`)."""
 
-    def collect(self, report: Report) -> Iterable["Metric"]:
+    def collect(self, report: Report) -> Iterable[Family]:
+        """This scrape's families (a `Families` builder can be returned as it is). No I/O of its own
+        beyond the sources; a failure goes to `report` and the families read so far are still served."""
         raise NotImplementedError
 
     def list_pools(self, report: Report) -> list[str]:
@@ -119,7 +129,7 @@ class Collector:
             return self.ctx.kstat.pools()
         return []
 
-    def sources(self) -> Sequence["BackgroundRefresher"]:
+    def sources(self) -> Sequence[BackgroundRefresher]:
         """Background sources whose age and success the exporter reports."""
         return ()
 
@@ -142,11 +152,13 @@ class RefreshingCollector(Collector):
             source.start()
 
     def stop(self) -> None:
+        """Stop this collector's refresh threads. The shared command runner stays open for the other
+        collectors: the exporter closes it (killing a hung command) once, at shutdown."""
         from .refresh import stop_all
 
-        stop_all(self.sources(), then=getattr(self.ctx.commands, "close", None))
+        stop_all(self.sources())
 
-    def current(self, source: "BackgroundRefresher", report: Report) -> Any:
+    def current(self, source: BackgroundRefresher[T], report: Report) -> T | None:
         """The source's last good value (None if none yet); a failed or pending refresh fails the report."""
         state = source.state()
         if state.value is None and not state.success and not self._started:
@@ -157,55 +169,12 @@ class RefreshingCollector(Collector):
         return state.value
 
 
-class Families:
-    """Metric families built up sample by sample, in first-use order (see `exposition.Family`)."""
-
-    def __init__(self) -> None:
-        self._families: dict[str, Family] = {}
-
-    def family(self, kind: str, name: str, documentation: str, labelnames: Sequence[str]) -> Family:
-        """The family itself, for hot loops that append (suffix, label values, value) samples directly."""
-        return self._family(kind, name, documentation, labelnames)
-
-    def _family(self, kind: str, name: str, documentation: str, labels: Sequence[str]) -> Family:
-        family = self._families.get(name)
-        if family is None:
-            family = self._families[name] = Family(name, documentation, kind, labels)
-        return family
-
-    def gauge(self, name: str, documentation: str, labels: dict[str, str], value: float) -> None:
-        self._family("gauge", name, documentation, labels).samples.append(("", tuple(labels.values()), value))
-
-    def counter(self, name: str, documentation: str, labels: dict[str, str], value: float) -> None:
-        self._family("counter", name, documentation, labels).samples.append(("", tuple(labels.values()), value))
-
-    def add(self, kind: str, name: str, documentation: str, labels: dict[str, str], value: float) -> None:
-        (self.counter if kind == "counter" else self.gauge)(name, documentation, labels, value)
-
-    def histogram(self, name: str, documentation: str, labels: dict[str, str],
-                  buckets: Sequence[tuple[float, float]], total: float | None) -> None:
-        """`buckets` are (upper bound, cumulative count), the last one +Inf; `total` None leaves out _sum."""
-        samples = self._family("histogram", name, documentation, labels).samples
-        values = tuple(labels.values())
-        samples.extend(("_bucket", (*values, format_le(bound)), count) for bound, count in buckets)
-        samples.append(("_count", values, buckets[-1][1] if buckets else 0))
-        if total is not None:
-            samples.append(("_sum", values, total))
-
-    def families(self) -> list[Family]:
-        return list(self._families.values())
-
-    def __iter__(self) -> Iterator["Metric"]:
-        """prometheus_client Metric objects, for code that wants those."""
-        return (family.to_metric() for family in self._families.values())
-
-
 class ScrapeCollector:
-    """The prometheus_client collector: runs every enabled collector once per scrape, one scrape at a time."""
+    """Runs every enabled collector once per scrape, one scrape at a time, and adds the self metrics."""
 
     MAX_LOGGED = 1000  # distinct (collector, reason) causes logged; the counters go on regardless
 
-    def __init__(self, collectors: Sequence[Collector], kstat: "KstatSource | None" = None):
+    def __init__(self, collectors: Sequence[Collector], kstat: KstatSource | None = None):
         self.collectors = list(collectors)
         self.kstat = kstat
         self._lock = threading.Lock()
@@ -214,11 +183,6 @@ class ScrapeCollector:
         self._dropped: dict[tuple[str, str], int] = {}
         self._rewritten: dict[tuple[str, str], int] = {}
         self._logged: set[tuple[str, str]] = set()
-
-    def collect(self) -> Iterator["Metric"]:
-        """The prometheus_client collector protocol (slower; the server uses `render`)."""
-        for item in self.scrape():
-            yield item.to_metric() if isinstance(item, Family) else item
 
     def render(self, extra: Iterable[Family] = (), deadline: float | None = None) -> str:
         """The whole page: every collector's families, `extra` ones (e.g. process metrics), then the
@@ -237,8 +201,8 @@ class ScrapeCollector:
                 render_family(family, out)
             return "".join(out)
 
-    def scrape(self, deadline: float | None = None) -> list:
-        """Every family of one scrape (the self metrics last), for prometheus_client users."""
+    def scrape(self, deadline: float | None = None) -> list[Family]:
+        """Every family of one scrape (the self metrics last), e.g. for `exposition.ClientCollector`."""
         with self._locked(deadline):
             per_collector, families = self._scrape(deadline)
             self._problem_metrics(families)
@@ -254,14 +218,14 @@ class ScrapeCollector:
         finally:
             self._lock.release()
 
-    def _scrape(self, deadline: float | None = None) -> tuple[list[tuple[str, list]], Families]:
-        out: list[tuple[str, list]] = []
+    def _scrape(self, deadline: float | None = None) -> tuple[list[tuple[str, list[Family]]], Families]:
+        out: list[tuple[str, list[Family]]] = []
         families = Families()
         zfs_missing = self._zfs_missing()
         for collector in self.collectors:
             report = Report(collector.name)
             started = time.perf_counter()
-            result: list = []
+            result: list[Family] = []
             if zfs_missing and collector.needs_zfs:
                 report.fail("zfs", zfs_missing)  # said once by _zfs_missing, not per collector
             elif deadline is not None and time.monotonic() > deadline:
@@ -269,8 +233,7 @@ class ScrapeCollector:
                 self._log_changes(collector.name, report.errors)
             else:
                 with report.guard("collect"):
-                    produced = collector.collect(report)
-                    result = produced.families() if isinstance(produced, Families) else list(produced)
+                    result = list(collector.collect(report))
                 self._log_changes(collector.name, report.errors)
             labels = {"collector": collector.name}
             families.gauge("zfs_exporter_collector_success",
@@ -306,7 +269,8 @@ class ScrapeCollector:
         for (collector, reason), count in sorted(self._rewritten.items()):
             families.counter("zfs_exporter_label_values_rewritten_total",
                              "Samples served with a label value changed to be valid: too_long (cut at "
-                             "1024 characters, ending in ...[cut <digest of the whole value>]) or invalid_utf8 (bytes shown as \\xNN).",
+                             "1024 characters, ending in ...[cut <digest of the whole value>]) or invalid_utf8 "
+                             "(bytes shown as \\xNN).",
                              {"collector": collector, "reason": reason}, count)
     def _zfs_missing(self) -> str | None:
         """Why ZFS kstats cannot be read right now (None when they can); said once per change."""

@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
-from ..collector import Families, RefreshingCollector, Report
+from ..collector import RefreshingCollector, Report
+from ..exposition import Families, Family
 from ..refresh import BackgroundRefresher
 from ..sources.benchdb import BenchConfig, default_bench_db, read_bench_db
-
-if TYPE_CHECKING:
-    from prometheus_client.core import Metric
 
 # (metric, type, help, BenchConfig attribute)
 FAMILIES = (
@@ -58,7 +55,7 @@ class BenchCollector(RefreshingCollector):
     def sources(self):
         return (self.refresher,)
 
-    def collect(self, report: Report) -> Iterable["Metric"]:
+    def collect(self, report: Report) -> Iterable[Family]:
         families = Families()
         configs: list[BenchConfig] = self.current(self.refresher, report) or []
         for config in configs:

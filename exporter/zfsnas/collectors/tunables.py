@@ -12,12 +12,9 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from prometheus_client.core import Metric
-
-from ..collector import Families, RefreshingCollector, Report
+from ..collector import RefreshingCollector, Report
+from ..exposition import Families, Family
 from ..refresh import BackgroundRefresher
 
 
@@ -51,7 +48,7 @@ class TunablesCollector(RefreshingCollector):
     def sources(self):
         return (self.refresher,)
 
-    def collect(self, report: Report) -> Iterable["Metric"]:
+    def collect(self, report: Report) -> Iterable[Family]:
         read = self.current(self.refresher, report)
         families = Families()
         if read is not None:

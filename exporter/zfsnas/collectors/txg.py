@@ -12,12 +12,9 @@ from __future__ import annotations
 import bisect
 import logging
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from prometheus_client.core import Metric
-
-from ..collector import Collector, Families, Report
+from ..collector import Collector, Report
+from ..exposition import Families, Family
 from ..sources.kstat import Txg, histogram_buckets
 
 log = logging.getLogger("zfsnas")
@@ -117,7 +114,7 @@ class TxgCollector(Collector):
         self.accumulators: dict[str, TxgAccumulator] = {}
         self._history_off_logged: set[str] = set()
 
-    def collect(self, report: Report) -> Iterable["Metric"]:
+    def collect(self, report: Report) -> Iterable[Family]:
         kstat = self.ctx.kstat
         families = Families()
         dirty_max = delay_percent = None

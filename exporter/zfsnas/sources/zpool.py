@@ -12,8 +12,8 @@ It must not build metrics nor run anything but these commands.
 
 Shared value: `read_status` returns a `ZpoolStatus`, a `list[VdevStatus]` (every vdev of every pool,
 the pool's root vdev first, in `zpool status` order) that also carries `.pools`, the
-`list[PoolStatus]` with state, scans and data errors. The `pools` collector publishes its
-BackgroundRefresher of it as `ctx.shared["zpool_status"]` for the `disks` collector.
+`list[PoolStatus]` with state, scans and data errors. The `pools` collector sets its
+BackgroundRefresher of it as `Context.zpool_status` for the `disks` and `vdevlatency` collectors.
 In a `VdevStatus`: `name` is what `-P` prints, `guid` what `-g` prints (decimal, as udev's
 `ID_FS_UUID_SUB`; "" for the root vdev, which `-g` prints by pool name), `role` one of data, log,
 cache, spare, special, dedup, `parent` the parent vdev's name (the pool name for top-level vdevs,
@@ -78,16 +78,12 @@ class PoolStatus:
     vdevs: list[VdevStatus] = field(default_factory=list)
 
 
-class ZpoolStatus(list):
+class ZpoolStatus(list[VdevStatus]):
     """A `list[VdevStatus]` of every pool, with the per-pool statuses as `.pools`."""
 
     def __init__(self, pools: list[PoolStatus]):
         super().__init__(v for p in pools for v in p.vdevs)
         self.pools = pools
-
-    @property
-    def vdevs(self) -> list[VdevStatus]:
-        return self
 
 
 def _ratio(text: str, scale: float) -> float | None:
