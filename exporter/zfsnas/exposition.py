@@ -352,7 +352,8 @@ class ClientCollector:
     """The adapter for embedding: families as a prometheus_client collector, e.g.
     `REGISTRY.register(ClientCollector(build_exporter(args).scrape.scrape))` serves our collectors
     (and their self metrics) from a Python program's own prometheus_client registry.
-    `families` is called once per `collect()`."""
+    `families` is called once per `collect()`. prometheus_client prints values as floats: integers
+    beyond 2**53 (byte counters of a big pool) lose their last digits there, not in `render`."""
 
     def __init__(self, families: Callable[[], Iterable[Family]]):
         self._families = families
