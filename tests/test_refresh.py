@@ -6,7 +6,6 @@ from __future__ import annotations
 import threading
 import time
 
-import pytest
 
 from zfsnas.refresh import BackgroundRefresher, stop_all
 
