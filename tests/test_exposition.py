@@ -11,9 +11,20 @@ from decimal import Decimal
 import pytest
 
 from zfsnas import exposition
-from zfsnas.collector import Collector, Context, ScrapeCollector
-from zfsnas.exposition import (MAX_LABEL_VALUE, ClientCollector, Families, Family, FrozenFamily, RenderIssues,
-                               format_le, format_value, render, render_family)
+from zfsnas.collectors.base import Collector, Context
+from zfsnas.exposition import (
+    MAX_LABEL_VALUE,
+    ClientCollector,
+    Families,
+    Family,
+    FrozenFamily,
+    RenderIssues,
+    format_le,
+    format_value,
+    render,
+    render_family,
+)
+from zfsnas.scrape import ScrapeCollector
 
 
 def rendered(family: Family) -> tuple[str, RenderIssues]:

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from . import __version__, replay
-from .collector import Collector, Context, ScrapeCollector
 from .collectors import ALL
+from .collectors.base import Collector, Context
 from .exposition import ClientCollector
 from .process import process_families
+from .scrape import ScrapeCollector
 from .server import make_server, serve_in_thread
 from .sources.commands import DEFAULT_MAX_OUTPUT, CommandRunner
 from .sources.freebsd import SysctlKstatSource

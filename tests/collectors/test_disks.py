@@ -3,7 +3,7 @@
 import argparse
 
 from tests.conftest import FIXTURES, samples, scrape_text, types, value
-from zfsnas.collector import Context, Report
+from zfsnas.collectors.base import Context, Report
 from zfsnas.collectors.disks import DisksCollector
 from zfsnas.refresh import BackgroundRefresher
 from zfsnas.sources.model import SourceError, VdevStatus

@@ -15,8 +15,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..collector import Collector, Report
 from ..exposition import Families, Family
+from .base import Collector, Report
 
 
 @dataclass(frozen=True)

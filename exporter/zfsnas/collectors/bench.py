@@ -13,10 +13,10 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterable
 
-from ..collector import RefreshingCollector, Report
 from ..exposition import Families, Family
 from ..refresh import BackgroundRefresher
 from ..sources.benchdb import BenchConfig, default_bench_db, read_bench_db
+from .base import RefreshingCollector, Report
 
 # (metric, type, help, BenchConfig attribute)
 FAMILIES = (

@@ -22,10 +22,10 @@ import argparse
 import re
 from collections.abc import Iterable
 
-from ..collector import RefreshingCollector, Report
 from ..exposition import Family, FrozenFamily
 from ..refresh import BackgroundRefresher
 from ..sources.zfs_datasets import SETTINGS, Dataset, Snapshots, read_datasets, read_snapshots
+from .base import RefreshingCollector, Report
 
 LABELS = ("pool", "dataset")
 # (property, metric, help); None-valued (`-`) properties are skipped.

@@ -24,11 +24,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..collector import RefreshingCollector, Report
 from ..exposition import Families, Family
 from ..refresh import BackgroundRefresher
 from ..sources.blockdevices import DeviceInventory, DiskIdentity, identify, scan_pyudev, scan_sysfs
 from ..sources.diskstats import SECTOR_BYTES, DiskStats, read_diskstats
+from .base import RefreshingCollector, Report
 
 DEFAULT_EXCLUDE = r"^(loop|ram|zram|dm-|sr|fd)\d+$|^nvme\d+c\d+n\d+$"
 MS = 0.001

@@ -9,8 +9,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable
 
-from ..collector import Collector, Report
 from ..exposition import Families, Family
+from .base import Collector, Report
 
 _NAMES = {
     "writes": ("zfs_dataset_writes_total", "Write operations on the dataset."),

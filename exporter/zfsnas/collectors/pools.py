@@ -17,10 +17,10 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterable
 
-from ..collector import RefreshingCollector, Report
 from ..exposition import Families, Family
 from ..refresh import BackgroundRefresher
 from ..sources.zpool import HEALTH_STATES, Pool, PoolStatus, ZpoolStatus, read_pools, read_status
+from .base import RefreshingCollector, Report
 from .datasets import compile_pattern, pool_selected
 
 SPACE = (

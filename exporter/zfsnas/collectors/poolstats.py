@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from ..collector import Collector, Report
 from ..exposition import Families, Family
+from .base import Collector, Report
 
 POOL_STATES = ("online", "degraded", "faulted", "offline", "removed", "unavail", "suspended")
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterable
 
-from ..collector import RefreshingCollector, Report
 from ..exposition import Families, Family
 from ..refresh import BackgroundRefresher
+from .base import RefreshingCollector, Report
 
 
 def numeric(text: str) -> int | None:

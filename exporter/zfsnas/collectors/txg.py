@@ -13,9 +13,9 @@ import bisect
 import logging
 from collections.abc import Iterable, Sequence
 
-from ..collector import Collector, Report
 from ..exposition import Families, Family
 from ..sources.kstat import Txg, histogram_buckets
+from .base import Collector, Report
 
 log = logging.getLogger("zfsnas")
 

@@ -17,7 +17,6 @@ import argparse
 import math
 from collections.abc import Iterable
 
-from ..collector import RefreshingCollector, Report
 from ..exposition import Families, Family, FrozenFamily
 from ..refresh import BackgroundRefresher
 from ..sources.model import SourceError
@@ -29,6 +28,7 @@ from ..sources.zpool_iostat import (
     parse_latency_histograms,
     parse_queue_depths,
 )
+from .base import RefreshingCollector, Report
 
 NS = 1e-9
 

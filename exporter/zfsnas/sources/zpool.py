@@ -86,7 +86,8 @@ class ZpoolStatus(list[VdevStatus]):
         self.pools = pools
 
 
-def _ratio(text: str, scale: float) -> float | None:
+def _scaled_figure(text: str, scale: float) -> float | None:
+    """A `zpool list` figure (`17`, `17%`, `1.37x`; `-` when unknown) divided by `scale`."""
     text = text.rstrip("%x")
     return None if text in ("-", "") else float(text) / scale
 
@@ -101,8 +102,8 @@ def parse_list(text: str) -> list[Pool]:
             raise SourceError(f"zpool list line {number}: {len(fields)} columns, expected 8")
         name, size, alloc, free, frag, cap, dedup, health = fields
         try:
-            pools.append(Pool(name, int(size), int(alloc), int(free), _ratio(frag, 100), _ratio(cap, 100),
-                              _ratio(dedup, 1), health))
+            pools.append(Pool(name, int(size), int(alloc), int(free), _scaled_figure(frag, 100), _scaled_figure(cap, 100),
+                              _scaled_figure(dedup, 1), health))
         except ValueError as exc:
             raise SourceError(f"zpool list line {number}: {exc}") from None
     return pools
