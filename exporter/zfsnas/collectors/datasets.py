@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import argparse
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from ..exposition import Family, FrozenFamily
 from ..refresh import BackgroundRefresher
 from ..sources.zfs_datasets import SETTINGS, Dataset, Snapshots, read_datasets, read_snapshots
-from .base import RefreshingCollector, Report
+from .base import Context, RefreshingCollector, Report
 
 LABELS = ("pool", "dataset")
 # (property, metric, help); None-valued (`-`) properties are skipped.
@@ -118,7 +118,7 @@ class DatasetsCollector(RefreshingCollector):
                             help="regular expression on the whole dataset name (e.g. 'tank/scratch(/.*)?'): "
                                  "matching datasets are not exported")
 
-    def __init__(self, ctx):
+    def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         args = ctx.args
         self.exclude = compile_pattern(getattr(args, "dataset_exclude", None), "--dataset.exclude")
@@ -143,7 +143,7 @@ class DatasetsCollector(RefreshingCollector):
     def _read_snapshots(self) -> dict[str, Snapshots]:
         return read_snapshots(self.ctx.commands.lines)
 
-    def sources(self):
+    def sources(self) -> Sequence[BackgroundRefresher]:
         return tuple(s for s in (self.datasets, self.snapshots) if s is not None)
 
     def collect(self, report: Report) -> Iterable[Family]:

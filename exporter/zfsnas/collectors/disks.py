@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ from ..exposition import Families, Family
 from ..refresh import BackgroundRefresher
 from ..sources.blockdevices import DeviceInventory, DiskIdentity, identify, scan_pyudev, scan_sysfs
 from ..sources.diskstats import SECTOR_BYTES, DiskStats, read_diskstats
-from .base import RefreshingCollector, Report
+from .base import Context, RefreshingCollector, Report
 
 DEFAULT_EXCLUDE = r"^(loop|ram|zram|dm-|sr|fd)\d+$|^nvme\d+c\d+n\d+$"
 MS = 0.001
@@ -70,7 +70,7 @@ class DisksCollector(RefreshingCollector):
         parser.add_argument("--disks.hotplug", dest="disks_hotplug", action=argparse.BooleanOptionalAction,
                             default=True, help="follow disk hotplug with a pyudev monitor (default on)")
 
-    def __init__(self, ctx):
+    def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         args = ctx.args
         self.procfs = getattr(args, "procfs", "/proc")
@@ -96,7 +96,7 @@ class DisksCollector(RefreshingCollector):
             self._context = pyudev.Context()
         return self._context
 
-    def sources(self):
+    def sources(self) -> Sequence[BackgroundRefresher]:
         return (self.refresher,)
 
     def start(self) -> None:

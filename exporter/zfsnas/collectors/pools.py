@@ -15,12 +15,12 @@ with `.pools`), which `disks` and `vdevlatency` read through `Context.vdevs()`.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from ..exposition import Families, Family
 from ..refresh import BackgroundRefresher
 from ..sources.zpool import HEALTH_STATES, Pool, PoolStatus, ZpoolStatus, read_pools, read_status
-from .base import RefreshingCollector, Report
+from .base import Context, RefreshingCollector, Report
 from .datasets import compile_pattern, pool_selected
 
 SPACE = (
@@ -57,7 +57,7 @@ class PoolsCollector(RefreshingCollector):
         parser.add_argument("--pool.exclude", dest="pool_exclude", default=None,
                             help="regular expression on the whole pool name: leave these pools out (pools and datasets)")
 
-    def __init__(self, ctx):
+    def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         args = ctx.args
         self.include = compile_pattern(getattr(args, "pool_include", None), "--pool.include")
@@ -73,7 +73,7 @@ class PoolsCollector(RefreshingCollector):
     def _read_status(self) -> ZpoolStatus:
         return read_status(self.ctx.commands.run)
 
-    def sources(self):
+    def sources(self) -> Sequence[BackgroundRefresher]:
         return (self.pool_list, self.status)
 
     def _selected(self, pool: str) -> bool:

@@ -11,11 +11,11 @@ every scrape.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from ..exposition import Families, Family
 from ..refresh import BackgroundRefresher
-from .base import RefreshingCollector, Report
+from .base import Context, RefreshingCollector, Report
 
 
 def numeric(text: str) -> int | None:
@@ -34,7 +34,7 @@ class TunablesCollector(RefreshingCollector):
         parser.add_argument("--tunables.refresh-interval", dest="tunables_refresh_interval", type=float,
                             default=30.0, help="seconds between reads of the module parameters (default 30)")
 
-    def __init__(self, ctx):
+    def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         interval = getattr(ctx.args, "tunables_refresh_interval", 30.0)
         self.refresher = BackgroundRefresher("module_parameters", self._read, interval)
@@ -45,7 +45,7 @@ class TunablesCollector(RefreshingCollector):
                       if (value := numeric(text.strip())) is not None}
         return kstat.version(), dict(sorted(parameters.items()))
 
-    def sources(self):
+    def sources(self) -> Sequence[BackgroundRefresher]:
         return (self.refresher,)
 
     def collect(self, report: Report) -> Iterable[Family]:

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 
 from ..exposition import Families, Family
 from ..sources.kstat import Txg, histogram_buckets
-from .base import Collector, Report
+from .base import Collector, Context, Report
 
 log = logging.getLogger("zfsnas")
 
@@ -109,7 +109,7 @@ class TxgCollector(Collector):
     name = "txg"
     description = "txgs, dirty data, tx-assign latency and write-throttle counters"
 
-    def __init__(self, ctx):
+    def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         self.accumulators: dict[str, TxgAccumulator] = {}
         self._history_off_logged: set[str] = set()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from ..exposition import Families, Family, FrozenFamily
 from ..refresh import BackgroundRefresher
@@ -28,7 +28,7 @@ from ..sources.zpool_iostat import (
     parse_latency_histograms,
     parse_queue_depths,
 )
-from .base import RefreshingCollector, Report
+from .base import Context, RefreshingCollector, Report
 
 NS = 1e-9
 
@@ -43,7 +43,7 @@ class VdevLatencyCollector(RefreshingCollector):
         parser.add_argument("--vdevlatency.refresh-interval", dest="vdevlatency_refresh_interval", type=float,
                             default=60.0, help="seconds between runs of zpool iostat -w/-q (default 60)")
 
-    def __init__(self, ctx):
+    def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         interval = getattr(ctx.args, "vdevlatency_refresh_interval", 60.0)
         self.refresher = BackgroundRefresher("zpool_iostat", self._fetch, interval)
@@ -70,7 +70,7 @@ class VdevLatencyCollector(RefreshingCollector):
         families = self._families(*self._read())
         return [_frozen(family) for family in families.families()]
 
-    def sources(self):
+    def sources(self) -> Sequence[BackgroundRefresher]:
         return (self.refresher,)
 
     def collect(self, report: Report) -> Iterable[Family]:
