@@ -4,6 +4,7 @@ parses; a bad sample is dropped alone and reported, label values are valid, boun
 from __future__ import annotations
 
 import math
+import time
 import shutil
 import subprocess
 from decimal import Decimal
@@ -239,3 +240,33 @@ def test_frozen_text_is_rendered_once():
     family.samples.append(("", ("late",), 2))  # after freezing: not served
     assert render([family]) == '# HELP zfs_x help\n# TYPE zfs_x gauge\nzfs_x{pool="tank"} 1\n'
     assert family.problems is None
+
+
+def test_embedding_as_readme_shows(tmp_path):
+    """README's "From a Python program" example, on the 2.3.2 fixture tree and a private registry."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from tests.conftest import linux_tree, samples, value, zfs_commands
+    from zfsnas.cli import build_exporter, build_parser
+
+    tree = linux_tree("2.3.2")
+    args = build_parser().parse_args(["--path.procfs", str(tree / "proc"), "--path.sysfs", str(tree / "sys"),
+                                      "--collector.disable-defaults", "--collector.arc", "--collector.pools",
+                                      *zfs_commands("2.3")])
+    exporter = build_exporter(args, process_metrics=False)
+    registry = CollectorRegistry(auto_describe=False)
+    exporter.start()
+    try:
+        registry.register(ClientCollector(exporter.scrape.scrape))
+        deadline = time.monotonic() + 20
+        while True:
+            data = samples(generate_latest(registry).decode())
+            if data.get(("zfs_exporter_source_success", frozenset({("source", "zpool_status")}))) == 1:
+                break
+            assert time.monotonic() < deadline, "zpool status never refreshed"
+            time.sleep(0.1)
+    finally:
+        exporter.stop()
+    assert value(data, "zfs_arc_size_bytes") == 11_811_160_064
+    assert value(data, "zfs_pool_size_bytes", pool="tank") == 47971736518656
+    assert value(data, "zfs_exporter_collector_success", collector="pools") == 1
