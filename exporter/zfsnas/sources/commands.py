@@ -14,8 +14,8 @@ the host's own userland, which must match the host's kernel module.
 One runner is shared by every collector, and it owns two rules of its own:
 - one `zfs`/`zpool` command at a time, whichever collector (or refresh thread) asks: they take the
   pool configuration lock, and a NAS busy with a `zfs list` of thousands of snapshots should not
-  get a `zpool iostat` on top. Other commands (FreeBSD's `sysctl`, read on the scrape path) never
-  wait behind them;
+  get a `zpool iostat` on top. A command's timeout starts when its turn comes. Other commands
+  (FreeBSD's `sysctl`, read on the scrape path) never wait behind them;
 - its lifetime: `close()` kills what runs and refuses what comes; whoever created the runner (the
   exporter, at shutdown) calls it, once. A collector that stops never closes it for the others.
 """
@@ -192,10 +192,10 @@ class CommandRunner:
         early or not; a timeout raises SourceError after the last chunk, and so does a non-zero exit
         status unless `status` is given to receive it (with the stderr tail)."""
         with self._turn(argv):
-            yield from self._run(argv, timeout, status)
+            yield from self._stream(argv, timeout, status)
 
-    def _run(self, argv: Sequence[str], timeout: float | None,
-             status: _Exit | None) -> Generator[bytes, None, None]:
+    def _stream(self, argv: Sequence[str], timeout: float | None,
+                status: _Exit | None) -> Generator[bytes, None, None]:
         full = [*self.prefix, *argv]
         limit = self.timeout if timeout is None else timeout
         with tempfile.TemporaryFile() as err:  # a file, not a pipe: stderr can never block stdout
