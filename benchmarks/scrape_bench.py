@@ -1,48 +1,79 @@
 #!/usr/bin/env python3
-"""Scrape latency (p50/p99) and RSS of zfsnas-exporter against Debian's node_exporter (ZFS collector only).
+"""Scrape cost of zfsnas-exporter against Debian's node_exporter (ZFS collector only), interleaved.
 
-    ./dev bench            # or: .venv/bin/python benchmarks/scrape_bench.py [--scrapes N]
+    ./dev bench                        # or: .venv/bin/python benchmarks/scrape_bench.py
+    ./dev bench --reps 10 --scrapes 100 --trees live-2.3.2 --perturbation
 
-Both exporters read the same kstat trees, built here in the exact OpenZFS 2.3 formats:
-  realistic: 2 pools, 50 datasets, 24 txgs of history per pool
-  large:     4 pools, 2,000 objsets, a full txg history (100 txgs) per pool
-node_exporter runs with `--collector.disable-defaults --collector.zfs`, so it does strictly less
-(no txgs, no tx-assign histogram, no dataset I/O typing). The ratios printed are ours / theirs,
-measured in the same run on the same machine.
+Method (docs/performance.md):
+- Both exporters run at the same time on the same tree and are scraped alternately (A, B, B, A,
+  ...: the order flips every pair), so machine load falls on both alike. A repetition is
+  `--scrapes` pairs; each ratio printed is the median over `--reps` repetitions of ours / theirs,
+  with [min..max] over the repetitions beside it.
+- CPU per scrape: the process's utime+stime (both exporters' own threads, background refreshes
+  included; not `zfs`/`zpool` children) over a repetition, divided by its scrapes.
+- Trees: `live-2.3.2` and `live-2.1.11` are the kstat and module-parameter trees recorded on live
+  OpenZFS in our QEMU guests (tests/fixtures/linux-zfs-*-live: every file either exporter reads),
+  with the disk fixture's /proc/diskstats, /sys/block and udev data added; `large` is that 2.3.2
+  tree with 4 pools of 2,000 objsets in all and a full txg history.
+- Collector sets: `kstat` is ours with the kstat collectors only (what node_exporter's zfs
+  collector covers); `default` is ours with every default collector, `zfs`/`zpool` answered from
+  the recorded outputs of the same guest (tests/fixtures/commands/).
+- Floor: the time Python needs only to open and read, as text, every file under the tree's
+  /proc/spl/kstat/zfs once; "x floor" is our p50 over that.
+- Start-up: from spawn to the first complete /metrics answer, median of 5, interleaved.
+- `--perturbation`: fio sequential 1 MiB and random 4 KiB writes on a tmpfs file, alternating runs
+  without and with our exporter (default collectors) scraped every second; prints the throughput
+  difference beside the spread of the unscraped runs (the noise band).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
+import shlex
 import shutil
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("gen", ROOT / "tests/fixtures/generate_kstat_fixtures.py")
-gen = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(gen)
+FIXTURES = ROOT / "tests/fixtures"
+TICK = 1 / 100  # USER_HZ: /proc/<pid>/stat times are in 1/100 s on every Linux we run on
+spec = importlib.util.spec_from_file_location("gen", FIXTURES / "generate_kstat_fixtures.py")
+gen = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+spec.loader.exec_module(gen)  # type: ignore[union-attr]
 
 
-def build_tree(root: Path, pools: int, objsets: int, history: int) -> None:
-    """A 2.3-format tree: copy the fixture's global kstats, then write `pools` pools with `objsets` in all."""
-    fixture = ROOT / "tests/fixtures/linux-zfs-2.3.2"
-    shutil.copytree(fixture / "sys", root / "sys")
+# --- trees -------------------------------------------------------------------------------------
+
+def live_tree(root: Path, version: str) -> Path:
+    """The live capture of `version` with the disk fixture's block devices and udev data added."""
+    shutil.copytree(FIXTURES / f"linux-zfs-{version}-live", root, ignore=shutil.ignore_patterns("commands"))
+    disks = FIXTURES / "linux-disks"
+    shutil.copy(disks / "proc/diskstats", root / "proc/diskstats")
+    shutil.copytree(disks / "sys/block", root / "sys/block", symlinks=True)
+    shutil.copytree(disks / "udev", root / "udev", symlinks=True)
+    return root
+
+
+def large_tree(root: Path, pools: int = 4, objsets: int = 2000, history: int = 100) -> Path:
+    """The live 2.3.2 tree (all its global kstats) with its pools replaced by `pools` synthetic ones."""
+    live_tree(root, "2.3.2")
     kstat = root / "proc/spl/kstat/zfs"
-    kstat.mkdir(parents=True)
-    for name in ("arcstats", "dmu_tx", "fm"):
-        shutil.copy(fixture / "proc/spl/kstat/zfs" / name, kstat / name)
+    for old in ("tank", "fast"):
+        shutil.rmtree(kstat / old)
     per_pool = objsets // pools
     for p in range(pools):
-        pool = f"pool{p}"
-        pdir = kstat / pool
+        pdir = kstat / f"pool{p}"
         pdir.mkdir()
         (pdir / "state").write_text("ONLINE\n")
         (pdir / "txgs").write_text(gen.txgs_text(gen.txg_rows(1_000_000, history, 10**12, seed=p)))
@@ -50,10 +81,31 @@ def build_tree(root: Path, pools: int, objsets: int, history: int) -> None:
             gen.named_kstat(100 + p, [(f"{1 << i} ns", 4, c) for i, c in enumerate(gen.tx_assign_counts(p))]))
         (pdir / "iostats").write_text(gen.named_kstat(200 + p, [(f, 4, 1000 + i) for i, f in enumerate(gen.IOSTATS_23)]))
         for d in range(per_pool):
-            name = pool if d == 0 else f"{pool}/data/set{d:04d}"
+            name = f"pool{p}" if d == 0 else f"pool{p}/data/set{d:04d}"
             (pdir / f"objset-0x{d + 0x36:x}").write_text(
                 gen.named_kstat(300 + d, gen.objset_fields("2.3", name, 10**9 + d, 2 * 10**9 + d)))
+    return root
 
+
+TREES = {"live-2.3.2": ("2.3", lambda r: live_tree(r, "2.3.2")),
+         "live-2.1.11": ("2.1", lambda r: live_tree(r, "2.1.11")),
+         "large": ("2.3", large_tree)}
+
+
+def read_floor(tree: Path, reps: int = 20) -> float:
+    """Median seconds for Python to open and read every kstat file of the tree once, as text."""
+    files = [p for p in sorted((tree / "proc/spl/kstat/zfs").rglob("*")) if p.is_file()]
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        for path in files:
+            with open(path) as f:
+                f.read()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+# --- exporters ---------------------------------------------------------------------------------
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -61,81 +113,210 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def wait_ready(url: str, proc: subprocess.Popen) -> None:
-    for _ in range(200):
-        if proc.poll() is not None:
-            raise SystemExit(f"{proc.args[0]} exited with {proc.returncode}")
+def ours_argv(tree: Path, commands: str, collectors: str, port: int) -> list[str]:
+    argv = [str(Path(sys.executable).with_name("zfsnas-exporter")), f"--web.listen-address=127.0.0.1:{port}",
+            f"--path.procfs={tree}/proc", f"--path.sysfs={tree}/sys", f"--path.udev.data={tree}/udev/data"]
+    if collectors == "kstat":
+        return [*argv, "--no-collector.datasets", "--no-collector.pools", "--no-collector.disks", "--no-collector.bench"]
+    prefix = [sys.executable, str(FIXTURES / "commands/standin.py"), str(FIXTURES / f"commands/zfs-{commands}")]
+    return [*argv, "--zfs.command-prefix", shlex.join(prefix), "--no-collector.bench"]
+
+
+def node_argv(tree: Path, port: int) -> list[str]:
+    node = shutil.which("prometheus-node-exporter") or "/usr/bin/prometheus-node-exporter"
+    return [node, f"--web.listen-address=127.0.0.1:{port}", f"--path.procfs={tree}/proc",
+            f"--path.sysfs={tree}/sys", "--collector.disable-defaults", "--collector.zfs"]
+
+
+@dataclass
+class Exporter:
+    name: str
+    argv: list[str]
+    port: int
+    proc: subprocess.Popen | None = None
+    times: list[float] = field(default_factory=list)
+
+    @classmethod
+    def on_free_port(cls, name: str, argv: Callable[..., list[str]], *args: object) -> Exporter:
+        port = free_port()
+        return cls(name, argv(*args, port), port)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/metrics"
+
+    def start(self) -> float:
+        """Spawn and wait for the first complete answer; returns the seconds that took."""
+        started = time.perf_counter()
+        self.proc = subprocess.Popen(self.argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        while True:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"{self.name} exited with {self.proc.returncode}: {shlex.join(self.argv)}")
+            try:
+                urllib.request.urlopen(self.url, timeout=5).read()
+                return time.perf_counter() - started
+            except OSError:
+                if time.perf_counter() - started > 60:
+                    raise SystemExit(f"{self.url} did not answer in 60 s")
+                time.sleep(0.002)
+
+    def stop(self) -> None:
+        if self.proc:
+            self.proc.terminate()
+            self.proc.wait()
+
+    def scrape(self) -> bytes:
+        start = time.perf_counter()
+        body = urllib.request.urlopen(self.url, timeout=60).read()
+        self.times.append(time.perf_counter() - start)
+        return body
+
+    def cpu_seconds(self) -> float:
+        assert self.proc
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) * TICK   # utime, stime
+
+    def rss_bytes(self) -> int:
+        assert self.proc
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        return 0
+
+
+def ours_exporter(tree: Path, commands: str, collectors: str) -> Exporter:
+    return Exporter.on_free_port("zfsnas", ours_argv, tree, commands, collectors)
+
+
+def samples(body: bytes) -> int:
+    return sum(1 for line in body.decode().splitlines() if line and not line.startswith("#"))
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(len(values) * q))]
+
+
+def interleaved(ours: Exporter, theirs: Exporter, reps: int, scrapes: int) -> dict[str, list[float]]:
+    """Per repetition: p50, p99 and CPU per scrape of each; the ratios ours / theirs."""
+    for exporter in (ours, theirs):
+        for _ in range(5):
+            exporter.scrape()   # warm up
+    out: dict[str, list[float]] = {k: [] for k in ("p50", "p99", "cpu", "p50_ours", "p99_ours", "p50_theirs",
+                                                     "p99_theirs", "cpu_ours", "cpu_theirs")}
+    for _ in range(reps):
+        ours.times.clear(), theirs.times.clear()
+        cpu0 = ours.cpu_seconds(), theirs.cpu_seconds()
+        for i in range(scrapes):
+            pair = (ours, theirs) if i % 2 == 0 else (theirs, ours)
+            for exporter in pair:
+                exporter.scrape()
+        cpu = (ours.cpu_seconds() - cpu0[0]) / scrapes, (theirs.cpu_seconds() - cpu0[1]) / scrapes
+        p50 = statistics.median(ours.times), statistics.median(theirs.times)
+        p99 = pct(ours.times, 0.99), pct(theirs.times, 0.99)
+        for key, (a, b) in (("p50", p50), ("p99", p99), ("cpu", cpu)):
+            out[key].append(a / b if b else float("nan"))
+            out[f"{key}_ours"].append(a)
+            out[f"{key}_theirs"].append(b)
+    return out
+
+
+def spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f} [{min(values):.2f}..{max(values):.2f}]"
+
+
+def bench_tree(label: str, tree: Path, commands: str, sets: list[str], reps: int, scrapes: int) -> list[str]:
+    lines = []
+    floor = read_floor(tree)
+    for collectors in sets:
+        ours, theirs = ours_exporter(tree, commands, collectors), Exporter.on_free_port("node_exporter", node_argv, tree)
+        startup: dict[str, list[float]] = {"ours": [], "theirs": []}
+        for _ in range(5):   # start-up, interleaved, then stopped again
+            for key, exporter in (("ours", ours), ("theirs", theirs)):
+                startup[key].append(exporter.start())
+                exporter.stop()
         try:
-            urllib.request.urlopen(url, timeout=2).read()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit(f"{url} did not answer")
+            ours.start(), theirs.start()
+            if collectors == "default":
+                time.sleep(2)   # the first background refreshes (zfs/zpool) land before measuring
+            counts = samples(ours.scrape()), samples(theirs.scrape())
+            r = interleaved(ours, theirs, reps, scrapes)
+            rss = ours.rss_bytes(), theirs.rss_bytes()
+        finally:
+            ours.stop(), theirs.stop()
+        med = statistics.median
+        lines.append(f"| {label} | {collectors} | {med(r['p50_ours']) * 1e3:.2f} / {med(r['p50_theirs']) * 1e3:.2f} "
+                     f"| {spread(r['p50'])} | {spread(r['p99'])} | {spread(r['cpu'])} | {rss[0] / rss[1]:.2f} "
+                     f"| {counts[0]} / {counts[1]} | {med(r['p50_ours']) / floor:.1f} ({floor * 1e3:.2f} ms) "
+                     f"| {med(startup['ours']) * 1e3:.0f} / {med(startup['theirs']) * 1e3:.0f} |")
+        print(lines[-1], flush=True)
+    return lines
 
 
-def rss_bytes(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return 0
+# --- perturbation ------------------------------------------------------------------------------
+
+def fio_write(directory: Path, rw: str, bs: str, seconds: int) -> float:
+    """Bytes per second of one fio write job on a file in `directory`."""
+    out = subprocess.run(["fio", "--name=perturb", f"--directory={directory}", f"--rw={rw}", f"--bs={bs}",
+                          "--size=256M", "--ioengine=psync", f"--runtime={seconds}", "--time_based",
+                          "--output-format=json"], capture_output=True, text=True, check=True).stdout
+    return float(json.loads(out)["jobs"][0]["write"]["bw_bytes"])
 
 
-def measure(argv: list[str], port: int, scrapes: int) -> dict:
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}/metrics"
-    try:
-        wait_ready(url, proc)
-        for _ in range(5):  # warm up
-            body = urllib.request.urlopen(url).read()
-        times = []
-        for _ in range(scrapes):
-            start = time.perf_counter()
-            body = urllib.request.urlopen(url).read()
-            times.append(time.perf_counter() - start)
-        times.sort()
-        return {"p50": statistics.median(times), "p99": times[min(len(times) - 1, int(len(times) * 0.99))],
-                "rss": rss_bytes(proc.pid),
-                "samples": sum(1 for line in body.decode().splitlines() if line and not line.startswith("#"))}
-    finally:
-        proc.terminate()
-        proc.wait()
+def perturbation(tree: Path, reps: int, seconds: int) -> list[str]:
+    ours = ours_exporter(tree, "2.3", "default")
+    lines = []
+    with tempfile.TemporaryDirectory(dir="/dev/shm") as shm:
+        ours.start()
+        try:
+            for rw, bs in (("write", "1M"), ("randwrite", "4k")):
+                quiet, scraped = [], []
+                for _ in range(reps):
+                    quiet.append(fio_write(Path(shm), rw, bs, seconds))
+                    stop = threading.Event()
+
+                    def scraper() -> None:
+                        while not stop.wait(1.0):
+                            ours.scrape()
+                    thread = threading.Thread(target=scraper, daemon=True)
+                    thread.start()
+                    scraped.append(fio_write(Path(shm), rw, bs, seconds))
+                    stop.set()
+                    thread.join()
+                q, s = statistics.median(quiet), statistics.median(scraped)
+                noise = (max(quiet) - min(quiet)) / q
+                lines.append(f"| fio {rw} {bs} on tmpfs | {q / 2**20:.0f} MiB/s | {s / 2**20:.0f} MiB/s "
+                             f"| {100 * (s - q) / q:+.1f} % | +/-{100 * noise / 2:.1f} % |")
+                print(lines[-1], flush=True)
+        finally:
+            ours.stop()
+    return lines
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--scrapes", type=int, default=200)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--reps", type=int, default=10, help="repetitions per tree and set (default 10)")
+    parser.add_argument("--scrapes", type=int, default=100, help="scrape pairs per repetition (default 100)")
+    parser.add_argument("--large-scrapes", type=int, default=20, help="scrape pairs per repetition, large tree")
+    parser.add_argument("--trees", nargs="+", default=list(TREES), choices=list(TREES))
+    parser.add_argument("--perturbation", action="store_true", help="also the fio perturbation test")
+    parser.add_argument("--fio-seconds", type=int, default=3)
     args = parser.parse_args()
-    node = shutil.which("prometheus-node-exporter") or "/usr/bin/prometheus-node-exporter"
-    ours = str(Path(sys.executable).with_name("zfsnas-exporter"))
-    rows = []
+    print("| tree | zfsnas collectors | p50 ms ours / theirs | p50 ratio | p99 ratio | CPU/scrape ratio | RSS ratio "
+          "| samples ours / theirs | ours p50 x floor (read floor) | start-up ms ours / theirs |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
-        for label, pools, objsets, history in (("realistic", 2, 50, 24), ("large", 4, 2000, 100)):
-            tree = Path(tmp) / label
-            build_tree(tree, pools, objsets, history)
-            port = free_port()
-            zfsnas = measure([ours, f"--web.listen-address=127.0.0.1:{port}", f"--path.procfs={tree}/proc",
-                              f"--path.sysfs={tree}/sys", "--no-collector.datasets", "--no-collector.pools",
-                              "--no-collector.disks", "--no-collector.bench"] if _has_flags(ours) else
-                             [ours, f"--web.listen-address=127.0.0.1:{port}", f"--path.procfs={tree}/proc",
-                              f"--path.sysfs={tree}/sys"], port, args.scrapes)
-            port = free_port()
-            theirs = measure([node, f"--web.listen-address=127.0.0.1:{port}", f"--path.procfs={tree}/proc",
-                              f"--path.sysfs={tree}/sys", "--collector.disable-defaults", "--collector.zfs"],
-                             port, args.scrapes)
-            rows.append((label, zfsnas, theirs))
-    print(f"{'tree':<10} {'exporter':<14} {'p50 ms':>8} {'p99 ms':>8} {'RSS MB':>8} {'samples':>8}")
-    for label, zfsnas, theirs in rows:
-        for name, m in (("zfsnas", zfsnas), ("node_exporter", theirs)):
-            print(f"{label:<10} {name:<14} {m['p50'] * 1e3:>8.2f} {m['p99'] * 1e3:>8.2f} {m['rss'] / 1e6:>8.1f} {m['samples']:>8}")
-        print(f"{label:<10} {'ratio':<14} {zfsnas['p50'] / theirs['p50']:>8.2f} {zfsnas['p99'] / theirs['p99']:>8.2f} "
-              f"{zfsnas['rss'] / theirs['rss']:>8.2f} {zfsnas['samples'] / theirs['samples']:>8.2f}")
+        for label in args.trees:
+            commands, build = TREES[label]
+            tree = build(Path(tmp) / label)
+            scrapes = args.large_scrapes if label == "large" else args.scrapes
+            bench_tree(label, tree, commands, ["kstat"] if label == "large" else ["kstat", "default"],
+                       args.reps, scrapes)
+        if args.perturbation:
+            print("\n| fio job | unscraped | scraped every 1 s | difference | noise band (half the unscraped spread) |")
+            print("|---|---|---|---|---|")
+            perturbation(live_tree(Path(tmp) / "perturb", "2.3.2"), max(3, args.reps // 2), args.fio_seconds)
     return 0
-
-
-def _has_flags(ours: str) -> bool:
-    """Collectors other than the kstat ones are switched off where this build has them."""
-    out = subprocess.run([ours, "--help"], capture_output=True, text=True).stdout
-    return "--collector.datasets" in out and "--collector.disks" in out and "--collector.bench" in out and "--collector.pools" in out
 
 
 if __name__ == "__main__":

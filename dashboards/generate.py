@@ -339,7 +339,7 @@ def overview() -> Board:
         row("Pools"),
         single("Pools not ONLINE", "Pools whose state is not ONLINE (DEGRADED, FAULTED, SUSPENDED, ...), from "
                "the kstat `state` of each pool.", "none",
-               query(f'count(zfs_pool_state{{{POOL_MATCHERS}, state="online"}} == 0) or vector(0)', instant=True),
+               query(f'count(zfs_pool_state{{{POOL_MATCHERS}, state="ONLINE"}} == 0) or vector(0)', instant=True),
                steps=((None, "green"), (1, "red"))),
         single("Alerts firing", "zfsnas alerts (the Zfs* rules of alerts/zfsnas.rules.yml) firing now for the "
                "selected NAS; other alerts of the same Prometheus are not counted.", "none",

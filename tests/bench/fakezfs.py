@@ -7,6 +7,10 @@ copy job write real files. It answers in the real commands' formats (`zfs get -H
 columns, `source` = local / default / inherited from X / -) and fails like them (exit 1,
 "cannot open 'x': dataset does not exist"). Run as `fakezfs.py zfs|zpool <args>` (the runner's
 --zfs.command-prefix supplies `python3 fakezfs.py`).
+
+`hooks` in the state change it behind the runner's back, as a person at another terminal would:
+{"after": ["zfs", "destroy"], "unset": ["tank/scratch", "org.zfsnas:scratch"]} removes that
+property once, right after the first command that starts with `after` succeeded.
 """
 
 from __future__ import annotations
@@ -136,7 +140,7 @@ def zfs(state: dict, args: list[str]) -> None:
         name = rest[-1]
         if name not in datasets:
             fail(f"cannot open '{name}': dataset does not exist")
-        if any(other.startswith(name + "/") or other.startswith(name + "@") for other in datasets):
+        if any(other.startswith((name + "/", name + "@")) for other in datasets):
             fail(f"cannot destroy '{name}': filesystem has children")
         del datasets[name]
         shutil.rmtree(ROOT / name, ignore_errors=True)
@@ -164,8 +168,17 @@ def main() -> None:
     tool, args = sys.argv[1], sys.argv[2:]
     try:
         (zfs if tool == "zfs" else zpool)(state, args)
+        run_hooks(state, sys.argv[1:])
     finally:
         save(state)
+
+
+def run_hooks(state: dict, argv: list[str]) -> None:
+    for hook in list(state.get("hooks", [])):
+        if argv[:len(hook["after"])] == hook["after"]:
+            name, prop = hook["unset"]
+            state["datasets"][name]["props"].pop(prop, None)
+            state["hooks"].remove(hook)
 
 
 if __name__ == "__main__":

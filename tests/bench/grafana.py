@@ -3,7 +3,9 @@
 `POST /api/annotations` needs `Authorization: Bearer <token>` (401 otherwise) and JSON with
 `text`; `time`/`timeEnd` are epoch milliseconds; the answer is {"message": "Annotation added",
 "id": N}. `PATCH /api/annotations/<id>` changes text, tags, time, timeEnd (404 for an unknown
-id). `fail_next` makes the next requests answer 500, `delay` makes them slow.
+id). `fail_next` makes the next requests answer 500, `delay` makes them slow. `redirect(code,
+prefix, to)` answers requests whose path starts with `prefix` with `code` and
+`Location: <to><rest of the path>` (a reverse proxy moving Grafana, or one pointing elsewhere).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ class FakeGrafana:
         self.requests: list[tuple[str, str, dict, dict]] = []   # method, path, headers, body
         self.fail_next = 0
         self.delay = 0.0
+        self.redirects: list[tuple[int, str, str]] = []
         self._next = 1
         outer = self
 
@@ -46,6 +49,13 @@ class FakeGrafana:
                 except ValueError:
                     body = None
                 outer.requests.append((self.command, self.path, dict(self.headers), body))
+                for code, prefix, to in outer.redirects:
+                    if self.path.startswith(prefix):
+                        self.send_response(code)
+                        self.send_header("Location", to + self.path[len(prefix):])
+                        self.send_header("Content-Length", "0")
+                        self.end_headers()
+                        return None
                 if outer.delay:
                     time.sleep(outer.delay)
                 if outer.fail_next:
@@ -75,11 +85,14 @@ class FakeGrafana:
                     return self._answer(200, {"message": "Annotation patched"})
                 return self._answer(404, {"message": "Not found"})
 
-            do_POST = do_PATCH = _handle
+            do_POST = do_PATCH = do_GET = _handle
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def redirect(self, code: int, prefix: str, to: str) -> None:
+        self.redirects.append((code, prefix, to))
 
     def __enter__(self) -> FakeGrafana:
         self.thread.start()

@@ -3,7 +3,6 @@
 import logging
 
 import pytest
-
 from zfsnas.bench.annotate import AnnotationError, Annotator, GrafanaClient, load_token
 from zfsnas.bench.store import Store
 
@@ -137,3 +136,45 @@ def test_token_sources(tmp_path, monkeypatch):
     assert load_token("flag", None) == "flag"
     monkeypatch.setenv("ZFSNAS_GRAFANA_TOKEN", "env")
     assert load_token("flag", None) == "env"
+
+
+@pytest.mark.parametrize("code", [301, 302, 303, 307, 308])
+def test_no_credentials_across_origins(grafana, code):
+    """A redirect to another origin (here: the same host, another port) gets no Authorization;
+    what the redirect target receives is read on a second real server."""
+    with FakeGrafana(TOKEN) as elsewhere:
+        grafana.redirect(code, "/api", elsewhere.url + "/api")
+        with pytest.raises(AnnotationError, match="HTTP 401"):   # elsewhere wants a token it never got
+            GrafanaClient(grafana.url, TOKEN).post({"text": "x", "time": T0})
+        [(method, path, headers, _)] = elsewhere.requests
+        assert path == "/api/annotations"
+        assert "Authorization" not in headers and "Cookie" not in headers
+        # 307/308 keep the method and body; urllib turns a redirected POST into a GET for the others.
+        assert method == ("POST" if code in (307, 308) else "GET")
+        assert elsewhere.annotations == {}
+    assert grafana.requests[0][2]["Authorization"] == f"Bearer {TOKEN}"   # the origin asked got it
+
+
+@pytest.mark.parametrize("code", [307, 308])
+def test_same_origin_redirect_keeps_authenticating(grafana, code):
+    grafana.redirect(code, "/grafana/", "/")        # Grafana moved from a sub-path on the same origin
+    client = GrafanaClient(grafana.url + "/grafana", TOKEN)
+    aid = client.post({"text": "moved", "time": T0})
+    client.patch(aid, {"timeEnd": T0 + 1000})
+    assert grafana.annotations[aid] == {"text": "moved", "time": T0, "timeEnd": T0 + 1000}
+    assert [(m, p) for m, p, _, _ in grafana.requests] == [
+        ("POST", "/grafana/api/annotations"), ("POST", "/api/annotations"),
+        ("PATCH", f"/grafana/api/annotations/{aid}"), ("PATCH", f"/api/annotations/{aid}")]
+    assert all(h["Authorization"] == f"Bearer {TOKEN}" for _, _, h, _ in grafana.requests)
+
+
+def test_origins_compared_by_scheme_host_and_port():
+    from zfsnas.bench.annotate import same_origin
+
+    assert same_origin("http://grafana:3000/a", "http://GRAFANA:3000/b?x")
+    assert same_origin("https://g.example/a", "https://g.example:443/b")
+    assert same_origin("http://g.example/a", "http://g.example:80/b")
+    assert not same_origin("http://127.0.0.1:3000/", "http://127.0.0.1:3001/")
+    assert not same_origin("https://g.example/", "http://g.example/")
+    assert not same_origin("http://g.example/", "http://g.example.evil/")
+    assert not same_origin("http://localhost:3000/", "http://127.0.0.1:3000/")

@@ -4,11 +4,18 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
-
-from zfsnas.bench.fio import fio_version, parse_fio_json, pattern_warning, reads_pattern_file
+from zfsnas.bench.fio import (
+    FioProcess,
+    fio_version,
+    parse_fio_json,
+    pattern_warning,
+    reads_pattern_file,
+)
+from zfsnas.bench.guard import Prop, check_scratch
 from zfsnas.bench.planner import fio_time, has_prefill
 
 JOBS = Path(__file__).parents[2] / "benchmark-jobs"
@@ -137,3 +144,56 @@ def test_every_shipped_job_runs_in_its_direction(tmp_path, job):
     assert set(result.directions) == {direction} and result.io_bytes > 0
     if job != "write-size":
         assert 0.25 <= result.runtime_seconds <= 2      # time based: 300 ms, not 0 and not forever
+
+
+CLEARED = check_scratch("tank/scratch", {"type": Prop("filesystem", "-"), "org.zfsnas:scratch": Prop("init-1", "local")})
+
+
+def _live_fio(marker: str) -> list[int]:
+    """Pids of live fio processes (main and workers) whose environment holds `marker`."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if (entry / "comm").read_text().strip() != "fio" or \
+                    (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                continue
+            if marker.encode() in (entry / "environ").read_bytes().split(b"\0"):
+                pids.append(int(entry.name))
+        except (OSError, IndexError):
+            continue
+    return pids
+
+
+def test_fio_under_its_watchdog_answers_like_fio(tmp_path):
+    proc = FioProcess(["fio", "--output-format=json", "--name=w", f"--filename={tmp_path / 'f'}", "--size=1M",
+                       "--rw=write"], {}, CLEARED, "run-ok")
+    code, out, _err = proc.wait()
+    assert code == 0 and parse_fio_json(out).io_bytes == 1 << 20
+    code, _out, err = FioProcess(["fio", "--name=bad", "--rw=sideways"], {}, CLEARED, "run-bad").wait()
+    assert code == 1 and "sideways" in err
+
+
+def test_fio_needs_the_guards_proof():
+    with pytest.raises(TypeError, match="Cleared"):
+        FioProcess(["fio", "--version"], {}, "tank/scratch", "run-x")   # type: ignore[arg-type]
+
+
+def test_the_runner_gone_means_fio_and_its_workers_gone(tmp_path):
+    """The watchdog reads EOF when the runner's end of the pipe closes (as when the runner dies):
+    fio's main process and its setsid() job workers are all killed."""
+    proc = FioProcess(["fio", "--name=long", f"--filename={tmp_path / 'f'}", "--size=4M", "--rw=write",
+                       "--time_based", "--runtime=60", "--numjobs=2"], {}, CLEARED, "run-gone")
+    try:
+        deadline = time.monotonic() + 10
+        while len(_live_fio("ZFSNAS_BENCH_RUN=run-gone")) < 3:     # fio and 2 workers
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        os.close(proc._alive_w)
+        assert proc.proc.wait(timeout=5) == 137
+        deadline = time.monotonic() + 5
+        while _live_fio("ZFSNAS_BENCH_RUN=run-gone") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _live_fio("ZFSNAS_BENCH_RUN=run-gone") == []
+    finally:
+        proc.stop()
+        proc.proc.communicate()

@@ -1,33 +1,142 @@
-"""Reports: one row per configuration (encryption apart), medians over repeats, Markdown/CSV/PNG."""
+"""Report tables: the seeds' published figures, stored through the Store's public API, read back in
+the shapes the posts printed them (tests/bench/seeds.py); repeats as median (min-max); look-alikes."""
 
-from zfsnas.bench.report import chart, markdown, summarise, to_csv
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+from zfsnas.bench.report import sections, summarise
 from zfsnas.bench.store import Store
+from zfsnas.bench.tables import (
+    cdm_line,
+    cdm_tables,
+    configurations_table,
+    markdown,
+    pivot_tables,
+    to_csv,
+    write_size_tables,
+)
 
 from .configs import configuration
+from .seeds import (
+    FITS_COMPRESSION,
+    ISO_COMPRESSION,
+    fits_config,
+    iso_config,
+    lab_seq_config,
+    seeded_store,
+)
 
-PLAIN = configuration(matrix="fits-copy", workload="copy", compression="zstd-1", size="all")
-ENCRYPTED = configuration(matrix="fits-copy", workload="copy", compression="zstd-1", size="all",
-                          encryption="aes-256-gcm")
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory):
+    store = seeded_store(tmp_path_factory.mktemp("seeds") / "bench.sqlite")
+    yield {s.matrix: s for s in sections(store.results())}
+    store.close()
 
 
-def test_medians_per_configuration(tmp_path):
-    store = Store(tmp_path / "b.sqlite")
-    store.start_matrix("r", "fits-copy", "tank/scratch", 4)
-    for throughput, config in ((175e6, PLAIN), (185e6, PLAIN), (180e6, PLAIN), (90e6, ENCRYPTED)):
-        rid = store.start_result("r", 1, config, 1, "c")
-        store.finish_result(rid, "complete", throughput_bytes_per_second=throughput, duration_seconds=394.0,
-                            compressratio=1.48, used_bytes=46 << 30, logicalused_bytes=69 << 30, cpu_busy_ratio=0.9,
-                            cpu_iowait_ratio=0.05, cpu_user_seconds=40.0, cpu_system_seconds=310.5)
-    rows = summarise(store.results())
-    assert [(r.config, r.encryption, r.runs, r.mb_per_s) for r in rows] == [
-        (PLAIN.id, "off", 3, 180.0), (ENCRYPTED.id, "aes-256-gcm", 1, 90.0)]
-    table = markdown(rows).splitlines()
-    assert table[2] == (f"| fits-copy | copy | {PLAIN.id} | zstd-1 | 1M | off | all | tank | 3 | 180.0 | 394.0 | 1.48 "
-                        f"| 46.00 | 69.00 | 90 | 40.0 | 310.5 | 5 |  |")
-    assert to_csv(rows).splitlines()[1] == (f"fits-copy,copy,{PLAIN.id},zstd-1,1M,off,all,tank,3,180.0,394.0,1.48,"
-                                            f"46.00,69.00,90,40.0,310.5,5,")
-    chart(rows, str(tmp_path / "c.png"))
-    assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
+def by_config(table):
+    return {row[0]: dict(zip(table.headers, row)) for row in table.rows}
+
+
+def test_sections_are_matrices_in_run_order_and_configurations_in_matrix_order(seeded):
+    assert list(seeded) == ["fits-copy", "iso-rsync", "fio-seq", "cdm-zvol"]
+    assert seeded["fits-copy"].title == "fits-copy on astro"
+    fits = [(s.compression, s.recordsize, s.config.size) for s in seeded["fits-copy"].summaries]
+    assert fits[:7] == [("lz4", "1M", "all"), ("zstd-fast", "1M", "all"), ("zstd-1", "1M", "all"),
+                        ("zstd-3", "1M", "all"), ("zstd-1", "512K", "all"), ("zstd-1", "256K", "all"),
+                        ("zstd-1", "128K", "all")]
+    assert [s.config.size for s in seeded["fits-copy"].summaries[7:]] == ["70G", "30G", "20G", "15G", "10G", "5G"]
+
+
+def test_fits_compression_table_shows_the_post_figures(seeded):
+    table = configurations_table(seeded["fits-copy"])
+    # Only what differs among the matrix's configurations, then the figures.
+    assert table.headers == ["config", "compression", "recordsize", "size", "runs", "MB/s", "MiB/s", "wall s", "ratio",
+                             "on-disk GiB", "logical GiB", "% of uncompressed"]
+    rows = by_config(table)
+    cells = {c: rows[fits_config(c, "1M").id] for c in FITS_COMPRESSION}
+    assert [(c, r["MB/s"], r["wall s"], r["ratio"], r["on-disk GiB"]) for c, r in cells.items()] == [
+        ("lz4", "138.0", "540.0", "1.190", "59.2"), ("zstd-fast", "191.8", "388.0", "1.320", "53.1"),
+        ("zstd-1", "175.0", "425.0", "1.480", "47.4"), ("zstd-3", "82.3", "905.0", "1.510", "46.6")]
+    assert cells["lz4"]["MiB/s"] == "131.6"                  # 138.0e6 / 2^20
+    assert cells["lz4"]["% of uncompressed"] == "84.0"       # no `off` in the matrix: on-disk / logical
+    assert rows[fits_config("zstd-1", "512K").id]["on-disk GiB"] == ""   # not published, not invented
+
+
+def test_fits_recordsize_pivot(seeded):
+    [mbs, mibs, *_others] = [t for t in pivot_tables(seeded["fits-copy"])]
+    assert mbs.headers == ["compression \\ recordsize (MB/s)", "1M", "512K", "256K", "128K"]
+    assert mbs.rows == [["lz4", "138.0", "", "", ""], ["zstd-fast", "191.8", "", "", ""],
+                        ["zstd-1", "175.0", "190.6", "184.0", "180.7"], ["zstd-3", "82.3", "", "", ""]]
+    assert mibs.rows[2] == ["zstd-1", "166.9", "181.8", "175.5", "172.3"]
+    # Figures measured along one axis only (ratio, GiB: compression at 1M) are no pivot.
+    assert [t.title.split(": ")[1].split(" by")[0] for t in pivot_tables(seeded["fits-copy"])] == ["MB/s", "MiB/s"]
+
+
+def test_fits_write_size_sweep_rows_carry_dirty_data_max(seeded):
+    [table] = write_size_tables(seeded["fits-copy"])
+    assert table.title == "fits-copy: throughput by total write size (zstd-1 / 512K)"
+    assert table.headers == ["size", "total GiB", "zfs_dirty_data_max GiB", "x dirty", "runs", "MB/s", "MiB/s"]
+    sweep = [row for row in table.rows if row[0] != "all"]
+    assert [(r[0], r[1], r[2], r[3], r[5]) for r in sweep] == [
+        ("70G", "70.0", "16.0", "4.38", "190.6"), ("30G", "30.0", "16.0", "1.88", "222.5"),
+        ("20G", "20.0", "16.0", "1.25", "262.0"), ("15G", "15.0", "16.0", "0.94", "292.2"),
+        ("10G", "10.0", "16.0", "0.62", "381.9"), ("5G", "5.0", "16.0", "0.31", "477.9")]
+
+
+def test_iso_table_on_disk_percent_of_uncompressed_and_mib_s(seeded):
+    table = configurations_table(seeded["iso-rsync"])
+    assert table.headers == ["config", "compression", "runs", "MB/s", "MiB/s", "ratio", "on-disk GiB", "logical GiB",
+                             "% of uncompressed"]
+    rows = by_config(table)
+    got = {c: (rows[iso_config(c).id]["on-disk GiB"], rows[iso_config(c).id]["% of uncompressed"],
+               rows[iso_config(c).id]["MiB/s"]) for c in ISO_COMPRESSION}
+    assert got == {c: (f"{gib:.1f}", f"{pct:.1f}", f"{mib:.1f}") for c, (gib, pct, mib) in ISO_COMPRESSION.items()}
+    assert got["off"] == ("502.4", "100.0", "108.9") and got["lz4"] == ("483.6", "96.3", "115.8")
+    # Three decimals tell zstd-3, zstd-7, zstd-15 and gzip-9 apart (all "1.05" at two).
+    assert [rows[iso_config(c).id]["ratio"] for c in ("zstd-3", "zstd-7", "zstd-15", "gzip-9")] == [
+        "1.053", "1.054", "1.055", "1.049"]
+
+
+def test_repeats_are_median_with_spread_and_cpu_percent(seeded):
+    rows = by_config(configurations_table(seeded["fio-seq"]))
+    lz4 = rows[lab_seq_config("lz4", "1M").id]
+    assert (lz4["runs"], lz4["MB/s"]) == ("3", "560.0 (552.0-571.0)")
+    # 3.6 s user and 12.5 s system of 80 CPU-seconds.
+    assert (lz4["CPU user %"], lz4["CPU system %"]) == ("4.5", "15.6")
+    assert lz4["ratio"] == "1.684"          # identical in every repeat: no spread shown
+
+
+def test_crystaldiskmark_lines_in_its_own_format(seeded):
+    [table] = cdm_tables(seeded["cdm-zvol"])
+    assert table.code[0] == "* MB/s = 1,000,000 bytes/s"
+    read = table.code[table.code.index("[Read]") + 1]
+    # Best of three passes, as CrystalDiskMark reports: pass 2 (216.271 MB/s), with its IOPS and latency.
+    assert read == "  SEQ    1MiB (Q=  8, T= 1):   216.271 MB/s [    206.3 IOPS] < 38555.55 us>"
+    write = table.code[table.code.index("[Write]") + 3]
+    assert write == "  RND    4KiB (Q= 32, T= 1):     2.851 MB/s [    696.0 IOPS] < 45480.73 us>"
+    assert len([line for line in table.code if line.startswith("  ")]) == 8
+    seq = next(r for r in table.rows if r[:2] == ["SEQ 1MiB Q8T1", "read"])
+    assert seq[2:] == ["3", "216.271", "212.500 (210.004-216.271)", "202.7 (200.3-206.3)", "39470.10 (38555.55-39911.02)"]
+
+
+def test_cdm_line_widths():
+    assert cdm_line("SEQ", "1MiB", 8, 1, 5024.997, 4792.2, 1667.96) == (
+        "  SEQ    1MiB (Q=  8, T= 1):  5024.997 MB/s [   4792.2 IOPS] <  1667.96 us>")
+    assert cdm_line("RND", "4KiB", 32, 16, 0.64, 156.2, 199524.93) == (
+        "  RND    4KiB (Q= 32, T=16):     0.640 MB/s [    156.2 IOPS] <199524.93 us>")
+
+
+def test_markdown_and_csv_carry_the_same_cells(seeded):
+    text = markdown([seeded["iso-rsync"]])
+    assert "## iso-rsync on tank" in text
+    assert f"| {iso_config('lz4').id} | lz4 | 1 | 121.4 | 115.8 | 1.039 | 483.6 | 502.4 | 96.3 |" in text
+    rows = list(csv.reader(io.StringIO(to_csv([seeded["iso-rsync"]]))))
+    assert rows[0] == ["iso-rsync: configurations"]
+    assert rows[2] == [iso_config("lz4").id, "lz4", "1", "121.4", "115.8", "1.039", "483.6", "502.4", "96.3"]
 
 
 def test_configurations_that_look_alike_are_two_rows_that_say_what_differs(tmp_path):
@@ -37,9 +146,25 @@ def test_configurations_that_look_alike_are_two_rows_that_say_what_differs(tmp_p
     before = configuration(workload="write-size")
     after = configuration(workload="write-size", parameters={"zfs_dirty_data_max": str(16 << 30)})
     for config, throughput in ((before, 400e6), (after, 250e6)):
-        store.finish_result(store.start_result("r", 1, config, 1, "c"), "complete",
-                            throughput_bytes_per_second=throughput)
+        store.record_result("r", 1, config, throughput_bytes_per_second=throughput)
     rows = summarise(store.results())
-    assert [(r.config, r.runs, r.mb_per_s) for r in rows] == [(before.id, 1, 400.0), (after.id, 1, 250.0)]
+    assert [(r.id, r.runs, r.mb_per_s) for r in rows] == [(before.id, 1, 400.0), (after.id, 1, 250.0)]
     assert rows[0].differs == f"vs {after.id}: parameter zfs_dirty_data_max: 17179869184 -> 4294967296"
-    assert rows[1].differs == f"vs {before.id}: parameter zfs_dirty_data_max: 4294967296 -> 17179869184"
+    [section] = sections(store.results())
+    table = configurations_table(section)
+    assert table.headers[:3] == ["config", "zfs_dirty_data_max", "runs"] and table.headers[-1] == "differs"
+    assert [row[1] for row in table.rows] == ["4294967296", "17179869184"]
+
+
+def test_record_result_is_a_complete_row(tmp_path):
+    store = Store(tmp_path / "b.sqlite")
+    store.start_matrix("r", "m", "tank/scratch", 1)
+    rid = store.record_result("r", 3, configuration(), repeat=2, started=100.0, finished=160.0,
+                              throughput_bytes_per_second=5e8, compressratio=1.5)
+    row = dict(store.results()[0])
+    assert (row["id"], row["status"], row["cell"], row["repeat"], row["started"], row["finished"]) == (
+        rid, "complete", 3, 2, 100.0, 160.0)
+    assert (row["throughput_bytes_per_second"], row["compressratio"], row["dataset"]) == (5e8, 1.5, "tank/imported")
+    with pytest.raises(ValueError, match="bogus"):
+        store.record_result("r", 1, configuration(), bogus=1)
+    assert len(store.results(status=None)) == 1      # the bad call left no `running` row

@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from zfsnas.bench.cli import main
 from zfsnas.bench.runner import RunError, RunLock
 
@@ -173,7 +172,7 @@ def test_annotations_during_a_run_and_grafana_down(fake_zfs, small, tmp_path):
         assert run(fake_zfs, db, str(small), "--dataset", "tank/scratch", "--grafana-url", grafana.url,
                    "--grafana-token-file", str(token_file)) == 0
         assert len(grafana.annotations) == 2
-        for aid, region in grafana.annotations.items():
+        for region in grafana.annotations.values():
             assert region["timeEnd"] > region["time"] and "MB/s" in region["text"] and "complete" in region["text"]
             assert "zfsnas-bench" in region["tags"] and any(t.startswith("run:") for t in region["tags"])
         assert {r["annotation_id"] for r in rows(db)} == set(grafana.annotations)
@@ -234,7 +233,6 @@ def test_sigkill_then_next_run_marks_incomplete(fake_zfs, tmp_path, small):
     proc, db = _start_in_background(fake_zfs, tmp_path, 'job = "seq-write"\nsize = "4M"\nruntime = 3\n')
     proc.kill()
     proc.wait()
-    time.sleep(3.5)  # the orphaned fio ends by itself (runtime 3 s)
     assert [r["status"] for r in rows(db)] == ["running"]
     [left] = [d for d in fake_zfs.datasets() if d.startswith("tank/scratch/zfsnas-bench-")]
     # A child someone else marked with a run id we do not know stays untouched.
@@ -270,16 +268,20 @@ def test_list_and_report(fake_zfs, small, tmp_path, capsys):
     listing = capsys.readouterr().out.splitlines()
     config_id = rows(db)[0]["config_id"]
     assert len(listing) == 3 and listing[1].split("\t")[2:7] == ["complete", "tiny", "write-size", config_id, "off"]
-    png = tmp_path / "chart.png"
-    assert main(["report", "--db", str(db), "--png", str(png)]) == 0
+    charts = tmp_path / "charts"
+    assert main(["report", "--db", str(db), "--png", str(charts)]) == 0
     table = capsys.readouterr().out.splitlines()
-    assert table[0].startswith("| matrix | workload | config | compression | recordsize | encryption | size | pool | "
-                               "runs | MB/s |")
-    assert table[2].startswith(f"| tiny | write-size | {config_id} | off | 128K | off | 4M | tank | 1 | ")
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert table[:5] == ["# zfsnas-bench report", "", "## tiny on tank", "", "### tiny: configurations"]
+    assert table[6].startswith("| config | compression | runs | MB/s | MiB/s | IOPS | latency us | wall s | ratio |")
+    assert table[8].startswith(f"| {config_id} | off | 1 | ")
+    # Two compressions of one write: the throughput, space, CPU and Pareto charts.
+    assert sorted(p.name for p in charts.iterdir()) == ["bench-tiny-cpu.png", "bench-tiny-pareto.png", "bench-tiny-space.png",
+                                                         "bench-tiny-throughput.png"]
+    assert (charts / "bench-tiny-throughput.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert main(["report", "--db", str(db), "--format", "csv"]) == 0
     csv_lines = capsys.readouterr().out.splitlines()
-    assert csv_lines[0].startswith("matrix,workload,config,compression") and len(csv_lines) == 3
+    assert csv_lines[0] == "tiny: configurations" and csv_lines[1].startswith("config,compression,runs,MB/s,MiB/s,")
+    assert csv_lines[2].startswith(f"{config_id},off,1,")
 
 
 def test_mountpoint_comes_from_the_scratch_dataset(fake_zfs, small, tmp_path):
@@ -342,3 +344,132 @@ def test_a_read_cell_times_only_its_read(fake_zfs, tmp_path):
     assert row["bytes"] == fio["jobs"][0]["read"]["io_bytes"]   # ... and only its bytes: no prefill in them
     kinds = [c[:2] for c in changing(fake_zfs.commands())]
     assert kinds == [["zfs", "create"], ["zpool", "sync"], ["zpool", "sync"], ["zfs", "destroy"]]
+
+
+def test_scratch_mark_removed_mid_run_stops_before_the_next_cell(fake_zfs, matrix, tmp_path, caplog):
+    """4 cells; the mark goes right after cell 1 destroyed its child: nothing more is created,
+    written or destroyed, the run is `aborted` with the reason, the exit status non-zero."""
+    state = fake_zfs.read()
+    state["hooks"] = [{"after": ["zfs", "destroy"], "unset": ["tank/scratch", "org.zfsnas:scratch"]}]
+    fake_zfs.write(state)
+    db = tmp_path / "bench.sqlite"
+    assert run(fake_zfs, db, str(matrix), "--dataset", "tank/scratch") == 2
+    commands = fake_zfs.commands()
+    [child] = {c[-1] for c in commands if c[:2] == ["zfs", "create"]}
+    scratch_get = ["zfs", "get", "-Hp", "-o", "property,value,source",
+                   "type,origin,available,mountpoint,org.zfsnas:scratch", "tank/scratch"]
+    # The CLI's guard, the check before cell 1, cell 1 itself, the check before cell 2, and nothing else.
+    assert [c[:2] if c != scratch_get else "scratch check" for c in commands
+            if c[:2] not in (["zfs", "version"], ["zpool", "status"], ["zpool", "get"])] == [
+        "scratch check", "scratch check",
+        ["zfs", "get"], ["zfs", "create"], ["zfs", "get"], ["zpool", "sync"], ["zfs", "get"],
+        ["zfs", "get"], ["zfs", "destroy"],
+        "scratch check"]
+    assert changing(commands) == [c for c in commands if c[:2] in (["zfs", "create"], ["zpool", "sync"],
+                                                                   ["zfs", "destroy"])]
+    assert [c[-1] for c in changing(commands)] == [child, "tank", child]
+    assert list(fake_zfs.root.glob("tank/scratch/zfsnas-bench-*")) == []
+    reason = ("tank/scratch no longer passes the scratch check ('tank/scratch' is not marked as scratch; "
+              "run `zfsnas-bench init tank/scratch` first): run stopped")
+    assert [(r["cell"], r["status"], r["error"]) for r in rows(db)] == [(1, "complete", None), (2, "aborted", reason)]
+    assert sqlite3.connect(db).execute("SELECT status, cells FROM matrix_runs").fetchone() == ("aborted", 4)
+    assert f"before cell 2: {reason}" in caplog.text
+
+
+def _fio_processes(marker: str) -> list[int]:
+    """Live fio processes (main and workers) whose command line names `marker` (from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            comm = (entry / "comm").read_text().strip()
+            cmdline = (entry / "cmdline").read_bytes().decode("utf-8", "replace")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if comm == "fio" and marker in cmdline and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def test_sigkill_of_the_runner_kills_fio(fake_zfs, tmp_path):
+    """The runner dies by SIGKILL in the middle of a 60 s fio job: no fio of that run survives it."""
+    proc, db = _start_in_background(fake_zfs, tmp_path, 'job = "seq-write"\nsize = "4M"\nruntime = 60\n')
+    run_id = sqlite3.connect(db).execute("SELECT id FROM matrix_runs").fetchone()[0]
+    marker = f"zfsnas-bench-{run_id}"           # fio's --output names the run's results directory
+    deadline = time.monotonic() + 10
+    while len(_fio_processes(marker)) < 2:        # fio and its job worker (which calls setsid())
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 5
+    while _fio_processes(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _fio_processes(marker) == []
+
+
+def test_next_run_stops_leftover_fio_of_a_dead_run_only(fake_zfs, tmp_path, small, caplog):
+    """A fio that a dead run of this database left (marked ZFSNAS_BENCH_RUN=<its id>) is stopped
+    first thing by the next run; an unrelated fio (no mark, another directory) runs on."""
+    from zfsnas.bench.store import Store
+
+    db = tmp_path / "db"
+    store = Store(db)
+    store.start_matrix("20261124T000000-dead", "m", "tank/scratch", 1)
+    store.close()
+    argv = ["fio", "--name=leftover", "--filename=fio.dat", "--size=4M", "--rw=write", "--time_based",
+            "--runtime=60"]
+    ours_dir, other_dir = fake_zfs.root / "tank/scratch", tmp_path / "other"
+    other_dir.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "ZFSNAS_BENCH_RUN"}
+    leftover = subprocess.Popen(argv, cwd=ours_dir, env={**env, "ZFSNAS_BENCH_RUN": "20261124T000000-dead"},
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    unrelated = subprocess.Popen(argv, cwd=other_dir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while not ((ours_dir / "fio.dat").exists() and (other_dir / "fio.dat").exists()):
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        assert run(fake_zfs, db, str(small), "--dataset", "tank/scratch") == 0
+        assert leftover.wait(timeout=10) != 0            # stopped by the run, not ended by itself
+        assert unrelated.poll() is None
+        assert f"stopped a process left by a run that died: pid {leftover.pid} of run 20261124T000000-dead: fio " \
+               f"--name=leftover" in caplog.text
+        assert f"pid {unrelated.pid} " not in caplog.text
+        assert [r["status"] for r in rows(db)] == ["complete", "complete"]
+    finally:
+        for p in (leftover, unrelated):
+            p.kill()
+            p.wait()
+
+
+def test_the_token_reaches_grafana_but_no_child(fake_zfs, small, tmp_path, monkeypatch):
+    """$ZFSNAS_GRAFANA_TOKEN authenticates the annotations; zfs, zpool and fio (real children that
+    dump their environment) never see it, and see everything else."""
+    token = "glsa_fromTheEnvironment_0123456789"
+    dumps = tmp_path / "env"
+    dumps.mkdir()
+    wrap = tmp_path / "wrap"
+    wrap.write_text(f'#!/bin/sh\nenv > "{dumps}/$1.$$"\nshift\nexec "$@"\n')
+    wrap.chmod(0o755)
+    monkeypatch.setenv("ZFSNAS_GRAFANA_TOKEN", token)
+    monkeypatch.setenv("ZFSNAS_TEST_KEPT", "still-here")
+    db = tmp_path / "db"
+    with FakeGrafana(token) as grafana:
+        flags = ["--db", str(db), "--zfs.command-prefix", f"{wrap} zfs {fake_zfs.prefix}",
+                 "--jobs-dir", str(fake_zfs.flags(db)[-1]), "--fio", f"{wrap}-fio"]
+        (tmp_path / "wrap-fio").write_text(f'#!/bin/sh\nexec {wrap} fio fio "$@"\n')
+        (tmp_path / "wrap-fio").chmod(0o755)
+        assert main(["run", str(small), "--dataset", "tank/scratch", *flags, "--no-direct",
+                     "--grafana-url", grafana.url]) == 0
+        assert len(grafana.annotations) == 2
+        assert all(h["Authorization"] == f"Bearer {token}" for _, _, h, _ in grafana.requests)
+    children = {name.name.split(".")[0]: 0 for name in dumps.iterdir()}
+    for dump in dumps.iterdir():
+        children[dump.name.split(".")[0]] += 1
+        env = dict(line.split("=", 1) for line in dump.read_text().splitlines() if "=" in line)
+        assert "ZFSNAS_GRAFANA_TOKEN" not in env and token not in dump.read_text()
+        assert env["ZFSNAS_TEST_KEPT"] == "still-here" and env["FAKEZFS_STATE"] == str(fake_zfs.state)
+    assert children["zfs"] >= 10 and children["fio"] == 3     # fio --version, and one job per cell

@@ -3,14 +3,14 @@
 import threading
 
 import pytest
-
-from zfsnas.bench.guard import GuardError
+from zfsnas.bench.guard import GuardError, Prop, check_scratch
 from zfsnas.bench.zfs import ZfsOps
 from zfsnas.sources.model import SourceError
 
 TXGS = "txg      birth            state ndirty       nread        nwritten     reads    writes   otime        qtime        wtime        stime\n"
 RUN = "20261123T150000-beef"
 CHILD = f"tank/scratch/zfsnas-bench-{RUN}-1"
+CLEARED = check_scratch("tank/scratch", {"type": Prop("filesystem", "-"), "org.zfsnas:scratch": Prop("init-1", "local")})
 
 
 class Runner:
@@ -49,7 +49,7 @@ def test_sync_waits_for_the_open_txg_to_commit(tmp_path):
 
     timer = threading.Timer(0.5, lambda: txgs_file(tmp_path, [(101, "C"), (102, "O")]))
     timer.start()
-    seconds = zfs.sync("tank", timeout=10)
+    seconds = zfs.sync(CLEARED, "tank", timeout=10)
     assert 0.4 < seconds < 5 and zfs.committed("tank", 101)
 
 
@@ -57,10 +57,10 @@ def test_sync_times_out_and_copes_without_txg_history(tmp_path):
     txgs_file(tmp_path, [(100, "O")])
     zfs = ZfsOps(Runner({("zpool", "sync"): ""}), procfs=str(tmp_path))
     with pytest.raises(SourceError, match="txg 100 of tank not committed"):
-        zfs.sync("tank", timeout=0.3)
+        zfs.sync(CLEARED, "tank", timeout=0.3)
     txgs_file(tmp_path, [])                                     # zfs_txg_history=0: nothing to wait for
-    assert zfs.sync("tank", timeout=0.3) < 0.3
-    assert ZfsOps(Runner({("zpool", "sync"): ""}), procfs=str(tmp_path / "none")).sync("tank") < 1
+    assert zfs.sync(CLEARED, "tank", timeout=0.3) < 0.3
+    assert ZfsOps(Runner({("zpool", "sync"): ""}), procfs=str(tmp_path / "none")).sync(CLEARED, "tank") < 1
 
 
 def test_get_parses_and_missing_dataset_is_empty():
@@ -76,10 +76,10 @@ def test_destroy_asks_the_guard_every_time():
                ("zfs", "destroy"): ""}
     runner = Runner(answers)
     with pytest.raises(GuardError, match="belongs to run someone-else"):
-        ZfsOps(runner).destroy("tank/scratch", CHILD, RUN)
+        ZfsOps(runner).destroy(CLEARED, CHILD, RUN)
     assert not any(c[:2] == ["zfs", "destroy"] for c in runner.calls)
     answers[("zfs", "get")] = f"type\tfilesystem\t-\norigin\t-\t-\norg.zfsnas:bench-run\t{RUN}\tlocal\n"
-    ZfsOps(runner).destroy("tank/scratch", CHILD, RUN)
+    ZfsOps(runner).destroy(CLEARED, CHILD, RUN)
     assert runner.calls[-1] == ["zfs", "destroy", CHILD]
 
 
@@ -100,8 +100,27 @@ def test_destroy_retries_a_busy_dataset(monkeypatch):
     busy = iter([SourceError("cannot destroy: dataset is busy"), ""])
     runner = Runner({("zfs", "get"): f"type\tvolume\t-\norigin\t-\t-\norg.zfsnas:bench-run\t{RUN}\tlocal\n",
                      ("zfs", "destroy"): lambda a: next(busy)})
-    ZfsOps(runner).destroy("tank/scratch", CHILD, RUN)
+    ZfsOps(runner).destroy(CLEARED, CHILD, RUN)
     assert [c for c in runner.calls if c[1] == "destroy"] == [["zfs", "destroy", CHILD]] * 2
     runner.answers[("zfs", "destroy")] = SourceError("cannot destroy: filesystem has children")
     with pytest.raises(SourceError, match="has children"):
-        ZfsOps(runner).destroy("tank/scratch", CHILD, RUN)
+        ZfsOps(runner).destroy(CLEARED, CHILD, RUN)
+
+
+def test_sync_only_of_the_scratch_pool():
+    runner = Runner({("zpool", "sync"): ""})
+    with pytest.raises(GuardError, match="pool 'home' is not the scratch dataset's pool"):
+        ZfsOps(runner).sync(CLEARED, "home")
+    assert runner.calls == []
+
+
+def test_recheck_stops_when_the_mark_is_gone_or_changed():
+    answers = {("zfs", "get"): "type\tfilesystem\t-\norigin\t-\t-\navailable\t100\t-\norg.zfsnas:scratch\tinit-1\tlocal\n"}
+    zfs = ZfsOps(Runner(answers))
+    assert zfs.recheck(CLEARED).props["available"].value == "100"
+    answers[("zfs", "get")] = "type\tfilesystem\t-\norigin\t-\t-\norg.zfsnas:scratch\t-\t-\n"
+    with pytest.raises(GuardError, match="not marked as scratch.*run stopped"):
+        zfs.recheck(CLEARED)
+    answers[("zfs", "get")] = "type\tfilesystem\t-\norigin\t-\t-\norg.zfsnas:scratch\tinit-2\tlocal\n"
+    with pytest.raises(GuardError, match="changed from init-1 to init-2"):
+        zfs.recheck(CLEARED)

@@ -143,7 +143,7 @@ def test_replay_over_http_steps_then_stays_on_the_last(tmp_path, monkeypatch, po
                 continue
             states.append([dict(k[1])["state"] for k, v in samples(text).items()
                            if k[0] == "zfs_pool_state" and dict(k[1])["pool"] == "tank" and v == 1])
-        assert states == [["online"], ["suspended"], ["suspended"]]
+        assert states == [["ONLINE"], ["SUSPENDED"], ["SUSPENDED"]]
     finally:
         proc.terminate()
         _, err = proc.communicate(timeout=20)

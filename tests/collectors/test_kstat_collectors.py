@@ -27,11 +27,11 @@ def test_objset_per_dataset_io(version):
 @pytest.mark.parametrize("version", LINUX_VERSIONS)
 def test_pool_state(version):
     text = scrape(version, "poolstats")
-    assert value(text, "zfs_pool_state", pool="tank", state="online") == 1
-    assert value(text, "zfs_pool_state", pool="tank", state="degraded") == 0
-    assert value(text, "zfs_pool_state", pool="backup", state="degraded") == 1
+    assert value(text, "zfs_pool_state", pool="tank", state="ONLINE") == 1
+    assert value(text, "zfs_pool_state", pool="tank", state="DEGRADED") == 0
+    assert value(text, "zfs_pool_state", pool="backup", state="DEGRADED") == 1
     states = {dict(labels)["state"] for (name, labels) in samples(text) if name == "zfs_pool_state"}
-    assert states == {"online", "degraded", "faulted", "offline", "removed", "unavail", "suspended"}
+    assert states == {"ONLINE", "DEGRADED", "FAULTED", "OFFLINE", "REMOVED", "UNAVAIL", "SUSPENDED"}
 
 
 def test_pool_io_before_2_1_and_iostats_after():

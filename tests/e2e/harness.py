@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import tarfile
+import threading
 import time
 from pathlib import Path
 
@@ -114,20 +115,52 @@ def image_dirs(stdout: str, flavours: list[str]) -> list[Path]:
     return dirs
 
 
-def build_images(flavours: list[str]) -> dict[str, Path]:
-    cached = {f: cached_image(f) for f in flavours}
-    if all(cached.values()):
-        log(f"images cached: {', '.join(str(p) for p in cached.values())}")
+def build_image(flavour: str) -> Path:
+    """The flavour's image: cached, or built by image.sh (which waits for any other build's lock)."""
+    cached = cached_image(flavour)
+    if cached:
+        log(f"[{flavour}] image cached: {cached}")
         return cached
     started = time.time()
     # debootstrap and chroot need root; the guests themselves do not
     sudo = ["sudo", "--preserve-env=ZFSNAS_E2E_CACHE,ZFSNAS_E2E_MIRROR"] if os.geteuid() != 0 and shutil.which("sudo") else []
-    proc = subprocess.run([*sudo, str(HERE / "image.sh"), *flavours], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.run([*sudo, str(HERE / "image.sh"), flavour], stdout=subprocess.PIPE, text=True)
     if proc.returncode:
         raise SystemExit(f"e2e: image build failed (exit {proc.returncode})")
-    dirs = image_dirs(proc.stdout, flavours)
-    log(f"images ready in {time.time() - started:.0f} s: {', '.join(map(str, dirs))}")
-    return dict(zip(flavours, dirs))
+    [path] = image_dirs(proc.stdout, [flavour])
+    log(f"[{flavour}] image ready in {time.time() - started:.0f} s: {path}")
+    return path
+
+
+class ImageBuilder(threading.Thread):
+    """Builds the flavours' images one image.sh call each, in order, in the background: the first
+    guest boots as soon as its image is ready while the next one builds (cold, each takes 10-20
+    CPU-minutes), and a build already running elsewhere (`./dev test` starts one beside the unit
+    tests) is waited for through image.sh's lock, not repeated."""
+
+    def __init__(self, flavours: list[str]):
+        super().__init__(daemon=True)
+        self.flavours = flavours
+        self.ready = {f: threading.Event() for f in flavours}
+        self.images: dict[str, Path] = {}
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            for flavour in self.flavours:
+                self.images[flavour] = build_image(flavour)
+                self.ready[flavour].set()
+        except BaseException as exc:   # SystemExit included: reported by wait() in the main thread
+            self.error = exc
+        finally:
+            for event in self.ready.values():
+                event.set()
+
+    def wait(self, flavour: str) -> Path:
+        self.ready[flavour].wait()
+        if flavour not in self.images:
+            raise SystemExit(f"e2e: no image for {flavour}: {self.error}")
+        return self.images[flavour]
 
 
 def build_wheel(dest: Path) -> Path:
@@ -271,13 +304,17 @@ def main() -> int:
     flavours = args.flavour or os.environ.get("ZFSNAS_E2E_FLAVOURS", "2.3 2.1").split()
     work = Path(os.environ.get("ZFSNAS_E2E_WORK", ROOT / "build" / "e2e"))
     started = time.time()
-    images = build_images(flavours)
+    builder = ImageBuilder(flavours)
+    builder.start()
     if args.images_only:
+        for flavour in flavours:
+            builder.wait(flavour)
+        log(f"images ready in {time.time() - started:.0f} s")
         return 0
     wheel = build_wheel(work / "wheels")
     failures = []
     for flavour in flavours:
-        rc = run_flavour(flavour, images[flavour], wheel, work / flavour, args.pytest_args)
+        rc = run_flavour(flavour, builder.wait(flavour), wheel, work / flavour, args.pytest_args)
         if rc:
             failures.append(flavour)
         elif args.capture_fixtures:

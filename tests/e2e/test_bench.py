@@ -93,6 +93,11 @@ def test_sigkill_mid_cell_then_restore_puts_the_parameter_back(configs):
     assert configs["dirty_after_restore"] == configs["dirty_before"]
 
 
+def test_fio_dies_with_a_sigkilled_runner(configs):
+    """On live ZFS too: fio's job workers setsid(), so only the runner's watchdog reaches them."""
+    assert configs["fio_after_kill"] == [], configs["fio_after_kill"]
+
+
 def test_crystaldiskmark_4k_writes_pay_for_a_16k_volblocksize(results, configs):
     """Laid out first, a 4K random write into a 16K block is a read-modify-write (the FreeNAS zvol
     study: 6.0 MB/s at 16K/4K against 88.9 MB/s at 4K/4K)."""

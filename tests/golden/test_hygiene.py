@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from tests.conftest import FIXTURES, ZFS_COMMAND_VERSIONS, linux_tree, scrape_text, types, zfs_commands
+from tests.conftest import FIXTURES, ZFS_COMMAND_VERSIONS, linux_tree, samples, scrape_text, types, zfs_commands
 from tests.golden.render import ALL_CASES, render
 from tests.integration.test_stack import GiB, store_result
 
@@ -62,6 +62,28 @@ def test_every_collector(version, tmp_path):
     for text in scrapes:
         assert promtool_check(text) == ""
         assert clashes(text) == []
+
+
+def state_values(text: str) -> dict[str, set[str]]:
+    """The `state` label's values per family, for the families that describe a pool or a vdev."""
+    out: dict[str, set[str]] = {}
+    for (name, labels), _ in samples(text).items():
+        state = dict(labels).get("state")
+        if state is not None and name in ("zfs_pool_state", "zfs_pool_health", "zfs_vdev_state"):
+            out.setdefault(name, set()).add(state)
+    return out
+
+
+@pytest.mark.parametrize("version", ZFS_COMMAND_VERSIONS)
+def test_pool_states_read_the_same_in_every_family(version, tmp_path):
+    """A pool's state is written as `zpool` prints it (ONLINE, DEGRADED, ...) in the kstat family and
+    in the command family alike, so one selector (`state!="ONLINE"`) works on both."""
+    [zfs, _] = every_collector_scrape(version, tmp_path)
+    states = state_values(zfs)
+    assert states["zfs_pool_state"] == states["zfs_pool_health"] == {
+        "ONLINE", "DEGRADED", "FAULTED", "OFFLINE", "REMOVED", "UNAVAIL", "SUSPENDED"}
+    assert states["zfs_vdev_state"] <= states["zfs_pool_health"] | {"AVAIL", "INUSE"}
+    assert "ONLINE" in states["zfs_vdev_state"]
 
 
 def test_clashes_are_found():

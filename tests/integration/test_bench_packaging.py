@@ -1,4 +1,5 @@
-"""`pip install .` gives a working `zfsnas-bench` that finds its shipped jobs and matrices."""
+"""`pip install .` gives a working `zfsnas-bench` that finds its shipped jobs, matrices and the alert
+thresholds `compare` judges by."""
 
 import subprocess
 import sys
@@ -21,3 +22,8 @@ def test_wheel_ships_jobs_and_matrices(tmp_path):
     jobs = tmp_path / "venv/share/zfsnas/benchmark-jobs"
     assert f"{jobs}/write-size.fio" in out.stdout and out.stdout.count("zfs create") == 4
     assert (jobs / "matrices/fits-copy.toml").exists()
+    # compare's regression threshold is the alert's, read from the shipped alerts/thresholds.toml
+    found = subprocess.run([str(tmp_path / "venv/bin/python"), "-c",
+                            "from zfsnas.bench.compare import thresholds_path, max_drop; print(thresholds_path()); print(max_drop())"],
+                           capture_output=True, text=True, cwd=tmp_path)
+    assert found.stdout.split() == [str(tmp_path / "venv/share/zfsnas/alerts/thresholds.toml"), "0.15"], found.stderr

@@ -23,7 +23,7 @@ def test_prometheus_sees_values_and_txg_rate(live_tree, tmp_path):
                                  "--path.sysfs", str(live_tree / "sys")) as (_, prom):
         time.sleep(12)
         assert prom.scalar("zfs_arc_size_bytes") == 11_811_160_064
-        assert prom.scalar('zfs_pool_state{pool="backup",state="degraded"}') == 1
+        assert prom.scalar('zfs_pool_state{pool="backup",state="DEGRADED"}') == 1
         assert prom.scalar('zfs_dataset_written_bytes_total{dataset="tank/media files"}') == 73_014_444_032
         rate = prom.scalar('rate(zfs_pool_txg_written_bytes_total{pool="tank"}[8s])')
         assert rate == pytest.approx(RATE, rel=0.15), f"rate {rate / MiB:.1f} MiB/s, expected {RATE / MiB} MiB/s"

@@ -60,10 +60,10 @@ def test_pool_exported_between_scrapes_and_back(tmp_path, port):
     with ExporterProcess(port, "--path.procfs", str(root / "proc"), "--path.sysfs", str(root / "sys"),
                          log_path=tmp_path / "log") as exp:
         exp.wait_ready()
-        assert value(exp.get(), "zfs_pool_state", pool="backup", state="degraded") == 1
+        assert value(exp.get(), "zfs_pool_state", pool="backup", state="DEGRADED") == 1
         shutil.move(backup, tmp_path / "backup")
         text = exp.get()
         assert not any(dict(l).get("pool") == "backup" for _, l in samples(text))
-        assert value(text, "zfs_pool_state", pool="tank", state="online") == 1
+        assert value(text, "zfs_pool_state", pool="tank", state="ONLINE") == 1
         shutil.move(tmp_path / "backup", backup)
         assert value(exp.get(), "zfs_pool_txgs_synced_total", pool="backup") == 22

@@ -3,7 +3,8 @@
 Owns talking to Grafana's HTTP API (`POST /api/annotations`, `PATCH /api/annotations/<id>`,
 Bearer service-account token, times in epoch milliseconds) with short timeouts, and queuing in
 the store whatever could not be sent. The token lives only in memory: it is never logged,
-never stored, never put in an error message.
+never stored, never put in an error message, never sent to another origin than the one asked
+(a redirect elsewhere loses Authorization and cookies), never in a child's environment.
 """
 
 from __future__ import annotations
@@ -12,10 +13,15 @@ import json
 import logging
 import os
 import urllib.error
+import urllib.parse
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
+from http.client import HTTPMessage
 from pathlib import Path
+from typing import IO
 
+from .childenv import TOKEN_VARIABLE
 from .config import Configuration
 from .store import Store
 
@@ -27,11 +33,59 @@ class AnnotationError(RuntimeError):
     pass
 
 
-def load_token(flag: str | None = None, token_file: str | None = None) -> str | None:
-    """The token from --grafana-token-file, else $ZFSNAS_GRAFANA_TOKEN, else --grafana-token."""
+def load_token(flag: str | None = None, token_file: str | None = None,
+               taken: Mapping[str, str] | None = None) -> str | None:
+    """The token from --grafana-token-file, else $ZFSNAS_GRAFANA_TOKEN (as `childenv.take_secrets`
+    took it out of the environment, or still in it), else --grafana-token."""
     if token_file:
         return Path(token_file).read_text().strip() or None
-    return os.environ.get("ZFSNAS_GRAFANA_TOKEN") or flag or None
+    from_env = (taken or {}).get(TOKEN_VARIABLE) or os.environ.get(TOKEN_VARIABLE)
+    return from_env or flag or None
+
+
+def same_origin(a: str, b: str) -> bool:
+    """Scheme, host and port equal (the port defaulted from the scheme)."""
+    pa, pb = urllib.parse.urlsplit(a), urllib.parse.urlsplit(b)
+    default = {"http": 80, "https": 443}
+
+    def port(p: urllib.parse.SplitResult) -> int | None:
+        try:
+            return p.port or default.get(p.scheme.lower())
+        except ValueError:
+            return None
+
+    return (pa.scheme.lower(), (pa.hostname or "").lower(), port(pa)) == \
+        (pb.scheme.lower(), (pb.hostname or "").lower(), port(pb))
+
+
+CREDENTIAL_HEADERS = ("authorization", "proxy-authorization", "cookie")
+
+
+class _Redirects(urllib.request.HTTPRedirectHandler):
+    """urllib's redirects, except that credentials never cross origins: its default handler copies
+    every header (Authorization included) to wherever Location points. 307/308 keep the method
+    and body (RFC 9110), which urllib refuses for anything but GET/HEAD."""
+
+    def redirect_request(self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str,
+                         headers: HTTPMessage, newurl: str) -> urllib.request.Request | None:
+        new: urllib.request.Request | None
+        if code in (307, 308) and req.get_method() not in ("GET", "HEAD"):
+            new = urllib.request.Request(newurl.replace(" ", "%20"), data=req.data, headers=dict(req.header_items()),
+                                         origin_req_host=req.origin_req_host, unverifiable=True,
+                                         method=req.get_method())
+        else:
+            new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and not same_origin(req.full_url, new.full_url):
+            for name in list(new.headers):
+                if name.lower() in CREDENTIAL_HEADERS:
+                    del new.headers[name]
+            for name in list(new.unredirected_hdrs):
+                if name.lower() in CREDENTIAL_HEADERS:
+                    del new.unredirected_hdrs[name]
+        return new
+
+
+_OPENER = urllib.request.build_opener(_Redirects)
 
 
 @dataclass
@@ -47,7 +101,7 @@ class GrafanaClient:
         req = urllib.request.Request(self.url.rstrip("/") + path, data=json.dumps(payload).encode(),
                                      headers=headers, method=method)
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            with _OPENER.open(req, timeout=self.timeout) as resp:
                 body = resp.read()
         except urllib.error.HTTPError as exc:
             raise AnnotationError(f"{method} {path}: HTTP {exc.code}") from None

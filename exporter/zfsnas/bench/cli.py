@@ -23,15 +23,20 @@ from pathlib import Path
 from .. import __version__
 from ..sources.commands import CommandRunner
 from ..sources.model import SourceError
+from . import charts, compare, html, tables
 from .annotate import Annotator, GrafanaClient, load_token
-from .fio import fio_version, pattern_warning
+from .childenv import take_secrets
 from .config import Configuration, differs_text, look_alikes
+from .fio import fio_version, pattern_warning
+from .fiowatch import stop_leftovers
 from .guard import GuardError, check_dataset_name
 from .matrix import MatrixError, load_matrix
 from .parameters import FreeBsdParameters, LinuxParameters, Parameters, restore_pending
 from .planner import PlanOptions, plan_matrix, render_plan
-from .report import chart, markdown, summarise, to_csv
-from .runner import RunError, Runner, RunLock, RunSettings, make_key_file, new_run_id
+from .recommend import RecommendError, parse_throughput, recommend
+from .recommend import render as render_recommendation
+from .report import sections
+from .runner import RunError, RunLock, Runner, RunSettings, make_key_file, new_run_id
 from .store import DEFAULT_DB, Store
 from .zfs import ZfsOps
 
@@ -109,10 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="restore module parameters a run changed and could not restore (crash, power loss)")
     lst = sub.add_parser("list", parents=[common], help="list stored runs")
     lst.add_argument("--all", action="store_true", help="every result, not only the last 50")
-    rep = sub.add_parser("report", parents=[common], help="experiment tables (Markdown/CSV) and a PNG chart")
-    rep.add_argument("--matrix", default=None, help="only this matrix")
-    rep.add_argument("--format", choices=("markdown", "csv"), default="markdown")
-    rep.add_argument("--png", default=None, help="write a throughput-vs-ratio chart here (needs matplotlib)")
+    add_report_commands(sub, common)
     ann = sub.add_parser("annotate", parents=[common, grafana], help="send queued Grafana annotations")
     ann.add_argument("--retry", action="store_true", required=True)
     return parser
@@ -135,7 +137,8 @@ def _parameters(args) -> Parameters:
 def _client(args) -> GrafanaClient | None:
     if not args.grafana_url:
         return None
-    return GrafanaClient(args.grafana_url, load_token(args.grafana_token, args.grafana_token_file), args.grafana_timeout)
+    token = load_token(args.grafana_token, args.grafana_token_file, args.secrets)
+    return GrafanaClient(args.grafana_url, token, args.grafana_timeout)
 
 
 def cmd_init(args) -> int:
@@ -168,8 +171,10 @@ def cmd_run(args) -> int:
     zfs = _zfs(args)
     dry = args.command == "plan" or args.dry_run
     mountpoint = args.mountpoint
-    if not dry:  # refuse an unmarked dataset before anything else, and learn where it is mounted
-        mountpoint = mountpoint or zfs.scratch(scratch)["mountpoint"].value
+    cleared = None
+    if not dry:  # refuse an unmarked dataset before anything else, whatever the flags
+        cleared = zfs.scratch(scratch)
+        mountpoint = mountpoint or cleared.props["mountpoint"].value
     run_id = new_run_id()
     results_dir = Path(tempfile.gettempdir()) / f"zfsnas-bench-{run_id}"
     dirty = args.dirty_data_max or zfs.dirty_data_max()
@@ -197,12 +202,16 @@ def cmd_run(args) -> int:
         if warning := pattern_warning(version, (jobs_dir / f"{job}.fio").read_text()):
             log.warning("%s: %s", job, warning)
     store = Store(args.db)
+    if cleared is None:  # only `plan`/`--dry-run` skip the guard, and they returned above
+        raise GuardError(f"{scratch}: not checked by the guard: refused")
     with RunLock(f"{args.db}.lock"):  # the same lock for every command on this database
+        for line in stop_leftovers({r["id"] for r in store.matrix_runs()}, args.procfs):  # none is alive: the lock
+            log.warning("stopped a process left by a run that died: %s", line)
         for line in restore_pending(params, store):  # a run that died left a parameter changed
             log.warning("parameter restored before this run: %s", line)
         if stale := store.mark_stale(holding_lock=True):
             log.warning("%d result(s) left running by a run that died were marked incomplete", stale)
-        for child in zfs.destroy_leftovers(scratch, store.dead_runs()):
+        for child in zfs.destroy_leftovers(cleared, store.dead_runs()):
             log.warning("destroyed %s, left behind by a run that died", child)
         key_file = make_key_file() if encrypted else ""
         results_dir.mkdir(mode=0o700)
@@ -215,7 +224,7 @@ def cmd_run(args) -> int:
                     log.info("queued annotations: %d sent, %d still queued", sent, failed)
             runner = Runner(zfs, store, annotator, RunSettings(matrix.name, scratch, run_id, procfs=args.procfs,
                                                                 sysfs=args.sysfs, fio_version=version_text,
-                                                                keep=args.keep, freebsd=_freebsd()), params)
+                                                                keep=args.keep, freebsd=_freebsd()), params, cleared)
             log.info("run %s: matrix %s, %d cells on %s", run_id, matrix.name, len(plans), scratch)
             status = runner.run(plans)
         finally:
@@ -223,6 +232,8 @@ def cmd_run(args) -> int:
             if key_file:
                 os.unlink(key_file)
     log.info("run %s %s; results in %s", run_id, status, args.db)
+    if runner.stopped_by:
+        return 2
     return {"complete": 0, "aborted": 130}.get(status, 1)
 
 
@@ -268,23 +279,90 @@ def cmd_list(args) -> int:
     return 0
 
 
-def cmd_report(args) -> int:
+def add_report_commands(sub, common: argparse.ArgumentParser) -> None:
+    """report, recommend, compare: they read the database and write nothing to it."""
+    rep = sub.add_parser("report", parents=[common],
+                         help="tables per matrix (Markdown, CSV or one HTML page with the charts); PNG/SVG charts")
+    rep.add_argument("--matrix", default=None, help="only this matrix")
+    rep.add_argument("--format", choices=("markdown", "csv", "html"), default="markdown")
+    rep.add_argument("--output", "-o", default=None, help="write the report to this file instead of stdout")
+    rep.add_argument("--png", default=None, metavar="DIR", help="write every chart as PNG into DIR (needs matplotlib)")
+    rep.add_argument("--svg", default=None, metavar="DIR", help="write every chart as SVG into DIR (needs matplotlib)")
+    rec = sub.add_parser("recommend", parents=[common],
+                         help="the Pareto-optimal configurations of a matrix and a pick, with its reason")
+    rec.add_argument("matrix", help="the matrix name (as `list` shows it)")
+    rec.add_argument("--speed-weight", type=float, default=0.5,
+                     help="0 = space only, 1 = speed only (default 0.5: both count the same)")
+    rec.add_argument("--min-throughput", default=None,
+                     help="only configurations at least this fast: 2.5GbE (line rate), 300MB/s, 250MiB/s or MB/s")
+    cmp = sub.add_parser("compare", parents=[common],
+                         help="per configuration: change in throughput, ratio and CPU; noise; the alert's regression verdict")
+    cmp.add_argument("a", help="the baseline: a run id or a configuration id")
+    cmp.add_argument("b", help="the newer: a run id or a configuration id")
+    cmp.add_argument("--max-drop", type=float, default=None,
+                     help="regression threshold (default: bench_regression_max_drop of alerts/thresholds.toml, "
+                          "the alert's)")
+    cmp.add_argument("--format", choices=("markdown", "csv"), default="markdown")
+
+
+def _open_store(args) -> Store | None:
     if not Path(args.db).exists():
         print(f"no database at {args.db}", file=sys.stderr)
-        return 1
+        return None
     store = Store(args.db)
     _settle(args, store)
-    rows = summarise(store.results("complete", args.matrix))
-    sys.stdout.write(markdown(rows) if args.format == "markdown" else to_csv(rows))
-    if args.png:
-        chart(rows, args.png)
-        log.info("chart written to %s", args.png)
+    return store
+
+
+def cmd_report(args) -> int:
+    if (args.png or args.svg) and not charts.available():
+        print(charts.INSTALL, file=sys.stderr)
+        return 3
+    store = _open_store(args)
+    if store is None:
+        return 1
+    found = sections(store.results("complete", args.matrix))
+    text = {"markdown": tables.markdown, "csv": tables.to_csv, "html": html.page}[args.format](found)
+    if args.output:
+        Path(args.output).write_text(text)
+        log.info("report written to %s", args.output)
+    else:
+        sys.stdout.write(text)
+    for directory, fmt in ((args.png, "png"), (args.svg, "svg")):
+        if directory:
+            paths = charts.write(found, Path(directory), (fmt,))
+            log.info("%d %s chart(s) written to %s", len(paths), fmt.upper(), directory)
     return 0
+
+
+def cmd_recommend(args) -> int:
+    store = _open_store(args)
+    if store is None:
+        return 1
+    found = sections(store.results("complete", args.matrix))
+    if not found:
+        print(f"no complete results of matrix {args.matrix}", file=sys.stderr)
+        return 1
+    minimum = parse_throughput(args.min_throughput) if args.min_throughput else 0.0
+    rec = recommend(found[0], args.speed_weight, minimum)
+    sys.stdout.write(render_recommendation(rec))
+    return 0 if rec.pick else 1
+
+
+def cmd_compare(args) -> int:
+    store = _open_store(args)
+    if store is None:
+        return 1
+    drop = args.max_drop if args.max_drop is not None else compare.max_drop()
+    changes = compare.compare(compare.resolve(store, args.a), compare.resolve(store, args.b), drop)
+    table = compare.table(changes, drop)
+    sys.stdout.write(tables.table_markdown(table) if args.format == "markdown" else tables.table_csv(table))
+    return 1 if any(c.verdict == "regression" for c in changes) else 0
 
 
 def cmd_annotate(args) -> int:
     store = Store(args.db)
-    client = _client(args) or GrafanaClient("", load_token(args.grafana_token, args.grafana_token_file),
+    client = _client(args) or GrafanaClient("", load_token(args.grafana_token, args.grafana_token_file, args.secrets),
                                             args.grafana_timeout)
     sent, failed = Annotator(store, client).retry(args.grafana_url)
     print(f"{sent} annotation(s) sent, {failed} still queued")
@@ -292,17 +370,18 @@ def cmd_annotate(args) -> int:
 
 
 COMMANDS = {"init": cmd_init, "plan": cmd_run, "run": cmd_run, "restore": cmd_restore, "list": cmd_list,
-            "report": cmd_report,
+            "report": cmd_report, "recommend": cmd_recommend, "compare": cmd_compare,
             "annotate": cmd_annotate}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.secrets = take_secrets()  # no child (fio, zfs, zpool) ever inherits the Grafana token
     level = {"warn": logging.WARNING}.get(args.log_level, getattr(logging, args.log_level.upper()))
     logging.basicConfig(level=level, format="zfsnas-bench: %(levelname)s %(message)s", stream=sys.stderr)
     try:
         return COMMANDS[args.command](args)
-    except (MatrixError, GuardError, RunError, SourceError) as exc:
+    except (MatrixError, GuardError, RunError, SourceError, compare.CompareError, RecommendError) as exc:
         log.error("%s", exc)
         return 2
 

@@ -1,7 +1,9 @@
 """fio: run a job with JSON output and read its real JSON into plain figures.
 
 Owns `parse_fio_json` (bandwidth in bytes/s, IOPS, completion-latency percentiles, bytes, for
-every job and direction, except jobs named `prefill*`, which only lay out the data a read reads) and starting/stopping the fio process. Knows nothing of ZFS.
+every job and direction, except jobs named `prefill*`, which only lay out the data a read reads) and starting/stopping the fio process: through the watchdog of fiowatch.py (fio dies
+with the runner), with the environment of childenv.py (no secret), and only for a run whose
+scratch dataset the guard cleared (a `guard.Cleared` is required). Knows nothing else of ZFS.
 """
 
 from __future__ import annotations
@@ -11,7 +13,12 @@ import os
 import re
 import signal
 import subprocess
+import sys
 from dataclasses import dataclass, field
+
+from .childenv import child_environment
+from .fiowatch import RUN_VARIABLE
+from .guard import Cleared
 
 PATTERN_FIXED = (3, 34)
 
@@ -65,7 +72,7 @@ def parse_fio_json(text: str) -> FioResult:
 
 def fio_version(fio: str = "fio") -> tuple[str, tuple[int, int] | None]:
     try:
-        out = subprocess.run([fio, "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
+        out = subprocess.run([fio, "--version"], capture_output=True, text=True, timeout=10, check=False).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "", None
     match = re.search(r"(\d+)\.(\d+)", out)
@@ -75,7 +82,7 @@ def fio_version(fio: str = "fio") -> tuple[str, tuple[int, int] | None]:
 # `buffer_pattern=<value>` in a job file (or `--buffer_pattern=` on fio's command line). fio reads
 # a file for every single-quoted part of the value: 'file', 0xdeadbeef'file', "text"'file'
 # (checked against the real fio 3.33 in tests/bench/test_fio.py).
-_PATTERN_OPTION = re.compile(r"^\s*(?:--)?buffer_pattern\s*=(?P<value>.*)$", re.M)
+_PATTERN_OPTION = re.compile(r"^\s*(?:--)?buffer_pattern\s*=(?P<value>.*)$", re.MULTILINE)
 
 
 def reads_pattern_file(job_text: str) -> bool:
@@ -95,14 +102,30 @@ def pattern_warning(version: tuple[int, int] | None, job_text: str) -> str | Non
 
 
 class FioProcess:
-    """A running fio; `stop()` ends it (and its workers) from a signal handler."""
+    """A running fio under its watchdog, in a session of its own; `stop()` ends it (and its
+    workers) from a signal handler. `cleared` is the guard's proof for the scratch dataset."""
 
-    def __init__(self, argv: list[str], env: dict[str, str]):
-        self.proc = subprocess.Popen(argv, env={**os.environ, **env}, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True)
+    def __init__(self, argv: list[str], env: dict[str, str], cleared: Cleared, run_id: str):
+        if not isinstance(cleared, Cleared):
+            raise TypeError("FioProcess needs the guard's Cleared for the scratch dataset")
+        # The write end of this pipe stays here: the watchdog reads EOF when this process dies.
+        self._alive_r, self._alive_w = os.pipe()
+        watchdog = [sys.executable, "-m", "zfsnas.bench.fiowatch", str(self._alive_r), *argv]
+        try:
+            self.proc = subprocess.Popen(watchdog, env=child_environment({**env, RUN_VARIABLE: run_id}),
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                         start_new_session=True, pass_fds=(self._alive_r,))
+        except BaseException:
+            os.close(self._alive_w)
+            raise
+        finally:
+            os.close(self._alive_r)
 
     def wait(self) -> tuple[int, str, str]:
-        out, err = self.proc.communicate()
+        try:
+            out, err = self.proc.communicate()
+        finally:
+            os.close(self._alive_w)
         return self.proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
     def stop(self) -> None:

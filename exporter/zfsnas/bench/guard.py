@@ -4,6 +4,10 @@ Owns every yes/no decision about a dataset name or its properties; each refusal 
 `GuardError` with one clear sentence, raised before any command that changes anything runs.
 It runs no command itself: zfs.py fetches the properties and asks here.
 
+Order is structural: `check_scratch` is the only maker of a `Cleared`, and every code path that
+changes anything (zfs create/destroy/set, zpool sync, fio, module parameters) takes a `Cleared`
+as an argument, so it cannot be reached before every check on the scratch dataset passed.
+
 The rules:
 - the scratch dataset is a filesystem (not a pool's root, snapshot, bookmark or clone) whose
   `org.zfsnas:scratch` user property was set on it directly (`source` local), by `init`;
@@ -16,13 +20,16 @@ The rules:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 SCRATCH_PROPERTY = "org.zfsnas:scratch"
 RUN_PROPERTY = "org.zfsnas:bench-run"
 CHILD_PREFIX = "zfsnas-bench-"
-_COMPONENT = re.compile(r"^[A-Za-z0-9_.:-]+$")
-_LEAF = re.compile(r"^zfsnas-bench-[A-Za-z0-9_.-]+$")
+# fullmatch, never `$`: `$` also matches before a trailing newline ("tank/scratch\n").
+_COMPONENT = re.compile(r"[A-Za-z0-9_.:-]+")
+_LEAF = re.compile(r"zfsnas-bench-[A-Za-z0-9_.-]+")
+_KEY = object()   # only this module can make a Cleared
 
 
 class GuardError(RuntimeError):
@@ -35,6 +42,25 @@ class Prop:
     source: str  # zfs get's source column: local, default, inherited from X, received, -
 
 
+@dataclass(frozen=True)
+class Cleared:
+    """Proof that `dataset` passed every scratch check, with the properties it was judged on.
+
+    Only `check_scratch` makes one (a Cleared built anywhere else raises); the functions that
+    change anything take it, which is what puts the checks before the first change. It guards
+    against mistakes in our own order of calls, not against code set on forging one
+    (`dataclasses.replace` copies the key)."""
+
+    dataset: str
+    mark: str                       # the value of org.zfsnas:scratch when it was checked
+    props: Mapping[str, Prop]
+    key: object = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.key is not _KEY:
+            raise GuardError("a Cleared is made only by guard.check_scratch: refused")
+
+
 def check_dataset_name(name: str) -> None:
     """A dataset name below a pool, made of plain components; never a snapshot, bookmark or pool."""
     if not name:
@@ -45,13 +71,17 @@ def check_dataset_name(name: str) -> None:
         raise GuardError(f"{name!r} is a bookmark, not a dataset: refused")
     if "%" in name:
         raise GuardError(f"{name!r} names a temporary clone: refused")
+    if name.endswith("\n"):
+        raise GuardError(f"{name!r} ends with a newline: refused")
     parts = name.split("/")
     if len(parts) < 2:
         raise GuardError(f"{name!r} is a pool's root dataset; use a dedicated child such as {name}/scratch")
     for part in parts:
         if part in ("", ".", ".."):
             raise GuardError(f"{name!r} has an empty, '.' or '..' component: refused")
-        if not _COMPONENT.match(part):
+        if part.startswith("-"):
+            raise GuardError(f"{name!r} has a component starting with '-' ({part!r}), which reads as an option: refused")
+        if not _COMPONENT.fullmatch(part):
             raise GuardError(f"{name!r} has characters outside [A-Za-z0-9_.:-] in {part!r}: refused")
 
 
@@ -65,11 +95,11 @@ def check_child_name(scratch: str, child: str) -> None:
     leaf = child[len(prefix):]
     if "/" in leaf:
         raise GuardError(f"{child!r} is not a direct child of {scratch!r}: refused")
-    if not _LEAF.match(leaf):
+    if not _LEAF.fullmatch(leaf):
         raise GuardError(f"{child!r} was not named by zfsnas-bench ({CHILD_PREFIX}*): refused")
 
 
-def _check_plain(name: str, props: dict[str, Prop], kinds: tuple[str, ...]) -> None:
+def _check_plain(name: str, props: Mapping[str, Prop], kinds: tuple[str, ...]) -> None:
     """Exists, is one of `kinds`, and is not a clone."""
     kind = props.get("type")
     if kind is None:
@@ -81,7 +111,7 @@ def _check_plain(name: str, props: dict[str, Prop], kinds: tuple[str, ...]) -> N
         raise GuardError(f"{name!r} is a clone of {origin.value}: refused")
 
 
-def _local_mark(name: str, props: dict[str, Prop], prop: str, missing: str) -> str:
+def _local_mark(name: str, props: Mapping[str, Prop], prop: str, missing: str) -> str:
     """The value of user property `prop`, which must be set on `name` itself (source local)."""
     mark = props.get(prop)
     if mark is None or mark.value in ("-", ""):
@@ -92,15 +122,28 @@ def _local_mark(name: str, props: dict[str, Prop], prop: str, missing: str) -> s
     return mark.value
 
 
-def check_scratch(name: str, props: dict[str, Prop]) -> str:
-    """Refuse unless `name` is a scratch filesystem marked by `init`; return the mark's value."""
+def check_scratch(name: str, props: Mapping[str, Prop]) -> Cleared:
+    """Refuse unless `name` is a scratch filesystem marked by `init`; the Cleared that proves it."""
     check_dataset_name(name)
     _check_plain(name, props, ("filesystem",))
-    return _local_mark(name, props, SCRATCH_PROPERTY,
+    mark = _local_mark(name, props, SCRATCH_PROPERTY,
                        f"is not marked as scratch; run `zfsnas-bench init {name}` first")
+    return Cleared(name, mark, dict(props), _KEY)
 
 
-def check_own_child(scratch: str, child: str, run_id: str, props: dict[str, Prop]) -> None:
+def check_still_scratch(cleared: Cleared, props: Mapping[str, Prop]) -> Cleared:
+    """Between cells: the dataset must still pass every check and carry the same mark."""
+    try:
+        again = check_scratch(cleared.dataset, props)
+    except GuardError as exc:
+        raise GuardError(f"{cleared.dataset} no longer passes the scratch check ({exc}): run stopped") from None
+    if again.mark != cleared.mark:
+        raise GuardError(f"{cleared.dataset}: {SCRATCH_PROPERTY} changed from {cleared.mark} to {again.mark} "
+                         f"during the run: run stopped")
+    return again
+
+
+def check_own_child(scratch: str, child: str, run_id: str, props: Mapping[str, Prop]) -> None:
     """Refuse to write to or destroy `child` unless this run created it."""
     check_child_name(scratch, child)
     _check_plain(child, props, ("filesystem", "volume"))

@@ -1,121 +1,224 @@
-"""Reports: the experiment tables the blog posts have (rows = configurations) in Markdown and CSV,
-and a PNG of throughput vs compression ratio (matplotlib, the `report` extra).
+"""Summaries of stored results: one `Summary` per configuration id (bench/config.py), grouped into one
+`Section` per matrix with the configurations in the matrix's own order (its cell numbers).
 
-Owns summarising stored results: one row per configuration id (bench/config.py), several
-repeats become their median; rows that look alike (same readable labels) say what differs.
-Reads the store, writes nothing to it.
+Owns what a figure of a configuration is (median over its complete repeats, with min-max spread and
+the count: repeats are never merged silently), which identity fields tell a matrix's configurations
+apart, and reading fio's mean latency for the CrystalDiskMark lines. The renderings live in
+tables.py (Markdown/CSV), charts.py (PNG/SVG), html.py; recommend.py and compare.py decide from
+these summaries. Reads the store's rows, writes nothing.
 """
 
 from __future__ import annotations
 
-import csv
-import io
+import json
+import sqlite3
 import statistics
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from .config import Configuration, differs_text, look_alikes
 
-COLUMNS = ("matrix", "workload", "config", "compression", "recordsize", "encryption", "size", "pool", "runs", "MB/s",
-           "seconds", "ratio", "on-disk GiB", "logical GiB", "CPU %", "user s", "system s", "iowait %", "differs")
+ResultRow = sqlite3.Row | Mapping[str, Any]   # what Store.results returns, or its dict
+GIB = 2**30
+MIB = 2**20
 
 
 @dataclass(frozen=True)
-class Row:
-    matrix: str
-    workload: str
-    config: str
-    compression: str
-    recordsize: str
-    encryption: str
-    size: str
-    pool: str
+class Stat:
+    """One figure of a configuration over its repeats: median, min, max, count."""
+    median: float
+    low: float
+    high: float
+    n: int
+    values: tuple[float, ...] = ()
+
+    @classmethod
+    def of(cls, values: Iterable[float | None]) -> Stat | None:
+        known = tuple(float(v) for v in values if v is not None)
+        if not known:
+            return None
+        return cls(statistics.median(known), min(known), max(known), len(known), known)
+
+    def scaled(self, factor: float) -> Stat:
+        return Stat(self.median * factor, self.low * factor, self.high * factor, self.n,
+                    tuple(v * factor for v in self.values))
+
+    def overlaps(self, other: Stat) -> bool:
+        return self.low <= other.high and other.low <= self.high
+
+
+def _cpu_share(row: Mapping[str, Any], key: str) -> float | None:
+    """`key`'s seconds as a share of all CPU time (user+system+iowait+idle) of the measured step."""
+    parts = [row.get(f"cpu_{k}_seconds") for k in ("user", "system", "iowait", "idle")]
+    if row.get(key) is None or any(p is None for p in parts) or not sum(parts):  # type: ignore[arg-type]
+        return None
+    return float(row[key]) / float(sum(parts))  # type: ignore[arg-type]
+
+
+def mean_latency_us(fio_json: str | None) -> float | None:
+    """fio's mean completion latency (lat_ns, else clat_ns) in microseconds over the measured jobs
+    and directions, weighted by their I/O count: what CrystalDiskMark prints between < >."""
+    if not fio_json:
+        return None
+    try:
+        jobs = json.loads(fio_json).get("jobs") or []
+    except (ValueError, AttributeError):
+        return None
+    total = weight = 0.0
+    for job in jobs:
+        if str(job.get("jobname", "")).startswith("prefill"):
+            continue
+        for direction in ("read", "write"):
+            d = job.get(direction) or {}
+            lat = d.get("lat_ns") or d.get("clat_ns") or {}
+            ios = float(d.get("total_ios") or 0)
+            if ios and lat.get("mean") is not None:
+                total += float(lat["mean"]) * ios
+                weight += ios
+    return total / weight / 1000 if weight else None
+
+
+# A figure of a result row: name -> function of the row. Units are the stored ones (bytes, seconds,
+# ratios); tables and charts scale them for reading.
+FIGURES: dict[str, Any] = {
+    "throughput": lambda r: r.get("throughput_bytes_per_second"),
+    "seconds": lambda r: r.get("duration_seconds"),
+    "ratio": lambda r: r.get("compressratio"),
+    "used": lambda r: r.get("used_bytes"),
+    "logical": lambda r: r.get("logicalused_bytes"),
+    "cpu_user": lambda r: _cpu_share(r, "cpu_user_seconds"),
+    "cpu_system": lambda r: _cpu_share(r, "cpu_system_seconds"),
+    "iops": lambda r: r.get("iops"),
+    "latency_us": lambda r: mean_latency_us(r.get("fio_json")),
+}
+
+
+@dataclass(frozen=True)
+class Summary:
+    config: Configuration
+    cell: int                       # the first cell number it ran as: the matrix's order
     runs: int
-    mb_per_s: float | None
-    seconds: float | None
-    ratio: float | None
-    used_gib: float | None
-    logical_gib: float | None
-    cpu_percent: float | None
-    user_seconds: float | None
-    system_seconds: float | None
-    iowait_percent: float | None
-    differs: str = ""
+    run_ids: tuple[str, ...]
+    figures: dict[str, Stat]
+    differs: str = ""               # look-alikes (same readable labels) and what tells them apart
 
-    def cells(self) -> list[str]:
-        def fmt(v, digits):
-            return "" if v is None else f"{v:.{digits}f}"
-        return [self.matrix, self.workload, self.config, self.compression, self.recordsize, self.encryption, self.size,
-                self.pool, str(self.runs),
-                fmt(self.mb_per_s, 1), fmt(self.seconds, 1), fmt(self.ratio, 2), fmt(self.used_gib, 2),
-                fmt(self.logical_gib, 2), fmt(self.cpu_percent, 0), fmt(self.user_seconds, 1),
-                fmt(self.system_seconds, 1), fmt(self.iowait_percent, 0), self.differs]
+    @property
+    def id(self) -> str:
+        return self.config.id
+
+    @property
+    def workload(self) -> str:
+        return self.config.workload
+
+    @property
+    def mb_per_s(self) -> float | None:
+        """Median throughput in MB/s (10^6 bytes/s)."""
+        tp = self.median("throughput")
+        return None if tp is None else tp / 1e6
+
+    @property
+    def compression(self) -> str:
+        return self.config.dataset_property("compression", "off")
+
+    @property
+    def recordsize(self) -> str:
+        return self.config.recordsize
+
+    @property
+    def label(self) -> str:
+        """compression / recordsize, the way the posts name a configuration."""
+        return f"{self.compression} / {self.recordsize}" if self.recordsize else self.compression
+
+    @property
+    def total_bytes(self) -> int | None:
+        value = dict(self.config.data).get("bytes")
+        return int(value) if value and value.isdigit() else None
+
+    @property
+    def dirty_data_max(self) -> int | None:
+        value = dict(self.config.parameters).get("zfs_dirty_data_max")
+        return int(value) if value and value.isdigit() else None
+
+    def get(self, figure: str) -> Stat | None:
+        return self.figures.get(figure)
+
+    def median(self, figure: str) -> float | None:
+        stat = self.figures.get(figure)
+        return None if stat is None else stat.median
 
 
-def _median(rows, key, scale=1.0):
-    values = [r[key] for r in rows if r[key] is not None]
-    return statistics.median(values) * scale if values else None
+@dataclass(frozen=True)
+class Section:
+    """One matrix: its configurations in matrix order and the identity fields that differ among them."""
+    matrix: str
+    summaries: list[Summary]
+    varying: list[str] = field(default_factory=list)   # Configuration.flat() keys that differ
+
+    @property
+    def pools(self) -> list[str]:
+        return sorted({s.config.pool for s in self.summaries})
+
+    @property
+    def title(self) -> str:
+        return f"{self.matrix} on {', '.join(self.pools)}"
+
+    def uncompressed_used(self, summary: Summary) -> float | None:
+        """The on-disk bytes of the `compression=off` configuration that differs from `summary` only
+        in compression (the ISO post's 100 %), else None."""
+        for other in self.summaries:
+            if other.compression == "off" and _same_except(other.config, summary.config, "property compression"):
+                return other.median("used")
+        return None
+
+    def percent_of_uncompressed(self, summary: Summary) -> float | None:
+        """On-disk size as % of uncompressed: against the `off` configuration when the matrix has one
+        (off = 100 %), else against the logical size ZFS reports."""
+        used = summary.median("used")
+        if used is None:
+            return None
+        base = self.uncompressed_used(summary) or summary.median("logical")
+        return used / base * 100 if base else None
 
 
-def group_by_configuration(results) -> dict[str, tuple[Configuration, list]]:
+def _same_except(a: Configuration, b: Configuration, *keys: str) -> bool:
+    fa, fb = a.flat(), b.flat()
+    return all(fa.get(k) == fb.get(k) for k in set(fa) | set(fb) if k not in keys)
+
+
+def group_by_configuration(results: Iterable[ResultRow]) -> dict[str, tuple[Configuration, list[dict[str, Any]]]]:
     """{config id: (configuration, its rows)} in first-run order: the only grouping of results."""
-    groups: dict[str, tuple[Configuration, list]] = {}
+    groups: dict[str, tuple[Configuration, list[dict[str, Any]]]] = {}
     for r in results:
-        if r["config_id"] not in groups:
-            groups[r["config_id"]] = (Configuration.from_json(r["config"]), [])
-        groups[r["config_id"]][1].append(r)
+        row = dict(r)
+        if row["config_id"] not in groups:
+            groups[row["config_id"]] = (Configuration.from_json(row["config"]), [])
+        groups[row["config_id"]][1].append(row)
     return groups
 
 
-def summarise(results) -> list[Row]:
-    """One row per configuration in first-run order; figures are medians over its complete runs."""
+def summarise(results: Iterable[ResultRow]) -> list[Summary]:
+    """One Summary per configuration of complete `results`, in first-run order."""
     groups = group_by_configuration(results)
     alikes = look_alikes([config for config, _rows in groups.values()])
     out = []
     for cid, (config, rows) in groups.items():
-        labels = config.labels
-        out.append(Row(config.matrix, config.workload, cid, labels["compression"], labels["recordsize"],
-                       labels["encryption"], config.size, config.pool, runs=len(rows),
-                       mb_per_s=_median(rows, "throughput_bytes_per_second", 1e-6),
-                       seconds=_median(rows, "duration_seconds"), ratio=_median(rows, "compressratio"),
-                       used_gib=_median(rows, "used_bytes", 2**-30), logical_gib=_median(rows, "logicalused_bytes", 2**-30),
-                       cpu_percent=_median(rows, "cpu_busy_ratio", 100), user_seconds=_median(rows, "cpu_user_seconds"),
-                       system_seconds=_median(rows, "cpu_system_seconds"),
-                       iowait_percent=_median(rows, "cpu_iowait_ratio", 100), differs=differs_text(alikes[cid])))
+        figures = {name: stat for name, get in FIGURES.items() if (stat := Stat.of(get(r) for r in rows))}
+        out.append(Summary(config, min(int(r["cell"]) for r in rows), len(rows),
+                           tuple(dict.fromkeys(str(r["run_id"]) for r in rows)), figures, differs_text(alikes[cid])))
     return out
 
 
-def markdown(rows: list[Row]) -> str:
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(row.cells()) + " |" for row in rows]
-    return "\n".join(lines) + "\n"
-
-
-def to_csv(rows: list[Row]) -> str:
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(COLUMNS)
-    writer.writerows(row.cells() for row in rows)
-    return buf.getvalue()
-
-
-def chart(rows: list[Row], path: str) -> None:
-    """Throughput (MB/s) against compression ratio, one labelled point per configuration."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    points = [r for r in rows if r.mb_per_s is not None and r.ratio is not None]
-    fig, ax = plt.subplots(figsize=(8, 5))
-    for r in points:
-        ax.scatter(r.ratio, r.mb_per_s)
-        label = f"{r.workload} {r.compression} {r.recordsize} {r.size}" + (f" {r.encryption}" if r.encryption != "off" else "")
-        ax.annotate(label, (r.ratio, r.mb_per_s), fontsize=7,
-                    xytext=(4, 4), textcoords="offset points")
-    ax.set_xlabel("compression ratio")
-    ax.set_ylabel("throughput (MB/s)")
-    ax.set_title("zfsnas-bench: throughput vs compression ratio")
-    ax.grid(True, alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+def sections(results: Iterable[ResultRow]) -> list[Section]:
+    """One Section per matrix, matrices in first-run order, configurations in cell order."""
+    by_matrix: dict[str, list[Summary]] = {}
+    for summary in summarise(results):
+        by_matrix.setdefault(summary.config.matrix, []).append(summary)
+    out = []
+    for matrix, summaries in by_matrix.items():
+        summaries.sort(key=lambda s: s.cell)
+        flats = [s.config.flat() for s in summaries]
+        keys = sorted({k for f in flats for k in f})
+        varying = [k for k in keys if len({f.get(k) for f in flats}) > 1]
+        out.append(Section(matrix, summaries, varying))
+    return out

@@ -2,8 +2,9 @@
 restore, measuring and storing each.
 
 Owns the order of a run, the lock (two matrices never run at once), the signal handling
-(SIGINT/SIGTERM stop fio, destroy our child, restore module parameters, record `aborted`) and the
-progress line. Only the measured step is timed and probed: the prefill and its sync are figures
+(SIGINT/SIGTERM stop fio, destroy our child, restore module parameters, record `aborted`), the
+scratch check before every cell (a mark removed mid-run stops the run before the next cell, as
+`aborted` with the reason) and the progress line. A Runner is built from the guard's `Cleared`. Only the measured step is timed and probed: the prefill and its sync are figures
 of their own. Every zfs command goes through zfs.py (which asks guard.py); every module
 parameter through parameters.py; every figure goes to store.py.
 """
@@ -22,15 +23,17 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
+from typing import TextIO
 
 from . import probes
 from .annotate import Annotator
+from .config import Configuration
 from .copy import copy_corpus
 from .fio import FioProcess, parse_fio_json
-from .config import Configuration
-from .guard import GuardError
+from .guard import Cleared, GuardError
 from .parameters import Parameters, ParameterSwitch
-from .planner import CellPlan, Environment, configuration
+from .planner import CellPlan, Environment, Step, configuration
 from .store import Store
 from .zfs import ZfsOps
 
@@ -64,7 +67,7 @@ class RunLock:
         os.write(self.fd, f"pid {os.getpid()}\n".encode())
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         fcntl.flock(self.fd, fcntl.LOCK_UN)
         os.close(self.fd)
 
@@ -72,7 +75,7 @@ class RunLock:
 class Progress:
     """One line on stderr: a bar over the whole matrix, the current cell, elapsed and ETA."""
 
-    def __init__(self, plans: list[CellPlan], stream=sys.stderr):
+    def __init__(self, plans: list[CellPlan], stream: TextIO = sys.stderr):
         self.plans, self.stream = plans, stream
         self.started = time.monotonic()
         self.done_seconds: list[float] = []
@@ -125,8 +128,12 @@ def new_run_id() -> str:
 
 class Runner:
     def __init__(self, zfs: ZfsOps, store: Store, annotator: Annotator, settings: RunSettings,
-                 params: Parameters):
+                 params: Parameters, cleared: Cleared):
+        if not isinstance(cleared, Cleared) or cleared.dataset != settings.scratch:
+            raise GuardError(f"{settings.scratch}: the runner needs the guard's approval of this dataset: refused")
         self.zfs, self.store, self.annotator, self.s = zfs, store, annotator, settings
+        self.cleared = cleared
+        self.stopped_by = ""   # why the run stopped before its end, when the guard stopped it
         self.params = params
         self.switch = ParameterSwitch(params, store, settings.run_id)
         self.stop = threading.Event()
@@ -144,7 +151,7 @@ class Runner:
         assert self.env is not None
         return configuration(self.s.matrix, plan, self.env)
 
-    def _signal(self, signum, _frame) -> None:
+    def _signal(self, signum: int, _frame: FrameType | None) -> None:
         log.warning("%s received: stopping the current job", signal.Signals(signum).name)
         self.stop.set()
         if self.fio is not None:
@@ -152,8 +159,7 @@ class Runner:
 
     def run(self, plans: list[CellPlan]) -> str:
         """Run every cell; returns the matrix status (complete, aborted, failed)."""
-        props = self.zfs.scratch(self.s.scratch)
-        self._check_space(plans, int(props["available"].value))
+        self._check_space(plans, int(self.cleared.props["available"].value))
         self.env, status_text = self.environment(plans)
         self.store.start_matrix(self.s.run_id, self.s.matrix, self.s.scratch, len(plans), self.env.zfs_version,
                                 self.s.fio_version, platform.release(), status_text, self.params.read_all())
@@ -163,6 +169,12 @@ class Runner:
         try:
             for plan in plans:
                 if self.stop.is_set():
+                    status = "aborted"
+                    break
+                try:
+                    self.cleared = self.zfs.recheck(self.cleared)
+                except GuardError as exc:
+                    self._stopped(plan, str(exc))
                     status = "aborted"
                     break
                 started = time.monotonic()
@@ -191,6 +203,14 @@ class Runner:
                 self.store.finish_matrix(self.s.run_id, status)
         return status
 
+    def _stopped(self, plan: CellPlan, reason: str) -> None:
+        """The cell that never started, recorded `aborted` with the one-line reason."""
+        self.stopped_by = reason
+        log.error("before cell %d: %s", plan.index, reason)
+        result_id = self.store.start_result(self.s.run_id, plan.index, self.configuration(plan), plan.cell.repeat,
+                                            plan.child, time.time())
+        self.store.finish_result(result_id, "aborted", error=reason)
+
     def _check_space(self, plans: list[CellPlan], available: int) -> None:
         sizes = [p.size_bytes for p in plans]
         need = sum(sizes) if self.s.keep else max(sizes, default=0)
@@ -214,24 +234,24 @@ class Runner:
                 if self.stop.is_set():
                     raise Aborted()
                 if step.kind == "create":
-                    self.zfs.create(self.s.scratch, step.argv)
+                    self.zfs.create(self.cleared, step.argv)
                     created = True
                     self._prepare_target(plan)
                 elif step.kind == "prefill":
                     figures["prefill_seconds"] = self._prefill(step)
                 elif step.kind == "settle":
-                    figures["prefill_seconds"] = figures.get("prefill_seconds", 0.0) + self.zfs.sync(plan.pool)
+                    figures["prefill_seconds"] = figures.get("prefill_seconds", 0.0) + self.zfs.sync(self.cleared, plan.pool)
                 elif step.kind in ("fio", "copy"):
                     figures.update(self._job(plan, step))
                 elif step.kind == "sync":
-                    figures["sync_seconds"] = self.zfs.sync(plan.pool)
+                    figures["sync_seconds"] = self.zfs.sync(self.cleared, plan.pool)
                 elif step.kind == "space":
                     space = self.zfs.space(step.argv)
                     figures["compressratio"] = _ratio(space.get("compressratio"))
                     figures["used_bytes"] = _int(space.get("used"))
                     figures["logicalused_bytes"] = _int(space.get("logicalused"))
                 elif step.kind == "destroy":
-                    self.zfs.destroy(self.s.scratch, plan.child, self.s.run_id)
+                    self.zfs.destroy(self.cleared, plan.child, self.s.run_id)
                     created = False
             if self.stop.is_set():
                 raise Aborted()
@@ -246,7 +266,7 @@ class Runner:
             log.error("cell %d (%s) failed: %s", plan.index, _describe(plan), exc)
         if created and status != "complete" and not self.s.keep:
             try:
-                self.zfs.destroy(self.s.scratch, plan.child, self.s.run_id)
+                self.zfs.destroy(self.cleared, plan.child, self.s.run_id)
             except Exception as exc:  # keep the record honest even if cleanup fails
                 figures["error"] = (figures.get("error", "") + f"; cleanup failed: {exc}").lstrip("; ")
                 log.error("could not destroy %s: %s", plan.child, exc)
@@ -257,8 +277,8 @@ class Runner:
                               _headline(self.s.matrix, plan, status, figures))
         return status
 
-    def _run_fio(self, step) -> tuple[int, str, str]:
-        self.fio = FioProcess(list(step.argv), dict(step.env))
+    def _run_fio(self, step: Step) -> tuple[int, str, str]:
+        self.fio = FioProcess(list(step.argv), dict(step.env), self.cleared, self.s.run_id)
         if self.stop.is_set():  # a signal that came while fio was starting found no fio to stop
             self.fio.stop()
         code, out, err = self.fio.wait()
@@ -270,7 +290,7 @@ class Runner:
             raise RunError(f"fio exited with status {code}: {detail}")
         return code, out, err
 
-    def _prefill(self, step) -> float:
+    def _prefill(self, step: Step) -> float:
         """Lay out the data the measured job reads or overwrites; only its wall time is kept."""
         started = time.monotonic()
         self._run_fio(step)
@@ -291,7 +311,7 @@ class Runner:
             raise RunError(f"{plan.child} is mounted at {got}, not {expected} (set the scratch dataset's mountpoint "
                            f"or pass --mountpoint): refused")
 
-    def _job(self, plan: CellPlan, step) -> dict:
+    def _job(self, plan: CellPlan, step: Step) -> dict[str, object]:
         sysctl = self.zfs.sysctl if self.s.freebsd else None
         before = probes.snapshot(self.s.procfs, self.s.sysfs, sysctl)
         started = time.monotonic()

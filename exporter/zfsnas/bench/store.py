@@ -64,6 +64,12 @@ RESULT_FIELDS = ("throughput_bytes_per_second", "iops", "bytes", "duration_secon
                  "cpu_system_seconds", "cpu_iowait_seconds", "cpu_idle_seconds", "prefill_seconds")
 
 
+def _check_fields(values: dict) -> None:
+    unknown = set(values) - set(RESULT_FIELDS)
+    if unknown:
+        raise ValueError(f"unknown result fields {sorted(unknown)}")
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -168,14 +174,22 @@ class Store:
         """One transaction: every figure and the final status land together or not at all."""
         if status not in FINAL:
             raise ValueError(f"status {status!r} is not one of {FINAL}")
-        unknown = set(values) - set(RESULT_FIELDS)
-        if unknown:
-            raise ValueError(f"unknown result fields {sorted(unknown)}")
+        _check_fields(values)
         encoded = {k: json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v for k, v in values.items()}
         columns = ", ".join(f"{k}=?" for k in encoded)
         with self.tx() as db:
             db.execute(f"UPDATE results SET status=?, finished=?{', ' if columns else ''}{columns} WHERE id=?",
                        (status, time.time() if finished is None else finished, *encoded.values(), result_id))
+
+    def record_result(self, run_id: str, cell: int, config: Configuration, repeat: int = 1, dataset: str = "",
+                      started: float | None = None, finished: float | None = None, **values: object) -> int:
+        """A finished `complete` result in one call (imports, published figures, tests): the same two
+        transactions as a run's start_result/finish_result, so it reads back like any measured row."""
+        _check_fields(values)   # before the row exists: a bad call leaves nothing behind
+        result_id = self.start_result(run_id, cell, config, repeat, dataset or f"{config.pool}/imported",
+                                      started=started)
+        self.finish_result(result_id, "complete", finished=finished, **values)
+        return result_id
 
     def set_annotation(self, result_id: int, annotation_id: int) -> None:
         with self.tx() as db:

@@ -1,8 +1,9 @@
 """ZFS operations of the runner, through the exporter's CommandRunner (argv lists, no shell).
 
 Owns reading properties, creating the planned child, waiting for a txg to sync, and destroying
-a child; destroy asks guard.py first, every time. It must not decide what to create: the
-planner does.
+a child; destroy asks guard.py first, every time. Every method that changes anything takes the
+`guard.Cleared` that `scratch()` returns, so none can run before the scratch checks passed. It
+must not decide what to create: the planner does.
 """
 
 from __future__ import annotations
@@ -16,10 +17,22 @@ from ..sources.commands import CommandRunner
 from ..sources.kstat import parse_txgs
 from ..sources.model import SourceError
 from .config import leaf_paths, pool_layout
-from .guard import CHILD_PREFIX, RUN_PROPERTY, GuardError, Prop, check_child_name, check_own_child, check_scratch
+from .guard import (
+    CHILD_PREFIX,
+    RUN_PROPERTY,
+    Cleared,
+    GuardError,
+    Prop,
+    check_child_name,
+    check_own_child,
+    check_scratch,
+    check_still_scratch,
+)
 
 
 class ZfsOps:
+    SCRATCH_PROPERTIES = "type,origin,available,mountpoint,org.zfsnas:scratch"
+
     def __init__(self, runner: CommandRunner, procfs: str = "/proc", sysfs: str = "/sys"):
         self.runner = runner
         self.procfs = Path(procfs)
@@ -33,18 +46,20 @@ class ZfsOps:
             if "does not exist" in str(exc):
                 return {}
             raise
-        props = {}
+        props: dict[str, Prop] = {}
         for line in out.splitlines():
             parts = line.split("\t")
             if len(parts) == 3:
                 props[parts[0]] = Prop(parts[1], parts[2])
         return props
 
-    def scratch(self, name: str) -> dict[str, Prop]:
-        """The scratch dataset's properties after guard.check_scratch approved them."""
-        props = self.get(name, "type,origin,available,mountpoint,org.zfsnas:scratch")
-        check_scratch(name, props)
-        return props
+    def scratch(self, name: str) -> Cleared:
+        """The scratch dataset, approved by guard.check_scratch (GuardError otherwise)."""
+        return check_scratch(name, self.get(name, self.SCRATCH_PROPERTIES))
+
+    def recheck(self, cleared: Cleared) -> Cleared:
+        """The scratch dataset read again: still marked, with the same mark (GuardError otherwise)."""
+        return check_still_scratch(cleared, self.get(cleared.dataset, self.SCRATCH_PROPERTIES))
 
     def mark_scratch(self, name: str, token: str) -> None:
         props = self.get(name, "type,origin")
@@ -54,14 +69,14 @@ class ZfsOps:
             raise GuardError(f"{name!r} is not a plain filesystem (type {props['type'].value}): refused")
         self.runner.run(["zfs", "set", f"org.zfsnas:scratch={token}", name])
 
-    def create(self, scratch: str, argv: tuple[str, ...]) -> None:
-        check_child_name(scratch, argv[-1])
+    def create(self, cleared: Cleared, argv: tuple[str, ...]) -> None:
+        check_child_name(cleared.dataset, argv[-1])
         if self.get(argv[-1], "type"):
             raise GuardError(f"{argv[-1]!r} already exists: refused")
         self.runner.run(list(argv), timeout=300)
 
-    def destroy(self, scratch: str, child: str, run_id: str, attempts: int = 5) -> None:
-        check_own_child(scratch, child, run_id, self.get(child, "type,origin,org.zfsnas:bench-run"))
+    def destroy(self, cleared: Cleared, child: str, run_id: str, attempts: int = 5) -> None:
+        check_own_child(cleared.dataset, child, run_id, self.get(child, "type,origin,org.zfsnas:bench-run"))
         for attempt in range(1, attempts + 1):
             try:
                 self.runner.run(["zfs", "destroy", child], timeout=600)
@@ -71,19 +86,20 @@ class ZfsOps:
                     raise
                 time.sleep(attempt)
 
-    def destroy_leftovers(self, scratch: str, dead_runs: set[str]) -> list[str]:
+    def destroy_leftovers(self, cleared: Cleared, dead_runs: set[str]) -> list[str]:
         """Destroy children that runs which died (power cut, kill -9) left; each passes the guard
         with its own run's id. Children of live or unknown runs are left alone."""
         if not dead_runs:
             return []
+        scratch = cleared.dataset
         out = self.runner.run(["zfs", "list", "-H", "-o", "name", "-d", "1", "-t", "filesystem,volume", scratch])
-        destroyed = []
+        destroyed: list[str] = []
         for child in out.split():
             if not child.startswith(f"{scratch}/{CHILD_PREFIX}"):
                 continue
             mark = self.get(child, RUN_PROPERTY).get(RUN_PROPERTY)
             if mark is not None and mark.source == "local" and mark.value in dead_runs:
-                self.destroy(scratch, child, mark.value)
+                self.destroy(cleared, child, mark.value)
                 destroyed.append(child)
         return destroyed
 
@@ -107,8 +123,10 @@ class ZfsOps:
             return True
         return any(t.txg > txg or (t.txg == txg and t.committed) for t in txgs if t.committed)
 
-    def sync(self, pool: str, timeout: float = 600.0) -> float:
+    def sync(self, cleared: Cleared, pool: str, timeout: float = 600.0) -> float:
         """`zpool sync` then wait until the txg open before it has committed; seconds taken."""
+        if pool != cleared.dataset.split("/")[0]:
+            raise GuardError(f"pool {pool!r} is not the scratch dataset's pool: refused")
         started = time.monotonic()
         before = self.last_txg(pool)
         self.runner.run(["zpool", "sync", pool], timeout=timeout)

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from ..exposition import Families, Family
 from .base import Collector, Report
 
-POOL_STATES = ("online", "degraded", "faulted", "offline", "removed", "unavail", "suspended")
+POOL_STATES = ("ONLINE", "DEGRADED", "FAULTED", "OFFLINE", "REMOVED", "UNAVAIL", "SUSPENDED")
 
 _IO = {
     "nread": ("counter", "zfs_pool_read_bytes_total", "Bytes read from the pool (io kstat, OpenZFS < 2.1).", 1),
@@ -50,7 +50,7 @@ class PoolstatsCollector(Collector):
         pools = self.list_pools(report)
         for pool in pools:
             with report.guard(f"pool {pool} state"):
-                state = kstat.pool_state(pool).lower()
+                state = kstat.pool_state(pool).upper()
                 for known in sorted({*POOL_STATES, state}):
                     families.gauge("zfs_pool_state", "1 for the pool's current state (from the state kstat), 0 for the others.",
                                    {"pool": pool, "state": known}, 1.0 if known == state else 0.0)

@@ -446,7 +446,8 @@ def bench_config_phase() -> None:
     proc.kill()
     proc.wait()
     record["dirty_after_kill"] = DIRTY_PARAMETER.read_text().strip()
-    time.sleep(6)  # the orphaned fio ends by itself (runtime 4 s); the next run destroys its child
+    # fio runs under the runner's watchdog (zfsnas.bench.fiowatch): it dies with the runner
+    record["fio_after_kill"] = fio_processes_after(5.0)
     bench("restore", "restore")
     record["dirty_after_restore"] = DIRTY_PARAMETER.read_text().strip()
     bench("cdm_run", "run", str(guest / "bench-cdm.toml"), "--dataset", "fast/scratch", "--jobs-dir", str(jobs))
@@ -454,6 +455,23 @@ def bench_config_phase() -> None:
     if os.path.exists(BENCH_DB):
         shutil.copy(BENCH_DB, out / "bench.sqlite")
     (out / "config.json").write_text(json.dumps(record, indent=1))
+
+
+def fio_processes_after(seconds: float) -> list[str]:
+    """The command lines of fio processes still alive once none is left or `seconds` passed."""
+    deadline = time.time() + seconds
+    while True:
+        alive = []
+        for pid in os.listdir("/proc"):
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if pid.isdigit() and cmdline and os.path.basename(cmdline[0].decode()) == "fio":
+                alive.append(" ".join(c.decode() for c in cmdline if c))
+        if not alive or time.time() >= deadline:
+            return alive
+        time.sleep(0.2)
 
 
 # --- the stack's exporter container on live ZFS (host side: tests/e2e/container.py) --------------

@@ -1,0 +1,303 @@
+"""The report's charts (matplotlib, the optional `report` extra), PNG and SVG, one per matrix and
+question, titled with matrix and pool, a fixed colour per compression in every chart:
+
+- `throughput`: grouped bars of throughput per compression, grouped by recordsize;
+- `space`: on-disk GiB per configuration, labelled with ratio and % of uncompressed;
+- `write-size`: throughput against total write size, zfs_dirty_data_max marked;
+- `cpu`: CPU user/system % stacked per configuration;
+- `pareto`: throughput against on-disk share, the Pareto front drawn and the pick labelled.
+
+Owns drawing only (figures come from report.py, the front and pick from recommend.py). Without
+matplotlib every entry point raises `ChartsUnavailable` with the one line to run.
+"""
+
+from __future__ import annotations
+
+import io
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .recommend import Candidate, candidates, pareto_front, recommend
+from .report import GIB, Section, Summary
+from .tables import DIMENSIONS, SIZE_KEYS, _groups
+
+INSTALL = "charts need matplotlib: pip install 'zfsnas[report]'"
+COLOURS = {"off": "#8c8c8c", "lz4": "#1f77b4", "lzjb": "#e377c2", "zle": "#c7c7c7", "zstd-fast": "#17becf",
+           "zstd-1": "#2ca02c", "zstd-2": "#5fb946", "zstd-3": "#98b825", "zstd-5": "#d8b016", "zstd-7": "#ff7f0e",
+           "zstd-9": "#f0560f", "zstd-12": "#e8381c", "zstd-15": "#d62728", "zstd-19": "#9467bd",
+           "gzip-1": "#c49c94", "gzip-6": "#a9776d", "gzip-9": "#8c564b"}
+_SPARE = ("#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d", "#31a354")
+CPU_COLOURS = {"user": "#4c72b0", "system": "#dd8452"}
+DPI = 100
+
+
+class ChartsUnavailable(RuntimeError):
+    pass
+
+
+def colour(compression: str) -> str:
+    """The compression's colour, the same in every chart and report (unknown ones by a stable hash)."""
+    return COLOURS.get(compression) or _SPARE[zlib.crc32(compression.encode()) % len(_SPARE)]
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+    except ImportError:
+        raise ChartsUnavailable(INSTALL) from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"font.size": 10, "axes.titlesize": 12, "axes.titleweight": "bold", "axes.spines.top": False,
+                         "axes.spines.right": False, "svg.fonttype": "none", "svg.hashsalt": "zfsnas"})
+    return plt
+
+
+def available() -> bool:
+    try:
+        _pyplot()
+    except ChartsUnavailable:
+        return False
+    return True
+
+
+def _title(section: Section, question: str) -> str:
+    return f"{section.title}: {question}"
+
+
+def _errorbar(ax: Any, x: float, s: Summary, scale: float) -> None:
+    tp = s.get("throughput")
+    if tp is not None and tp.n > 1:
+        ax.errorbar(x, tp.median * scale, yerr=[[(tp.median - tp.low) * scale], [(tp.high - tp.median) * scale]],
+                    fmt="none", ecolor="#333333", capsize=3, linewidth=1)
+
+
+def _comparable(section: Section) -> list[Summary]:
+    groups = [g for g in _groups(section, DIMENSIONS) if any(s.get("throughput") for s in g)]
+    return max(groups, key=len) if groups else []
+
+
+def throughput_chart(section: Section, plt: Any) -> Any:
+    group = [s for s in _comparable(section) if s.get("throughput")]
+    if len(group) < 2:
+        return None
+    sizes = list(dict.fromkeys(s.recordsize for s in group))
+    fig, ax = plt.subplots(figsize=(9, 5))
+    width, x0, ticks, seen = 0.8, 0.0, [], set()
+    for rs in sizes:
+        members = [s for s in group if s.recordsize == rs]
+        bar = width / max(len(members), 1)
+        start = x0 - width / 2 + bar / 2
+        for i, s in enumerate(members):
+            x, value = start + i * bar, s.median("throughput") / 1e6  # type: ignore[operator]
+            ax.bar(x, value, bar * 0.92, color=colour(s.compression),
+                   label=None if s.compression in seen else s.compression)
+            seen.add(s.compression)
+            _errorbar(ax, x, s, 1e-6)
+            ax.annotate(f"{value:.1f}", (x, value), xytext=(0, 3), textcoords="offset points", ha="center",
+                        va="bottom", fontsize=8 if len(members) > 4 else 9)
+        ticks.append(x0)
+        x0 += 1.0
+    ax.set_xticks(ticks, [f"recordsize {rs}" if rs else "" for rs in sizes])
+    ax.set_ylabel("throughput (MB/s = 10^6 bytes/s)")
+    ax.set_ylim(0, max(s.median("throughput") for s in group) / 1e6 * 1.15)  # type: ignore[type-var,operator]
+    ax.set_title(_title(section, "throughput by compression and recordsize"))
+    ax.legend(title="compression", frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def _bar_labels(group: list[Summary]) -> list[str]:
+    sizes = {s.recordsize for s in group}
+    return [s.compression if len(sizes) == 1 else s.label for s in group]
+
+
+def space_chart(section: Section, plt: Any) -> Any:
+    group = [s for s in _comparable(section) if s.get("used")]
+    if len(group) < 2:
+        return None
+    fig, ax = plt.subplots(figsize=(9, 5))
+    xs = range(len(group))
+    values = [s.median("used") / GIB for s in group]  # type: ignore[operator]
+    ax.bar(xs, values, 0.7, color=[colour(s.compression) for s in group])
+    for x, s, v in zip(xs, group, values):
+        ratio, pct = s.median("ratio"), section.percent_of_uncompressed(s)
+        text = f"{v:.1f} GiB" + (f"\n{pct:.1f} %" if pct is not None else "") + (f"\n{ratio:.3f}x" if ratio else "")
+        ax.annotate(text, (x, v), xytext=(0, 3), textcoords="offset points", ha="center", va="bottom", fontsize=8.5)
+    ax.set_xticks(list(xs), _bar_labels(group))
+    ax.set_ylabel("on disk (GiB)")
+    ax.set_ylim(0, max(values) * 1.25)
+    base = "% of uncompressed (off = 100 %)" if any(section.uncompressed_used(s) for s in group) else "% of logical size"
+    ax.set_title(_title(section, "space on disk"))
+    ax.set_xlabel(f"bar labels: on-disk GiB, {base}, compression ratio", fontsize=9, color="#555555")
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def write_size_chart(section: Section, plt: Any) -> Any:
+    groups = [g for g in _groups(section, SIZE_KEYS) if len({s.total_bytes for s in g}) > 1]
+    if not groups:
+        return None
+    fig, ax = plt.subplots(figsize=(9, 5))
+    top = 0.0
+    dirty_marked: set[int] = set()
+    for group in groups:
+        points = sorted((s.total_bytes / GIB, s.median("throughput") / 1e6, s) for s in group  # type: ignore[operator]
+                        if s.total_bytes and s.get("throughput"))
+        xs, ys = [p[0] for p in points], [p[1] for p in points]
+        c = colour(group[0].compression)
+        ax.plot(xs, ys, marker="o", color=c, linewidth=2, label=group[0].label)
+        for x, y, _s in points:
+            ax.annotate(f"{y:.0f}", (x, y), xytext=(5, 5), textcoords="offset points", ha="left", fontsize=8.5)
+        top = max(top, *ys)
+        dirty = group[0].dirty_data_max
+        if dirty and dirty not in dirty_marked:
+            dirty_marked.add(dirty)
+            ax.axvline(dirty / GIB, color="#c0392b", linestyle="--", linewidth=1.2)
+            ax.annotate(f"zfs_dirty_data_max\n{dirty / GIB:.1f} GiB", (dirty / GIB, 0.97), xycoords=("data", "axes fraction"),
+                        xytext=(6, 0), textcoords="offset points", va="top", color="#c0392b", fontsize=9)
+    ax.set_xlabel("total written (GiB)")
+    ax.set_ylabel("throughput (MB/s = 10^6 bytes/s)")
+    ax.set_xlim(left=0)
+    ax.set_ylim(0, top * 1.15)
+    ax.set_title(_title(section, "throughput by total write size"))
+    ax.legend(frameon=False, loc="upper right")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def cpu_chart(section: Section, plt: Any) -> Any:
+    group = [s for s in section.summaries if s.get("cpu_user") and s.get("cpu_system")]
+    if not group:
+        return None
+    fig, ax = plt.subplots(figsize=(9, 5))
+    xs = list(range(len(group)))
+    user = [s.median("cpu_user") * 100 for s in group]  # type: ignore[operator]
+    system = [s.median("cpu_system") * 100 for s in group]  # type: ignore[operator]
+    ax.bar(xs, user, 0.65, color=CPU_COLOURS["user"], label="user")
+    ax.bar(xs, system, 0.65, bottom=user, color=CPU_COLOURS["system"], label="system")
+    for x, u, sy in zip(xs, user, system):
+        ax.annotate(f"{u + sy:.1f} %", (x, u + sy), xytext=(0, 3), textcoords="offset points", ha="center", fontsize=9)
+    ax.set_xticks(xs, [s.label for s in group], rotation=0 if len(group) <= 6 else 30,
+                  ha="center" if len(group) <= 6 else "right")
+    for tick, summary in zip(ax.get_xticklabels(), group):
+        tick.set_color(colour(summary.compression))
+    ax.set_ylabel("CPU time, % of all cores")
+    ax.set_ylim(0, max(u + sy for u, sy in zip(user, system)) * 1.2)
+    ax.set_title(_title(section, "CPU user and system time per configuration"))
+    ax.legend(frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def _spread(ys: list[float], gap: float) -> list[float]:
+    """Label heights for points at `ys`, pushed apart to at least `gap` (data units), order kept."""
+    order = sorted(range(len(ys)), key=ys.__getitem__)
+    placed = list(ys)
+    last = float("-inf")
+    for i in order:
+        placed[i] = max(ys[i], last + gap)
+        last = placed[i]
+    return placed
+
+
+def pareto_chart(section: Section, plt: Any) -> Any:
+    cands, _notes = candidates(section)
+    sized = [c for c in cands if c.space is not None]
+    if len(sized) < 2:
+        return None
+    front = pareto_front(sized)
+    pick = recommend(section).pick
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    xs = [c.space * 100 for c in sized]  # type: ignore[operator]
+    ys = [c.mbs for c in sized]
+    for c, x, y in zip(sized, xs, ys):
+        hollow = bool(c.space_from)
+        ax.scatter([x], [y], s=70, color="white" if hollow else colour(c.summary.compression),
+                   edgecolors=colour(c.summary.compression), linewidths=2 if hollow else 0.8, zorder=3)
+        _errorbar(ax, x, c.summary, 1e-6)
+    ordered = sorted(front, key=lambda c: (c.space or 0.0, -c.mbs))
+    ax.plot([c.space * 100 for c in ordered], [c.mbs for c in ordered], color="#444444",  # type: ignore[operator]
+            linestyle="--", linewidth=1.2, zorder=2, label="Pareto front")
+    span_y = (max(ys) - min(ys)) or max(ys)
+    span_x = (max(xs) - min(xs)) or 1.0
+    # Labels beside their points, left of the left half and right of the right half, pushed apart.
+    middle = (min(xs) + max(xs)) / 2
+    sides = {side: [i for i, x in enumerate(xs) if (x <= middle) == (side == "left")] for side in ("left", "right")}
+    for side, members in sides.items():
+        heights = _spread([ys[i] for i in members], span_y * 0.07)
+        for i, ly in zip(members, heights):
+            c = sized[i]
+            text = c.label    # the pick is the star (legend): a longer label would leave the axes
+            if c.space_from:
+                text += f" (size of {c.space_from.rsplit(' / ', 1)[-1]})"
+            dx = span_x * 0.04 * (-1 if side == "left" else 1)
+            ax.annotate(text, (xs[i], ys[i]), xytext=(xs[i] + dx, ly), textcoords="data", va="center",
+                        ha="right" if side == "left" else "left", fontsize=9,
+                        fontweight="bold" if c in front else "normal", color="#222222",
+                        arrowprops={"arrowstyle": "-", "color": "#999999", "linewidth": 0.6})
+    if pick is not None:
+        ax.scatter([pick.space * 100], [pick.mbs], s=320, marker="*", color="#f1c40f", edgecolors="#333333",  # type: ignore[operator]
+                   zorder=4, label="pick of `recommend`")
+    if any(c.space_from for c in sized):
+        ax.scatter([], [], s=70, color="white", edgecolors="#555555", linewidths=2,
+                   label="on-disk size measured at another recordsize")
+    ax.set_xlabel("on disk, % of the logical size (lower is better); bold: on the Pareto front")
+    ax.set_ylabel("throughput (MB/s, higher is better)")
+    ax.set_xlim(min(xs) - span_x * 0.6, max(xs) + span_x * 0.6)
+    ax.set_ylim(min(ys) - span_y * 0.12, max(ys) + span_y * 0.35)
+    ax.set_title(_title(section, "throughput vs space, Pareto front"))
+    ax.legend(frameon=False, loc="lower right", fontsize=9)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+CHARTS: dict[str, Callable[[Section, Any], Any]] = {
+    "throughput": throughput_chart, "space": space_chart, "write-size": write_size_chart, "cpu": cpu_chart,
+    "pareto": pareto_chart,
+}
+
+
+def _slug(text: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in text)
+
+
+def render(section: Section) -> list[tuple[str, dict[str, bytes]]]:
+    """[(chart name, {"png": bytes, "svg": bytes})] of every chart the section has data for."""
+    plt = _pyplot()
+    out = []
+    for name, draw in CHARTS.items():
+        fig = draw(section, plt)
+        if fig is None:
+            continue
+        images = {}
+        for fmt in ("png", "svg"):
+            buf = io.BytesIO()
+            fig.savefig(buf, format=fmt, dpi=DPI, metadata={"Date": None} if fmt == "svg" else {"Software": None})
+            images[fmt] = buf.getvalue()
+        plt.close(fig)
+        out.append((name, images))
+    return out
+
+
+def write(sections: list[Section], directory: Path, formats: tuple[str, ...], prefix: str = "bench") -> list[Path]:
+    """Each chart of each section as <directory>/<prefix>-<matrix>-<chart>.<format>."""
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for section in sections:
+        for name, images in render(section):
+            for fmt in formats:
+                path = directory / f"{prefix}-{_slug(section.matrix)}-{name}.{fmt}"
+                path.write_bytes(images[fmt])
+                paths.append(path)
+    return paths
+
+
+__all__ = ["INSTALL", "Candidate", "ChartsUnavailable", "available", "colour", "render", "write"]

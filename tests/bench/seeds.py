@@ -1,0 +1,193 @@
+"""The seeds' published figures as test data, loaded through the store's public API.
+
+FITS: the astro FITS post (69 GB of FITS files over SMB on an N100, one HDD, zfs_dirty_data_max
+16 GiB): compression at 1M, recordsize at zstd-1, total write size at zstd-1/512K. ISO: the
+ISO/installer post (503 GiB of ISOs, compression at 1M; on-disk GiB, % of uncompressed, MiB/s).
+Only the figures the posts published are stored; what they did not publish stays NULL.
+
+LAB: figures written by us (not published) for what the posts lack: three repeats per
+configuration with CPU user/system seconds (spread, CPU charts, `recommend` when spreads overlap),
+and a CrystalDiskMark zvol run with fio's JSON (the CDM lines).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from zfsnas.bench.config import pairs
+from zfsnas.bench.matrix import parse_size
+from zfsnas.bench.store import Store
+
+from .configs import configuration
+
+GIB = 2**30
+MIB = 2**20
+DIRTY_16G = str(16 * GIB)
+ONE_HDD = pairs({"vdevs": "data:disk:1", "ashift": "12", "models": "ST8000VN004 x1"})
+
+# compression at 1M: MB/s, wall seconds, ratio, on-disk GiB
+FITS_COMPRESSION = {"lz4": (138.0, 540, 1.19, 59.2), "zstd-fast": (191.8, 388, 1.32, 53.1),
+                    "zstd-1": (175.0, 425, 1.48, 47.4), "zstd-3": (82.3, 905, 1.51, 46.6)}
+FITS_RECORDSIZE = {"1M": 175.0, "512K": 190.6, "256K": 184.0, "128K": 180.7}          # zstd-1, MB/s
+FITS_WRITE_SIZE = {"70G": 190.6, "30G": 222.5, "20G": 262.0, "15G": 292.2, "10G": 381.9, "5G": 477.9}
+FITS_CORPUS_BYTES = 69_000_000_000
+# on-disk GiB, % of uncompressed, MiB/s
+ISO_COMPRESSION = {"lz4": (483.6, 96.3, 115.8), "zstd-3": (477.3, 95.0, 115.0), "zstd-7": (476.5, 94.8, 111.0),
+                   "zstd-15": (476.3, 94.8, 100.4), "zstd-19": (475.3, 94.6, 24.5), "gzip-9": (478.8, 95.3, 71.6),
+                   "off": (502.4, 100.0, 108.9)}
+
+
+def fits_config(compression: str, recordsize: str, size: str = "all"):
+    total = FITS_CORPUS_BYTES if size == "all" else parse_size(size)
+    return configuration(matrix="fits-copy", workload="copy", compression=compression, recordsize=recordsize,
+                         size=size, pool="astro", layout=ONE_HDD, parameters={"zfs_dirty_data_max": DIRTY_16G},
+                         data={"corpus": "/srv/astro/fits", "bytes": str(total), "kind": "filesystem"}, host="n100")
+
+
+def iso_config(compression: str):
+    return configuration(matrix="iso-rsync", workload="copy", compression=compression, recordsize="1M", size="all",
+                         pool="tank", data={"corpus": "/srv/isos", "bytes": str(int(502.4 * GIB)), "kind": "filesystem"})
+
+
+def load_fits(store: Store, run_id: str = "fits-post", start: float = 1.7e9) -> None:
+    store.start_matrix(run_id, "fits-copy", "astro/scratch", 13, parameters={"zfs_dirty_data_max": DIRTY_16G})
+    cell = 0
+
+    def put(config, **values) -> None:
+        nonlocal cell
+        cell += 1
+        store.record_result(run_id, cell, config, started=start + cell * 1000, finished=start + cell * 1000 + 900,
+                            **values)
+
+    for compression, (mbs, seconds, ratio, gib) in FITS_COMPRESSION.items():
+        used = int(gib * GIB)
+        put(fits_config(compression, "1M"), throughput_bytes_per_second=mbs * 1e6, duration_seconds=float(seconds),
+            compressratio=ratio, used_bytes=used, logicalused_bytes=int(used * ratio))
+    for recordsize, mbs in FITS_RECORDSIZE.items():
+        if recordsize != "1M":   # zstd-1 at 1M is the compression sweep's cell: one configuration
+            put(fits_config("zstd-1", recordsize), throughput_bytes_per_second=mbs * 1e6)
+    for size, mbs in FITS_WRITE_SIZE.items():
+        put(fits_config("zstd-1", "512K", size), throughput_bytes_per_second=mbs * 1e6)
+    store.finish_matrix(run_id, "complete")
+
+
+def load_iso(store: Store, run_id: str = "iso-post", start: float = 1.71e9) -> None:
+    store.start_matrix(run_id, "iso-rsync", "tank/scratch", 7)
+    logical = int(502.4 * GIB)
+    for cell, (compression, (gib, _percent, mib_s)) in enumerate(ISO_COMPRESSION.items(), 1):
+        used = int(gib * GIB)
+        store.record_result(run_id, cell, iso_config(compression), started=start + cell * 5000,
+                            finished=start + cell * 5000 + 4000, throughput_bytes_per_second=mib_s * MIB,
+                            used_bytes=used, logicalused_bytes=logical, compressratio=logical / used)
+    store.finish_matrix(run_id, "complete")
+
+
+# --- LAB: ours, not published ---------------------------------------------------------------------
+
+# fio-seq on the 8-disk RAID-Z2: (compression, recordsize) -> three repeats of (MB/s, user s, system s),
+# on-disk GiB of the 16 GiB written, over 40 s of 2 CPUs (80 CPU-seconds).
+LAB_SEQ = {("lz4", "128K"): ((512.0, 519.0, 508.0), 4.1, 14.0, 9.6),
+           ("lz4", "1M"): ((560.0, 571.0, 552.0), 3.6, 12.5, 9.5),
+           ("zstd-3", "128K"): ((402.0, 410.0, 395.0), 16.5, 16.8, 8.1),
+           ("zstd-3", "1M"): ((455.0, 448.0, 462.0), 15.2, 15.5, 7.9),
+           ("off", "128K"): ((530.0, 524.0, 537.0), 1.5, 11.0, 16.0),
+           ("off", "1M"): ((566.0, 558.0, 575.0), 1.2, 9.8, 16.0)}
+LAB_CPU_SECONDS = 80.0
+# CrystalDiskMark on a 16K zvol: workload -> three repeats of (MB/s, IOPS, mean latency us)
+LAB_CDM = {"cdm-seq1m-q8t1-read": ((210.004, 200.3, 39911.02), (216.271, 206.3, 38555.55), (212.5, 202.7, 39470.10)),
+           "cdm-seq1m-q1t1-read": ((188.411, 179.7, 5563.48), (190.002, 181.2, 5516.97), (186.9, 178.2, 5609.81)),
+           "cdm-rnd4k-q32t1-read": ((1.731, 422.6, 75700.12), (1.702, 415.5, 76990.37), (1.745, 426.0, 75093.66)),
+           "cdm-rnd4k-q1t1-read": ((0.561, 137.0, 7284.09), (0.574, 140.1, 7121.53), (0.559, 136.5, 7310.22)),
+           "cdm-seq1m-q8t1-write": ((188.484, 179.8, 44115.04), (185.2, 176.6, 44897.30), (190.3, 181.5, 43701.88)),
+           "cdm-seq1m-q1t1-write": ((184.839, 176.3, 5663.37), (181.0, 172.6, 5783.00), (183.3, 174.8, 5711.40)),
+           "cdm-rnd4k-q32t1-write": ((2.831, 691.2, 45796.02), (2.790, 681.2, 46470.11), (2.851, 696.0, 45480.73)),
+           "cdm-rnd4k-q1t1-write": ((2.452, 598.6, 1664.09), (2.470, 603.0, 1652.10), (2.430, 593.3, 1679.15))}
+
+
+def fio_json(workload: str, mb_per_s: float, iops: float, latency_us: float, seconds: float = 5.0) -> str:
+    """The parts of fio's --output-format=json our parser and the CDM lines read, for one job."""
+    direction = workload.rsplit("-", 1)[1]
+    ios = int(iops * seconds)
+    figures = {"io_bytes": int(mb_per_s * 1e6 * seconds), "bw_bytes": int(mb_per_s * 1e6), "iops": iops,
+               "runtime": int(seconds * 1000), "total_ios": ios,
+               "lat_ns": {"min": 1000, "max": int(latency_us * 4000), "mean": latency_us * 1000}}
+    idle = {"io_bytes": 0, "bw_bytes": 0, "iops": 0.0, "runtime": 0, "total_ios": 0}
+    job = {"jobname": workload, "error": 0, "read": idle, "write": idle, direction: figures}
+    return json.dumps({"fio version": "fio-3.33", "jobs": [job]})
+
+
+def lab_seq_config(compression: str, recordsize: str):
+    return configuration(matrix="fio-seq", compression=compression, recordsize=recordsize)
+
+
+def lab_cdm_config(workload: str):
+    return configuration(matrix="cdm-zvol", workload=workload, recordsize="16K", size="1G",
+                         properties={"recordsize": "", "volblocksize": "16K"},
+                         data={"compressibility": "50", "bytes": str(1 << 30), "kind": "volume", "runtime": "5",
+                               "ramp_time": "1"})
+
+
+def load_lab(store: Store, start: float = 1.72e9) -> None:
+    for repeat in range(3):
+        run_id = f"lab-seq-{repeat + 1}"
+        store.start_matrix(run_id, "fio-seq", "tank/scratch", len(LAB_SEQ))
+        for cell, ((compression, recordsize), (mbs, user, system, gib)) in enumerate(LAB_SEQ.items(), 1):
+            t = start + repeat * 10_000 + cell * 100
+            store.record_result(run_id, cell, lab_seq_config(compression, recordsize), repeat=1, started=t,
+                                finished=t + 60, throughput_bytes_per_second=mbs[repeat] * 1e6,
+                                duration_seconds=16 * GIB / (mbs[repeat] * 1e6), used_bytes=int(gib * GIB),
+                                logicalused_bytes=16 * GIB, compressratio=16 / gib, cpu_user_seconds=user,
+                                cpu_system_seconds=system, cpu_iowait_seconds=6.0,
+                                cpu_idle_seconds=LAB_CPU_SECONDS - user - system - 6.0)
+        store.finish_matrix(run_id, "complete")
+    store.start_matrix("lab-cdm", "cdm-zvol", "tank/scratch", len(LAB_CDM))
+    for cell, (workload, repeats) in enumerate(LAB_CDM.items(), 1):
+        for repeat, (mbs, iops, lat) in enumerate(repeats, 1):
+            t = start + 50_000 + cell * 100 + repeat * 10
+            store.record_result("lab-cdm", cell, lab_cdm_config(workload), repeat=repeat, started=t, finished=t + 6,
+                                throughput_bytes_per_second=mbs * 1e6, iops=iops,
+                                fio_json=fio_json(workload, mbs, iops, lat))
+    store.finish_matrix("lab-cdm", "complete")
+
+
+def seeded_store(path: Path, loaders=("fits", "iso", "lab")) -> Store:
+    store = Store(path)
+    for name in loaders:
+        load = {"fits": load_fits, "iso": load_iso, "lab": load_lab}[name]
+        load(store)
+    return store
+
+
+# The charts shown in docs/benchmarks.md, rendered from these datasets:
+#   .venv/bin/python -m tests.bench.seeds docs/img
+DOC_CHARTS = (("fits-copy", "throughput"), ("fits-copy", "write-size"), ("fits-copy", "pareto"),
+              ("iso-rsync", "space"), ("fio-seq", "cpu"))
+
+
+def render_doc_charts(directory: Path) -> list[Path]:
+    import tempfile
+
+    from zfsnas.bench import charts
+    from zfsnas.bench.report import sections
+
+    directory.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = seeded_store(Path(tmp) / "bench.sqlite")
+        found = {s.matrix: s for s in sections(store.results())}
+        store.close()
+    written = []
+    for matrix, name in DOC_CHARTS:
+        images = dict(charts.render(found[matrix]))[name]
+        for fmt, data in images.items():
+            path = directory / f"bench-{matrix}-{name}.{fmt}"
+            path.write_bytes(data)
+            written.append(path)
+    return written
+
+
+if __name__ == "__main__":
+    import sys
+
+    for written_path in render_doc_charts(Path(sys.argv[1] if len(sys.argv) > 1 else "docs/img")):
+        print(written_path, written_path.stat().st_size)

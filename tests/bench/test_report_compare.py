@@ -1,0 +1,107 @@
+"""`zfsnas-bench compare A B`: change per configuration, noise of the repeats, and the alert's
+regression rule with the threshold of alerts/thresholds.toml."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+from zfsnas.bench import compare
+from zfsnas.bench.cli import main
+from zfsnas.bench.store import Store
+
+from .configs import MIRRORS, configuration
+from .seeds import lab_seq_config, seeded_store
+
+ROOT = Path(__file__).resolve().parents[2]
+SHARED = tomllib.loads((ROOT / "alerts" / "thresholds.toml").read_text())
+
+
+def test_threshold_is_the_alerts_one():
+    assert compare.max_drop() == SHARED["bench_regression_max_drop"] == 0.15
+
+
+def test_threshold_file_errors_are_clear(tmp_path, monkeypatch):
+    bad = tmp_path / "thresholds.toml"
+    bad.write_text("other = 1\n")
+    with pytest.raises(compare.CompareError, match="no readable bench_regression_max_drop"):
+        compare.max_drop(bad)
+    monkeypatch.setenv("ZFSNAS_THRESHOLDS", str(tmp_path / "missing.toml"))
+    assert compare.thresholds_path() == tmp_path / "missing.toml"
+    with pytest.raises(compare.CompareError, match="missing.toml"):
+        compare.max_drop()
+
+
+@pytest.mark.parametrize(("newest", "median", "fires"), [(850, 1000, True), (860, 1000, False), (849.9, 1000, True),
+                                                          (425e6, 500e6, True), (1000, 0, False)])
+def test_the_rule_is_newest_over_previous_median_at_or_below_one_minus_drop(newest, median, fires):
+    assert compare.is_regression(newest, median, 0.15) is fires
+
+
+def history(tmp_path, runs):
+    """[(run id, configuration, MB/s)] recorded a minute apart."""
+    store = Store(tmp_path / "b.sqlite")
+    for n, (run_id, config, mbs) in enumerate(runs):
+        if run_id not in {r["id"] for r in store.matrix_runs()}:
+            store.start_matrix(run_id, config.matrix, "tank/scratch", 1)
+        store.record_result(run_id, 1, config, repeat=n + 1, started=1000.0 + 60 * n, finished=1030.0 + 60 * n,
+                            throughput_bytes_per_second=mbs * 1e6, compressratio=1.5)
+    return store
+
+
+def test_verdicts(tmp_path):
+    lz4, zstd = configuration(matrix="fio-seq"), configuration(matrix="fio-seq", compression="zstd-3")
+    store = history(tmp_path, [("r1", lz4, 1000), ("r1", lz4, 1010), ("r1", lz4, 990),
+                               ("r1", zstd, 600), ("r1", zstd, 610), ("r1", zstd, 590),
+                               ("r2", lz4, 850), ("r2", zstd, 598), ("r2", zstd, 603)])
+    changes = {c.config.id: c for c in compare.compare(compare.resolve(store, "r1"), compare.resolve(store, "r2"), 0.15)}
+    assert changes[lz4.id].verdict == "regression"
+    assert (changes[lz4.id].newest, changes[lz4.id].previous_median, changes[lz4.id].vs_previous) == (850e6, 1000e6, 0.85)
+    # 598 and 603 lie inside 590-610: within noise, whatever the sign of the change.
+    assert changes[zstd.id].verdict == "within noise"
+    table = compare.table(list(changes.values()), 0.15)
+    row = dict(zip(table.headers, table.rows[0]))
+    assert (row["A MB/s"], row["B MB/s"], row["change"], row["newest vs previous median"]) == (
+        "1000.0 (990.0-1010.0)", "850.0", "-15.0 %", "85.0 %")
+    assert row["verdict"] == "regression: 85.0 % of the previous median, at or below the alert's 85 %"
+    assert dict(zip(table.headers, table.rows[1]))["verdict"] == "within noise: the repeats' ranges overlap"
+
+
+def test_beyond_noise_but_not_a_regression(seeded_lab):
+    store, _path = seeded_lab
+    lz4 = lab_seq_config("lz4", "1M")
+    # Configuration against its newest run: 552 vs the earlier 560 and 571.
+    [change] = compare.compare(compare.resolve(store, lz4.id), compare.resolve(store, "lab-seq-3"), 0.15)
+    assert (change.verdict, change.newest, change.previous_median) == ("slower", 552e6, 565.5e6)
+
+
+def test_different_configurations_are_not_compared(tmp_path):
+    mirror, raidz2 = configuration(matrix="fio-seq", layout=MIRRORS), configuration(matrix="fio-seq")
+    store = history(tmp_path, [("m1", mirror, 500), ("m2", mirror, 500), ("z1", raidz2, 300)])
+    [change] = compare.compare(compare.resolve(store, "m2"), compare.resolve(store, "z1"), 0.15)
+    assert change.verdict == "different configuration" and change.previous_median is None
+    assert change.detail == f"vs {mirror.id}: layout vdevs: data:mirror:2,data:mirror:2,data:mirror:2,data:mirror:2 " \
+                            "-> data:raidz2:8"
+
+
+@pytest.fixture
+def seeded_lab(tmp_path):
+    path = tmp_path / "lab.sqlite"
+    store = seeded_store(path, ("lab",))
+    yield store, path
+    store.close()
+
+
+def test_cli_exit_status_and_unknown_ids(tmp_path, capsys, caplog):
+    lz4 = configuration(matrix="fio-seq")
+    history(tmp_path, [("r1", lz4, 1000), ("r2", lz4, 1000), ("r3", lz4, 850)]).close()
+    db = str(tmp_path / "b.sqlite")
+    assert main(["compare", lz4.id, "r3", "--db", db]) == 1          # a regression: non-zero, for scripts
+    out = capsys.readouterr().out
+    assert out.startswith("### compare") and "| regression: 85.0 % of the previous median" in out
+    assert main(["compare", "r1", "r2", "--db", db]) == 0
+    assert "one run each: noise unknown" in capsys.readouterr().out
+    assert main(["compare", "r1", "r3", "--db", db, "--max-drop", "0.2"]) == 0   # 85 % is above 80 %
+    assert main(["compare", "nope", "r3", "--db", db]) == 2
+    assert "nope: no complete results of a run or configuration" in caplog.text
