@@ -42,18 +42,18 @@ UIDS = {"overview": "zfsnas-overview", "arc": "zfsnas-arc", "write-path": "zfsna
 # external label each NAS's Prometheus adds when several remote-write to one store (docs/stack.md);
 # on a single Prometheus no series has it and ".*" matches the empty value. Every aggregation keeps
 # `nas` beside `instance`, so two NAS that share an instance name and pool names never merge.
-I = 'nas=~"$nas", instance=~"$instance"'
-IP = f'{I}, pool=~"$pool"'
-IPD = f'{IP}, dataset=~"$dataset"'
+NAS_MATCHERS = 'nas=~"$nas", instance=~"$instance"'
+POOL_MATCHERS = f'{NAS_MATCHERS}, pool=~"$pool"'
+DATASET_MATCHERS = f'{POOL_MATCHERS}, dataset=~"$dataset"'
 RI = "$__rate_interval"
 # Disks by serial and pool: every per-device series joins zfs_disk_info (see per_disk).
-DISK_INFO = f'zfs_disk_info{{{I}, pool=~"$pool", device=~"$disk"}}'
-BENCH_ANY = f'{I}, pool=~"$pool"'  # every dashboard's run annotation: no matrix/config variables there
+DISK_INFO = f'zfs_disk_info{{{NAS_MATCHERS}, pool=~"$pool", device=~"$disk"}}'
+BENCH_ANY = POOL_MATCHERS  # every dashboard's run annotation: no matrix/config variables there
 BENCH = f'{BENCH_ANY}, matrix=~"$matrix", config=~"$config"'
-VDEV = f'{IP}, vdev=~"$vdev"'
+VDEV = f'{POOL_MATCHERS}, vdev=~"$vdev"'
 # Number of CPUs per NAS: node_exporter has one idle counter per CPU. Shares of all CPUs divide by
 # it (a sum over modes and CPUs), never average over series of different modes.
-CPUS = f'count by (nas, instance) (node_cpu_seconds_total{{{I}, mode="idle"}})'
+CPUS = f'count by (nas, instance) (node_cpu_seconds_total{{{NAS_MATCHERS}, mode="idle"}})'
 
 
 # Before / after a change: Grafana's $__range is the selected time range; "after" is that range,
@@ -119,7 +119,7 @@ def query(expr: str, legend: str = "", *, instant: bool = False, fmt: PromQueryF
 
 def per_instance(*pairs: tuple[str, str]) -> list[prometheus.Dataquery]:
     """One query per (metric, legend suffix) of plain per-NAS gauges."""
-    return [query(f"{metric}{{{I}}}", f"{{{{instance}}}} {legend}") for metric, legend in pairs]
+    return [query(f"{metric}{{{NAS_MATCHERS}}}", f"{{{{instance}}}} {legend}") for metric, legend in pairs]
 
 
 def _targets(panel, queries):
@@ -237,21 +237,21 @@ def variables(kind: str) -> list:
                        "(VictoriaMetrics, Mimir, Thanos); empty on a single Prometheus"),
         label_variable("instance", "Instance", 'zfs_exporter_collector_success{nas=~"$nas"}',
                        "The zfsnas-exporter instances of the selected NAS (one per NAS on a single Prometheus)"),
-        label_variable("pool", "Pool", f'zfs_pool_state{{{I}}}', "ZFS pools of the selected NAS"),
+        label_variable("pool", "Pool", f'zfs_pool_state{{{NAS_MATCHERS}}}', "ZFS pools of the selected NAS"),
     ]
     if kind == "bench":
-        out.append(label_variable("matrix", "Matrix", f'zfs_bench_runs_total{{{IP}}}',
+        out.append(label_variable("matrix", "Matrix", f'zfs_bench_runs_total{{{POOL_MATCHERS}}}',
                                   "Benchmark matrices (fits-copy, fio-seq, ...) of the selected pools"))
-        out.append(label_variable("config", "Configuration", f'zfs_bench_runs_total{{{IP}, matrix=~"$matrix"}}', "Benchmark configuration ids "
+        out.append(label_variable("config", "Configuration", f'zfs_bench_runs_total{{{POOL_MATCHERS}, matrix=~"$matrix"}}', "Benchmark configuration ids "
                                   "(`zfsnas-bench list` shows what each one is and what tells two apart)"))
     if kind == "dataset":
         out.append(label_variable("dataset", "Dataset",
-                                  f'zfs_dataset_written_bytes_total{{{IP}}}',
+                                  f'zfs_dataset_written_bytes_total{{{POOL_MATCHERS}}}',
                                   "Datasets (full names like tank/media) of the selected pools"))
     if kind == "disk":
-        out.append(label_variable("disk", "Disk", f'zfs_disk_info{{{IP}}}',
+        out.append(label_variable("disk", "Disk", f'zfs_disk_info{{{POOL_MATCHERS}}}',
                                   "Physical disks (kernel device names) of the selected pools"))
-        out.append(label_variable("vdev", "Vdev", f'zfs_vdev_latency_seconds_bucket{{{IP}}}',
+        out.append(label_variable("vdev", "Vdev", f'zfs_vdev_latency_seconds_bucket{{{POOL_MATCHERS}}}',
                                   "Vdevs of the latency heatmaps (the root vdev carries the pool's name and covers the whole pool); needs the vdevlatency collector"))
     return out
 
@@ -291,7 +291,7 @@ IO_PROPERTIES = ("compression", "recordsize", "sync", "logbias", "primarycache",
 
 
 def parameter_changes() -> str:
-    param, before = f"zfs_module_parameter{{{I}}}", f"zfs_module_parameter{{{I}}} offset {CHANGE_STEP}"
+    param, before = f"zfs_module_parameter{{{NAS_MATCHERS}}}", f"zfs_module_parameter{{{NAS_MATCHERS}}} offset {CHANGE_STEP}"
     # `count_values without`: Prometheus 2.42 (Debian 12) drops the `by` labels of count_values in
     # range queries, which is what Grafana runs for annotations (seen in tests/integration).
     return (f'count_values without (job) ("to", {param} != {before}) * on (nas, instance, name) '
@@ -299,7 +299,7 @@ def parameter_changes() -> str:
 
 
 def property_changes() -> str:
-    info = f"zfs_dataset_info{{{IP}}}"
+    info = f"zfs_dataset_info{{{POOL_MATCHERS}}}"
     before = f"{info} offset {CHANGE_STEP}"
     key = "nas, instance, pool, dataset"
     return " or ".join(
@@ -357,69 +357,69 @@ def overview() -> Board:
         row("Pools"),
         single("Pools not ONLINE", "Pools whose state is not ONLINE (DEGRADED, FAULTED, SUSPENDED, ...), from "
                "the kstat `state` of each pool.", "none",
-               query(f'count(zfs_pool_state{{{IP}, state="ONLINE"}} == 0) or vector(0)', instant=True),
+               query(f'count(zfs_pool_state{{{POOL_MATCHERS}, state="ONLINE"}} == 0) or vector(0)', instant=True),
                steps=((None, "green"), (1, "red"))),
         single("Alerts firing", "zfsnas alerts (the Zfs* rules of alerts/zfsnas.rules.yml) firing now for the "
                "selected NAS; other alerts of the same Prometheus are not counted.", "none",
-               query(f'count(ALERTS{{alertstate="firing", {OUR_ALERTS}, {I}}}) or vector(0)',
+               query(f'count(ALERTS{{alertstate="firing", {OUR_ALERTS}, {NAS_MATCHERS}}}) or vector(0)',
                      instant=True),
                steps=((None, "green"), (1, "red"))),
         single("ARC hit ratio", "Share of ARC reads served from RAM over the last 5 minutes "
                "(recording rule instance:zfs_arc_hit_ratio:rate5m).", "percentunit",
-               query(f"avg(instance:zfs_arc_hit_ratio:rate5m{{{I}}})", instant=True),
+               query(f"avg(instance:zfs_arc_hit_ratio:rate5m{{{NAS_MATCHERS}}})", instant=True),
                steps=((None, "red"), (0.7, "orange"), (0.9, "green"))),
         single("Oldest scrub", "Time since the last completed scrub of the pool that waited longest.", "s",
-               query(f'max(time() - zfs_pool_scan_end_timestamp_seconds{{{IP}, function="scrub"}})', instant=True),
+               query(f'max(time() - zfs_pool_scan_end_timestamp_seconds{{{POOL_MATCHERS}, function="scrub"}})', instant=True),
                steps=((None, "green"), ((SHARED["scrub_max_age_days"] - 7) * 86400, "orange"),
                       (SHARED["scrub_max_age_days"] * 86400, "red"))),
         single("Vdev errors", "Read, write and checksum errors of all vdevs since import or zpool clear.", "none",
-               query(f"sum(zfs_vdev_errors{{{IP}}}) or vector(0)", instant=True),
+               query(f"sum(zfs_vdev_errors{{{POOL_MATCHERS}}}) or vector(0)", instant=True),
                steps=((None, "green"), (1, "orange"))),
         single("Permanent data errors", "Files with permanent errors across the pools (zpool status -v).", "none",
-               query(f"sum(zfs_pool_data_errors{{{IP}}}) or vector(0)", instant=True),
+               query(f"sum(zfs_pool_data_errors{{{POOL_MATCHERS}}}) or vector(0)", instant=True),
                steps=((None, "green"), (1, "red"))),
         single("Resilvering", "Pools with a resilver in progress.", "none",
-               query(f'count(zfs_pool_scan_info{{{IP}, function="resilver", state="scanning"}} == 1) or vector(0)',
+               query(f'count(zfs_pool_scan_info{{{POOL_MATCHERS}, function="resilver", state="scanning"}} == 1) or vector(0)',
                      instant=True), steps=((None, "green"), (1, "orange"))),
         single("Write throttle delays", "Transactions per second the write throttle delays (dirty data past "
                "zfs_delay_min_dirty_percent).", "ops",
-               query(f"sum(rate(zfs_dmu_tx_dirty_delay_total{{{I}}}[{RI}]))", instant=True),
+               query(f"sum(rate(zfs_dmu_tx_dirty_delay_total{{{NAS_MATCHERS}}}[{RI}]))", instant=True),
                steps=((None, "green"), (1, "orange"))),
         grid("Pool state", "Current state of every pool (1 = the state the pool is in).", "none",
-             query(f"zfs_pool_state{{{IP}}} == 1", instant=True, fmt=PromQueryFormat.TABLE),
+             query(f"zfs_pool_state{{{POOL_MATCHERS}}} == 1", instant=True, fmt=PromQueryFormat.TABLE),
              width=12, height=6,
              transformations=[transform("organize", excludeByName={"Time": True, "Value": True, "__name__": True})]),
         bars("Pool capacity", "Allocated share of each pool; ZFS slows down past 80 % and gets fragile past 90 %.",
-             "percentunit", query(f"pool:zfs_pool_capacity:ratio{{{IP}}}", "{{instance}} {{pool}}", instant=True),
+             "percentunit", query(f"pool:zfs_pool_capacity:ratio{{{POOL_MATCHERS}}}", "{{instance}} {{pool}}", instant=True),
              width=12, height=6, steps=((None, "green"), (SHARED["pool_capacity_warning"], "orange"),
                                             (SHARED["pool_capacity_critical"], "red")), max_val=1),
         row("Capacity"),
         series("Pool full forecast", "Free space of each pool now and in 7 days at the pace of the last 2 days "
                "(recording rule pool:zfs_pool_free_bytes:deriv2d); ZfsPoolFullForecast fires when the forecast "
                "reaches 0 within the week.", "bytes",
-               query(f"zfs_pool_free_bytes{{{IP}}}", "{{instance}} {{pool}} free now"),
-               query(f"zfs_pool_free_bytes{{{IP}}} + 7 * 86400 * pool:zfs_pool_free_bytes:deriv2d{{{IP}}}",
+               query(f"zfs_pool_free_bytes{{{POOL_MATCHERS}}}", "{{instance}} {{pool}} free now"),
+               query(f"zfs_pool_free_bytes{{{POOL_MATCHERS}}} + 7 * 86400 * pool:zfs_pool_free_bytes:deriv2d{{{POOL_MATCHERS}}}",
                      "{{instance}} {{pool}} in 7 days"), min_val=None),
         bars("Pool fragmentation", "Free-space fragmentation of each pool (zpool list frag): high values make "
              "allocations slower as the pool fills.", "percentunit",
-             query(f"zfs_pool_fragmentation_ratio{{{IP}}}", "{{instance}} {{pool}}", instant=True),
+             query(f"zfs_pool_fragmentation_ratio{{{POOL_MATCHERS}}}", "{{instance}} {{pool}}", instant=True),
              steps=((None, "green"), (0.5, "orange"), (0.8, "red")), max_val=1),
         row("Throughput and dirty data"),
         series("Pool write throughput", "Bytes written per second by synced txgs of each pool.", "Bps",
-               query(f"rate(zfs_pool_txg_written_bytes_total{{{IP}}}[{RI}])", "{{instance}} {{pool}} write")),
+               query(f"rate(zfs_pool_txg_written_bytes_total{{{POOL_MATCHERS}}}[{RI}])", "{{instance}} {{pool}} write")),
         series("Pool read throughput", "Bytes read per second through the datasets of each pool "
                "(objset kstats: logical reads, ARC hits included).", "Bps",
-               query(f"sum by (nas, instance, pool) (rate(zfs_dataset_read_bytes_total{{{IP}}}[{RI}]))",
+               query(f"sum by (nas, instance, pool) (rate(zfs_dataset_read_bytes_total{{{POOL_MATCHERS}}}[{RI}]))",
                      "{{instance}} {{pool}} read")),
         series("Dirty data vs zfs_dirty_data_max", "Live dirty data (ARC anonymous buffers) against the limit at "
                "which ZFS stops accepting writes; past zfs_delay_min_dirty_percent the write throttle delays them.",
                "bytes",
-               query(f"zfs_arc_anon_size_bytes{{{I}}}", "{{instance}} dirty"),
-               query(f"zfs_dirty_data_max_bytes{{{I}}}", "{{instance}} max"),
-               query(f"zfs_dirty_data_max_bytes{{{I}}} * zfs_dirty_data_delay_min_ratio{{{I}}}",
+               query(f"zfs_arc_anon_size_bytes{{{NAS_MATCHERS}}}", "{{instance}} dirty"),
+               query(f"zfs_dirty_data_max_bytes{{{NAS_MATCHERS}}}", "{{instance}} max"),
+               query(f"zfs_dirty_data_max_bytes{{{NAS_MATCHERS}}} * zfs_dirty_data_delay_min_ratio{{{NAS_MATCHERS}}}",
                      "{{instance}} throttle starts")),
         series("ARC hit ratio", "ARC hit ratio per NAS (recording rule instance:zfs_arc_hit_ratio:rate5m).",
-               "percentunit", query(f"instance:zfs_arc_hit_ratio:rate5m{{{I}}}", "{{instance}}"), max_val=1),
+               "percentunit", query(f"instance:zfs_arc_hit_ratio:rate5m{{{NAS_MATCHERS}}}", "{{instance}}"), max_val=1),
     ])
 
 
@@ -435,8 +435,8 @@ def arc() -> Board:
                              ("zfs_arc_max_size_bytes", "max"))),
         series("Hit ratio by access and content", "Share of reads served from the ARC, split demand / prefetch "
                "x data / metadata.", "percentunit",
-               query(f'sum by (nas, instance, access, content) (rate(zfs_arc_reads_total{{{I}, result="hit"}}[{RI}]))'
-                     f" / sum by (nas, instance, access, content) (rate(zfs_arc_reads_total{{{I}}}[{RI}]))",
+               query(f'sum by (nas, instance, access, content) (rate(zfs_arc_reads_total{{{NAS_MATCHERS}, result="hit"}}[{RI}]))'
+                     f" / sum by (nas, instance, access, content) (rate(zfs_arc_reads_total{{{NAS_MATCHERS}}}[{RI}]))",
                      "{{instance}} {{access}} {{content}}"), max_val=1),
         series("MRU and MFU", "Bytes in the most-recently and most-frequently used lists (and their ghosts' "
                "referenced sizes, which tell how much a larger ARC would have served).", "bytes",
@@ -446,13 +446,13 @@ def arc() -> Board:
                              ("zfs_arc_mfu_ghost_size_bytes", "MFU ghost"))),
         series("Hits by list", "ARC hits per second by the list that served them; ghost hits are misses a "
                "bigger ARC would have avoided.", "ops",
-               query(f"sum by (nas, instance, list) (rate(zfs_arc_list_hits_total{{{I}}}[{RI}]))",
+               query(f"sum by (nas, instance, list) (rate(zfs_arc_list_hits_total{{{NAS_MATCHERS}}}[{RI}]))",
                      "{{instance}} {{list}}")),
         series("Evictions", "Buffers evicted per second (deleted), and evictions skipped or short of their goal.",
                "ops",
-               query(f"rate(zfs_arc_deleted_total{{{I}}}[{RI}])", "{{instance}} deleted"),
-               query(f"rate(zfs_arc_evict_skip_total{{{I}}}[{RI}])", "{{instance}} skipped"),
-               query(f"rate(zfs_arc_evict_not_enough_total{{{I}}}[{RI}])", "{{instance}} not enough")),
+               query(f"rate(zfs_arc_deleted_total{{{NAS_MATCHERS}}}[{RI}])", "{{instance}} deleted"),
+               query(f"rate(zfs_arc_evict_skip_total{{{NAS_MATCHERS}}}[{RI}])", "{{instance}} skipped"),
+               query(f"rate(zfs_arc_evict_not_enough_total{{{NAS_MATCHERS}}}[{RI}])", "{{instance}} not enough")),
         series("ARC contents", "What the ARC holds: data, metadata, headers, dbufs and dnodes.", "bytes",
                *per_instance(("zfs_arc_data_size_bytes", "data"),
                              ("zfs_arc_metadata_size_bytes", "metadata"),
@@ -462,18 +462,18 @@ def arc() -> Board:
         row("L2ARC"),
         series("L2ARC size", "Data the L2ARC holds (uncompressed) and the space it takes on the cache devices.",
                "bytes",
-               query(f"zfs_l2arc_size_bytes{{{I}}}", "{{instance}} size"),
-               query(f"zfs_l2arc_allocated_bytes{{{I}}}", "{{instance}} allocated")),
+               query(f"zfs_l2arc_size_bytes{{{NAS_MATCHERS}}}", "{{instance}} size"),
+               query(f"zfs_l2arc_allocated_bytes{{{NAS_MATCHERS}}}", "{{instance}} allocated")),
         series("L2ARC hit ratio", "Share of ARC misses the L2ARC served.", "percentunit",
-               query(f"rate(zfs_l2arc_hits_total{{{I}}}[{RI}]) / (rate(zfs_l2arc_hits_total{{{I}}}[{RI}])"
-                     f" + rate(zfs_l2arc_misses_total{{{I}}}[{RI}]))", "{{instance}}"), max_val=1),
+               query(f"rate(zfs_l2arc_hits_total{{{NAS_MATCHERS}}}[{RI}]) / (rate(zfs_l2arc_hits_total{{{NAS_MATCHERS}}}[{RI}])"
+                     f" + rate(zfs_l2arc_misses_total{{{NAS_MATCHERS}}}[{RI}]))", "{{instance}}"), max_val=1),
         series("L2ARC bytes read and written", "Bytes per second read from and fed to the cache devices.", "Bps",
-               query(f"rate(zfs_l2arc_read_bytes_total{{{I}}}[{RI}])", "{{instance}} read"),
-               query(f"rate(zfs_l2arc_written_bytes_total{{{I}}}[{RI}])", "{{instance}} written")),
+               query(f"rate(zfs_l2arc_read_bytes_total{{{NAS_MATCHERS}}}[{RI}])", "{{instance}} read"),
+               query(f"rate(zfs_l2arc_written_bytes_total{{{NAS_MATCHERS}}}[{RI}])", "{{instance}} written")),
         series("L2ARC header RAM", "RAM the L2ARC headers take out of the ARC, and their share of the ARC "
                "(right axis; alert ZfsL2arcHeaderRamHigh above 10 %).", "bytes",
-               query(f"zfs_l2arc_header_bytes{{{I}}}", "{{instance}} headers"),
-               query(f"instance:zfs_l2arc_header_share:ratio{{{I}}}", "{{instance}} share of ARC"))
+               query(f"zfs_l2arc_header_bytes{{{NAS_MATCHERS}}}", "{{instance}} headers"),
+               query(f"instance:zfs_l2arc_header_share:ratio{{{NAS_MATCHERS}}}", "{{instance}} share of ARC"))
         .override_by_query("B", [model.DynamicConfigValue(id_val="unit", value="percentunit"),
                                  model.DynamicConfigValue(id_val="custom.axisPlacement", value="right")]),
     ])
@@ -486,75 +486,75 @@ def write_path() -> Board:
         row("Dirty data and txgs"),
         series("Dirty data vs zfs_dirty_data_max", "Live dirty data (ARC anonymous buffers) against "
                "zfs_dirty_data_max and the point where the write throttle starts delaying writes.", "bytes",
-               query(f"zfs_arc_anon_size_bytes{{{I}}}", "{{instance}} dirty"),
-               query(f"zfs_dirty_data_max_bytes{{{I}}}", "{{instance}} zfs_dirty_data_max"),
-               query(f"zfs_dirty_data_max_bytes{{{I}}} * zfs_dirty_data_delay_min_ratio{{{I}}}",
+               query(f"zfs_arc_anon_size_bytes{{{NAS_MATCHERS}}}", "{{instance}} dirty"),
+               query(f"zfs_dirty_data_max_bytes{{{NAS_MATCHERS}}}", "{{instance}} zfs_dirty_data_max"),
+               query(f"zfs_dirty_data_max_bytes{{{NAS_MATCHERS}}} * zfs_dirty_data_delay_min_ratio{{{NAS_MATCHERS}}}",
                      "{{instance}} delay starts"),
-               query(f"zfs_pool_txg_last_dirty_bytes{{{IP}}}", "{{instance}} {{pool}} last txg dirty")),
+               query(f"zfs_pool_txg_last_dirty_bytes{{{POOL_MATCHERS}}}", "{{instance}} {{pool}} last txg dirty")),
         heat("Txg sync time", "How long each txg took to sync (histogram of synced txgs per scrape interval).",
-             "s", f"sum by (le) (rate(zfs_pool_txg_sync_seconds_bucket{{{IP}}}[{RI}]))"),
+             "s", f"sum by (le) (rate(zfs_pool_txg_sync_seconds_bucket{{{POOL_MATCHERS}}}[{RI}]))"),
         series("Txgs synced per second", "Txg rate per pool; about 1/zfs_txg_timeout at rest, faster when dirty "
                "data fills up.", "ops",
-               query(f"rate(zfs_pool_txgs_synced_total{{{IP}}}[{RI}])", "{{instance}} {{pool}}")),
+               query(f"rate(zfs_pool_txgs_synced_total{{{POOL_MATCHERS}}}[{RI}])", "{{instance}} {{pool}}")),
         series("Bytes per txg", "Bytes written and dirty bytes per synced txg.", "bytes",
-               query(f"rate(zfs_pool_txg_written_bytes_total{{{IP}}}[{RI}]) / rate(zfs_pool_txgs_synced_total"
-                     f"{{{IP}}}[{RI}])", "{{instance}} {{pool}} written"),
-               query(f"rate(zfs_pool_txg_dirty_bytes_total{{{IP}}}[{RI}]) / rate(zfs_pool_txgs_synced_total"
-                     f"{{{IP}}}[{RI}])", "{{instance}} {{pool}} dirty")),
+               query(f"rate(zfs_pool_txg_written_bytes_total{{{POOL_MATCHERS}}}[{RI}]) / rate(zfs_pool_txgs_synced_total"
+                     f"{{{POOL_MATCHERS}}}[{RI}])", "{{instance}} {{pool}} written"),
+               query(f"rate(zfs_pool_txg_dirty_bytes_total{{{POOL_MATCHERS}}}[{RI}]) / rate(zfs_pool_txgs_synced_total"
+                     f"{{{POOL_MATCHERS}}}[{RI}])", "{{instance}} {{pool}} dirty")),
         row("Write throttle"),
         series("Throttle and delay events", "dmu_tx events per second: writes delayed by the dirty-data "
                "throttle, hard-throttled or over zfs_dirty_data_max.", "ops",
-               *[query(f"rate(zfs_dmu_tx_{name}_total{{{I}}}[{RI}])", f"{{{{instance}}}} {name}")
+               *[query(f"rate(zfs_dmu_tx_{name}_total{{{NAS_MATCHERS}}}[{RI}])", f"{{{{instance}}}} {name}")
                  for name in ("dirty_delay", "dirty_throttle", "dirty_over_max", "delay", "wrlog_delay")]),
         heat("Tx assign latency", "Time writers waited to get into an open txg (dmu_tx_assign histogram); "
              "long tails mean the throttle is delaying them.", "s",
-             f"sum by (le) (rate(zfs_pool_tx_assign_seconds_bucket{{{IP}}}[{RI}]))"),
+             f"sum by (le) (rate(zfs_pool_tx_assign_seconds_bucket{{{POOL_MATCHERS}}}[{RI}]))"),
         row("Before / after a change"),
         before_after("Pool write throughput before / after", "Average bytes per second written by synced txgs "
                      "of each pool.", "Bps",
-                     f"increase(zfs_pool_txg_written_bytes_total{{{IP}}}[RANGE]OFFSET) / $__range_s",
+                     f"increase(zfs_pool_txg_written_bytes_total{{{POOL_MATCHERS}}}[RANGE]OFFSET) / $__range_s",
                      "nas, instance, pool", "{{instance}} {{pool}}"),
         before_after("Dataset write rate before / after", "Average bytes per second written into each dataset.",
-                     "Bps", f"increase(zfs_dataset_written_bytes_total{{{IPD}}}[RANGE]OFFSET) / $__range_s",
+                     "Bps", f"increase(zfs_dataset_written_bytes_total{{{DATASET_MATCHERS}}}[RANGE]OFFSET) / $__range_s",
                      "nas, instance, pool, dataset", "{{dataset}}"),
         row("Datasets and CPU"),
         series("Write rate per dataset", "Bytes written per second into each dataset (objset kstats).", "Bps",
-               query(f"rate(zfs_dataset_written_bytes_total{{{IPD}}}[{RI}])", "{{instance}} {{dataset}}"),
+               query(f"rate(zfs_dataset_written_bytes_total{{{DATASET_MATCHERS}}}[{RI}])", "{{instance}} {{dataset}}"),
                stacked=True),
         series("CPU busy and iowait", "Share of all CPUs of the NAS, from node_exporter: busy (neither idle nor "
                "iowait; 1 = every CPU busy) and apart user, system and iowait. Compression and checksums cost "
                "CPU, slow disks show as iowait.", "percentunit",
-               query(f'1 - sum by (nas, instance) (rate(node_cpu_seconds_total{{{I}, mode=~"idle|iowait"}}[{RI}]))'
+               query(f'1 - sum by (nas, instance) (rate(node_cpu_seconds_total{{{NAS_MATCHERS}, mode=~"idle|iowait"}}[{RI}]))'
                      f" / {CPUS}", "{{instance}} busy"),
-               query(f'sum by (nas, instance, mode) (rate(node_cpu_seconds_total{{{I}, mode=~"user|system|iowait"}}'
+               query(f'sum by (nas, instance, mode) (rate(node_cpu_seconds_total{{{NAS_MATCHERS}, mode=~"user|system|iowait"}}'
                      f"[{RI}])) / on (nas, instance) group_left {CPUS}", "{{instance}} {{mode}}"), max_val=1),
     ])
     return board
 
 
 def datasets() -> Board:
-    info = f"zfs_dataset_info{{{IPD}}}"
+    info = f"zfs_dataset_info{{{DATASET_MATCHERS}}}"
     return Board("datasets", "ZFS / Datasets", "Compression, logical against physical space, properties and "
                  "I/O of every dataset.", variables="dataset", panels=[
         row("Space"),
         bars("Compression ratio", "compressratio of each dataset (logical / physical of what it uses).", "x",
-             query(f"zfs_dataset_compressratio{{{IPD}}}", "{{dataset}}", instant=True), min_val=1),
+             query(f"zfs_dataset_compressratio{{{DATASET_MATCHERS}}}", "{{dataset}}", instant=True), min_val=1),
         series("Logical vs physical used", "Space used as the applications see it (logicalused) and on disk "
                "(used).", "bytes",
-               query(f"zfs_dataset_logical_used_bytes{{{IPD}}}", "{{dataset}} logical"),
-               query(f"zfs_dataset_used_bytes{{{IPD}}}", "{{dataset}} physical")),
+               query(f"zfs_dataset_logical_used_bytes{{{DATASET_MATCHERS}}}", "{{dataset}} logical"),
+               query(f"zfs_dataset_used_bytes{{{DATASET_MATCHERS}}}", "{{dataset}} physical")),
         series("Used by snapshots", "Space only snapshots keep alive, per dataset.", "bytes",
-               query(f"zfs_dataset_used_by_snapshots_bytes{{{IPD}}}", "{{dataset}}")),
+               query(f"zfs_dataset_used_by_snapshots_bytes{{{DATASET_MATCHERS}}}", "{{dataset}}")),
         series("Available", "Space each dataset can still grow into.", "bytes",
-               query(f"zfs_dataset_available_bytes{{{IPD}}}", "{{dataset}}")),
+               query(f"zfs_dataset_available_bytes{{{DATASET_MATCHERS}}}", "{{dataset}}")),
         grid("Properties", "recordsize, compression and space of every dataset, one row each.", "bytes",
              query(f"max by (nas, instance, pool, dataset, type, compression, recordsize) ({info})",
                    instant=True, fmt=PromQueryFormat.TABLE, ref="A"),
-             query(f"max by (nas, instance, pool, dataset) (zfs_dataset_compressratio{{{IPD}}})",
+             query(f"max by (nas, instance, pool, dataset) (zfs_dataset_compressratio{{{DATASET_MATCHERS}}})",
                    instant=True, fmt=PromQueryFormat.TABLE, ref="B"),
-             query(f"max by (nas, instance, pool, dataset) (zfs_dataset_logical_used_bytes{{{IPD}}})",
+             query(f"max by (nas, instance, pool, dataset) (zfs_dataset_logical_used_bytes{{{DATASET_MATCHERS}}})",
                    instant=True, fmt=PromQueryFormat.TABLE, ref="C"),
-             query(f"max by (nas, instance, pool, dataset) (zfs_dataset_used_bytes{{{IPD}}})",
+             query(f"max by (nas, instance, pool, dataset) (zfs_dataset_used_bytes{{{DATASET_MATCHERS}}})",
                    instant=True, fmt=PromQueryFormat.TABLE, ref="D"),
              transformations=[transform("merge"),
                               transform("organize", excludeByName={"Time": True, "Value #A": True},
@@ -564,31 +564,31 @@ def datasets() -> Board:
         row("Before / after a change"),
         before_after("Compression ratio before / after", "Average compressratio of each dataset (what it holds, "
                      "so it moves slowly after a compression change: only new writes use the new setting).", "x",
-                     f"avg_over_time(zfs_dataset_compressratio{{{IPD}}}[RANGE]OFFSET)",
+                     f"avg_over_time(zfs_dataset_compressratio{{{DATASET_MATCHERS}}}[RANGE]OFFSET)",
                      "nas, instance, pool, dataset", "{{dataset}}", min_val=1),
         before_after("Write rate before / after", "Average bytes per second written into each dataset.", "Bps",
-                     f"increase(zfs_dataset_written_bytes_total{{{IPD}}}[RANGE]OFFSET) / $__range_s",
+                     f"increase(zfs_dataset_written_bytes_total{{{DATASET_MATCHERS}}}[RANGE]OFFSET) / $__range_s",
                      "nas, instance, pool, dataset", "{{dataset}}"),
         row("Snapshots"),
         bars("Snapshots per dataset", "Number of snapshots of each dataset (zfs list -t snapshot, counted on the "
              "exporter's --datasets.snapshot-interval).", "none",
-             query(f"zfs_dataset_snapshots{{{IPD}}}", "{{dataset}}", instant=True)),
+             query(f"zfs_dataset_snapshots{{{DATASET_MATCHERS}}}", "{{dataset}}", instant=True)),
         bars("Newest snapshot age", "Time since the newest snapshot of each dataset that has one (orange past "
              "the ZfsDatasetSnapshotsStopped threshold); datasets without snapshots are not listed.", "s",
-             query(f"time() - zfs_dataset_newest_snapshot_timestamp_seconds{{{IPD}}}", "{{dataset}}", instant=True),
+             query(f"time() - zfs_dataset_newest_snapshot_timestamp_seconds{{{DATASET_MATCHERS}}}", "{{dataset}}", instant=True),
              steps=((None, "green"), (SHARED["snapshot_max_age_days"] * 86400, "orange"))),
         row("I/O"),
         series("Write rate", "Bytes written per second into each dataset.", "Bps",
-               query(f"rate(zfs_dataset_written_bytes_total{{{IPD}}}[{RI}])", "{{dataset}}")),
+               query(f"rate(zfs_dataset_written_bytes_total{{{DATASET_MATCHERS}}}[{RI}])", "{{dataset}}")),
         series("Read rate", "Bytes read per second from each dataset (ARC hits included).", "Bps",
-               query(f"rate(zfs_dataset_read_bytes_total{{{IPD}}}[{RI}])", "{{dataset}}")),
+               query(f"rate(zfs_dataset_read_bytes_total{{{DATASET_MATCHERS}}}[{RI}])", "{{dataset}}")),
         series("Write and read operations", "Write and read calls per second per dataset.", "ops",
-               query(f"rate(zfs_dataset_writes_total{{{IPD}}}[{RI}])", "{{dataset}} writes"),
-               query(f"rate(zfs_dataset_reads_total{{{IPD}}}[{RI}])", "{{dataset}} reads")),
+               query(f"rate(zfs_dataset_writes_total{{{DATASET_MATCHERS}}}[{RI}])", "{{dataset}} writes"),
+               query(f"rate(zfs_dataset_reads_total{{{DATASET_MATCHERS}}}[{RI}])", "{{dataset}} reads")),
         series("Average write size", "Bytes per write call: small writes on a large recordsize cost "
                "read-modify-write.", "bytes",
-               query(f"rate(zfs_dataset_written_bytes_total{{{IPD}}}[{RI}]) / rate(zfs_dataset_writes_total"
-                     f"{{{IPD}}}[{RI}])", "{{dataset}}")),
+               query(f"rate(zfs_dataset_written_bytes_total{{{DATASET_MATCHERS}}}[{RI}]) / rate(zfs_dataset_writes_total"
+                     f"{{{DATASET_MATCHERS}}}[{RI}])", "{{dataset}}")),
     ])
 
 
@@ -604,7 +604,7 @@ def per_disk(expr: str) -> str:
 
 
 def disks() -> Board:
-    dev = f'{I}, device=~"$disk"'
+    dev = f'{NAS_MATCHERS}, device=~"$disk"'
     legend = "{{pool}} {{serial}} ({{device}})"
     return Board("disks", "ZFS / Disks", "Throughput, IOPS, latency and utilisation of every physical disk, "
                  "labelled by serial and grouped by pool and vdev, and vdev latency histograms.",
@@ -615,13 +615,13 @@ def disks() -> Board:
              height=6),
         grid("Vdev tree", "Every vdev of the selected pools with its parent, role and state (zpool status), "
              "sorted by pool and parent: the disks above join it through vdev_guid.", "none",
-             query(f"max by (nas, instance, pool, parent, vdev, vdev_guid, role, state) (zfs_vdev_state{{{IP}}})",
+             query(f"max by (nas, instance, pool, parent, vdev, vdev_guid, role, state) (zfs_vdev_state{{{POOL_MATCHERS}}})",
                    instant=True, fmt=PromQueryFormat.TABLE),
              transformations=[transform("organize", excludeByName={"Time": True, "Value": True}),
                               transform("sortBy", sort=[{"field": "pool"}, {"field": "parent"}])],
              width=12, height=8),
         grid("Vdev errors", "Read, write and checksum errors of every vdev since import or zpool clear.", "none",
-             query(f"max by (nas, instance, pool, vdev, type) (zfs_vdev_errors{{{IP}}})", instant=True,
+             query(f"max by (nas, instance, pool, vdev, type) (zfs_vdev_errors{{{POOL_MATCHERS}}})", instant=True,
                    fmt=PromQueryFormat.TABLE),
              transformations=[transform("organize", excludeByName={"Time": True}, renameByName={"Value": "errors"}),
                               transform("sortBy", sort=[{"field": "errors", "desc": True}])],
@@ -648,7 +648,7 @@ def disks() -> Board:
                "zpool iostat -w: each pool's root vdev only, so no I/O is counted twice through a vdev and its "
                "disks. Per vdev: the operations panel below.", "s",
                "sum by (le) ("
-               + root_vdevs(f'rate(zfs_vdev_latency_seconds_bucket{{{IP}, type="total_wait", io="{io}"}}[{RI}])')
+               + root_vdevs(f'rate(zfs_vdev_latency_seconds_bucket{{{POOL_MATCHERS}, type="total_wait", io="{io}"}}[{RI}])')
                + ")") for io in ("read", "write")],
         series("Vdev operations", "Reads and writes per second of each selected vdev (variable Vdev), one line "
                "each, from the count of the latency histograms: which vdev and disk does the work.", "ops",

@@ -1,8 +1,14 @@
-"""Shared test helpers: fixture trees, running the exporter in-process, reading exposition text."""
+"""Shared test helpers: fixture trees (and writable copies), the zfs/zpool stand-in, running the
+exporter in-process, reading exposition text. Daemons (the exporter process, Prometheus) and
+threads that play the kernel are in tests/integration/."""
 
 from __future__ import annotations
 
+import json
+import shlex
+import shutil
 import socket
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +28,32 @@ def linux_tree(version: str) -> Path:
 
 def freebsd_sysctl(version: str) -> Path:
     return FIXTURES / f"freebsd-{version}" / "sysctl.txt"
+
+
+def copy_tree(dest: Path, version: str | None = "2.3.2", disks: bool = False) -> Path:
+    """A writable copy at `dest` of the kstat tree of OpenZFS `version` (None: no kstats), with the
+    disk tree (proc/diskstats, sys/block, udev/data of tests/fixtures/linux-disks) laid over it
+    when `disks`. Returns `dest`, the `--path.procfs`/`--path.sysfs` root."""
+    if version is not None:
+        shutil.copytree(linux_tree(version), dest)
+    if disks:
+        for part in ("proc", "sys", "udev"):
+            shutil.copytree(FIXTURES / "linux-disks" / part, dest / part, dirs_exist_ok=True)
+    return dest
+
+
+def copy_commands(dest: Path, recordings: str = "zfs-2.3", iostat: str | None = None) -> Path:
+    """A writable copy at `dest` of the stand-in's recordings (tests/fixtures/commands/<recordings>),
+    with the `zpool iostat -w/-q` captures of tests/fixtures/linux-disks/<iostat> added when given,
+    so that one stand-in directory answers every command the collectors run."""
+    shutil.copytree(FIXTURES / "commands" / recordings, dest)
+    if iostat is not None:
+        index = json.loads((dest / "index.json").read_text())
+        for flag, name in (("-HpPvw", "iostat-w.txt"), ("-HpPvq", "iostat-q.txt")):
+            shutil.copy(FIXTURES / "linux-disks" / iostat / name, dest / name)
+            index["commands"][f"zpool iostat {flag}"] = name
+        (dest / "index.json").write_text(json.dumps(index, indent=1))
+    return dest
 
 
 def exporter_args(*flags: str):
@@ -79,11 +111,10 @@ def port() -> int:
 ZFS_COMMAND_VERSIONS = ("2.1", "2.3")
 
 
-def zfs_commands(version: str, *options: str) -> list[str]:
-    """Flags that make `zfs`/`zpool` the stand-in replaying tests/fixtures/commands/zfs-<version>/."""
-    import shlex
-    import sys
-
+def zfs_commands(recordings: str | Path, *options: str) -> list[str]:
+    """Flags that make `zfs`/`zpool` the stand-in replaying tests/fixtures/commands/zfs-<version>/
+    (`recordings` a version such as "2.3") or a directory of such recordings (a `copy_commands`)."""
     commands = FIXTURES / "commands"
-    prefix = [sys.executable, str(commands / "standin.py"), *options, str(commands / f"zfs-{version}")]
+    directory = recordings if isinstance(recordings, Path) else commands / f"zfs-{recordings}"
+    prefix = [sys.executable, str(commands / "standin.py"), *options, str(directory)]
     return ["--zfs.command-prefix", shlex.join(prefix)]

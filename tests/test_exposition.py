@@ -4,14 +4,28 @@ parses; a bad sample is dropped alone and reported, label values are valid, boun
 from __future__ import annotations
 
 import math
-import subprocess
+import time
 import shutil
+import subprocess
+from decimal import Decimal
 
 import pytest
 
-from zfsnas.collector import Collector, Context, Families, ScrapeCollector
-from zfsnas.exposition import (MAX_LABEL_VALUE, Family, FrozenFamily, RenderIssues, format_value, render,
-                               render_family)
+from zfsnas import exposition
+from zfsnas.collectors.base import Collector, Context
+from zfsnas.exposition import (
+    MAX_LABEL_VALUE,
+    ClientCollector,
+    Families,
+    Family,
+    FrozenFamily,
+    RenderIssues,
+    format_le,
+    format_value,
+    render,
+    render_family,
+)
+from zfsnas.scrape import ScrapeCollector
 
 
 def rendered(family: Family) -> tuple[str, RenderIssues]:
@@ -109,3 +123,150 @@ def test_log_lines_are_capped(caplog):
         logging.getLogger("zfsnas").warning("source %s failed: %s", "zpool_status", "x" * 1_000_000)
     (record,) = caplog.records
     assert len(record.getMessage()) < 2100 and record.getMessage().endswith("...[1000028 characters]")
+
+
+# --- the builder collectors use, and the adapter to prometheus_client
+
+def test_families_builder_keeps_first_use_order_and_types():
+    families = Families()
+    families.gauge("zfs_b", "second help ignored later", {"pool": "tank"}, 1)
+    families.counter("zfs_a_total", "counter", {"pool": "tank", "vdev": "sda"}, 2)
+    families.add("counter", "zfs_a_total", "counter", {"pool": "tank", "vdev": "sdb"}, 3)
+    families.add("gauge", "zfs_b", "other help", {"pool": "backup"}, 4.5)
+    built = list(families)
+    assert [(f.name, f.kind, f.labelnames, f.documentation) for f in built] == [
+        ("zfs_b", "gauge", ("pool",), "second help ignored later"),
+        ("zfs_a_total", "counter", ("pool", "vdev"), "counter")]
+    assert built[0].samples == [("", ("tank",), 1), ("", ("backup",), 4.5)]
+    assert built[1].samples == [("", ("tank", "sda"), 2), ("", ("tank", "sdb"), 3)]
+    assert families.families() == built
+    assert render(families) == ("# HELP zfs_b second help ignored later\n# TYPE zfs_b gauge\n"
+                                'zfs_b{pool="tank"} 1\nzfs_b{pool="backup"} 4.5\n'
+                                "# HELP zfs_a_total counter\n# TYPE zfs_a_total counter\n"
+                                'zfs_a_total{pool="tank",vdev="sda"} 2\nzfs_a_total{pool="tank",vdev="sdb"} 3\n')
+
+
+def test_histogram_samples_and_text():
+    families = Families()
+    families.histogram("zfs_lat_seconds", "latency", {"pool": "tank"}, [(0.001, 3), (0.5, 7), (math.inf, 9)], 1.25)
+    families.histogram("zfs_lat_seconds", "latency", {"pool": "empty"}, [], None)  # no buckets, no _sum
+    assert render(families).splitlines() == [
+        "# HELP zfs_lat_seconds latency", "# TYPE zfs_lat_seconds histogram",
+        'zfs_lat_seconds_bucket{pool="tank",le="0.001"} 3', 'zfs_lat_seconds_bucket{pool="tank",le="0.5"} 7',
+        'zfs_lat_seconds_bucket{pool="tank",le="+Inf"} 9', 'zfs_lat_seconds_count{pool="tank"} 9',
+        'zfs_lat_seconds_sum{pool="tank"} 1.25', 'zfs_lat_seconds_count{pool="empty"} 0']
+
+
+@pytest.mark.parametrize("bound, text", [(1, "1.0"), (0.5, "0.5"), (2 ** -30, "9.313225746154785e-10"),
+                                         (math.inf, "+Inf")])
+def test_bucket_bounds_as_prometheus_writes_them(bound, text):
+    assert format_le(bound) == text
+
+
+@pytest.mark.parametrize("value, text", [(123456789012345.0, "123456789012345"), (1e15, "1000000000000000.0"),
+                                         (-0.0, "0"), (Decimal("1.5"), "1.5"), (False, "0")])
+def test_more_values(value, text):
+    assert format_value(value) == text
+
+
+def test_client_collector_serves_the_same_samples_through_prometheus_client():
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    families = Families()
+    families.gauge("zfs_pool_size_bytes", "size", {"pool": "tank"}, 2 ** 52 + 1)
+    families.counter("zfs_arc_hits_total", "hits", {}, 12345)
+    families.histogram("zfs_pool_txg_sync_seconds", "sync", {"pool": "tank"}, [(0.25, 1), (math.inf, 4)], 3.5)
+    calls = []
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ClientCollector(lambda: calls.append(1) or families.families()))
+
+    def parsed(text):
+        return {(f.name, f.type): sorted((s.name, tuple(sorted(s.labels.items())), s.value) for s in f.samples)
+                for f in text_string_to_metric_families(text)}
+
+    theirs = generate_latest(registry).decode()
+    assert parsed(theirs) == parsed(render(families))
+    assert parsed(theirs)[("zfs_pool_txg_sync_seconds", "histogram")][0] == (
+        "zfs_pool_txg_sync_seconds_bucket", (("le", "+Inf"), ("pool", "tank")), 4.0)
+    assert "# TYPE zfs_arc_hits_total counter" in theirs and "zfs_arc_hits_total 12345.0" in theirs
+    assert calls == [1]  # the families are asked for once per collect
+    # beyond 2**53 prometheus_client prints floats; our renderer keeps the integer exact
+    families.gauge("zfs_pool_size_bytes", "size", {"pool": "big"}, 2 ** 60 + 1)
+    assert 'zfs_pool_size_bytes{pool="big"} 1152921504606846977' in render(families)
+    assert 'zfs_pool_size_bytes{pool="big"} 1.152921504606847e+18' in generate_latest(registry).decode()
+
+
+def test_help_text_is_escaped_and_valid_utf8():
+    family = Family("zfs_x", "a \\ b\nc \udcff d", "gauge", ())
+    family.samples = [("", (), 1)]
+    text, _ = rendered(family)
+    assert text.splitlines()[0] == "# HELP zfs_x a \\\\ b\\nc \\\\xff d"
+
+
+@pytest.mark.parametrize("labelnames", [("__name",), ("pool-name",), ("Pool",), ("",)])
+def test_invalid_label_names_drop_the_family(labelnames):
+    family = Family("zfs_x", "help", "gauge", labelnames)
+    family.samples = [("", ("a",), 1)]
+    text, problems = rendered(family)
+    assert text == "" and problems.dropped == {("zfs_x", "invalid_label_name"): 1}
+
+
+def test_label_value_types():
+    family = Family("zfs_x", "help", "gauge", ("n",))
+    family.samples = [("", (7,), 1), ("", (None,), 2), ("", (True,), 3)]
+    text, problems = rendered(family)
+    assert text.splitlines()[2:] == ['zfs_x{n="7"} 1']
+    assert problems.dropped == {("zfs_x", "invalid_label_value"): 2}
+
+
+def test_label_text_cache_is_bounded_and_skips_rewritten_sets(monkeypatch):
+    cache = exposition._LabelCache()
+    monkeypatch.setattr(exposition._LabelCache, "MAX_ENTRIES", 3)
+    issues: list[str] = []
+    for pool in ("a", "b", "c"):
+        assert cache(("pool",), (pool,), issues) == f'{{pool="{pool}"}}'
+    assert len(cache.texts) == 3 and cache.chars == 3 * len('{pool="a"}')
+    cache(("pool",), ("d",), issues)  # full: cleared, then this one kept
+    assert list(cache.texts) == [(("pool",), ("d",))] and cache.chars == len('{pool="d"}')
+    assert cache(("pool",), ("caf\udce9",), issues) == '{pool="caf\\\\xe9"}' and issues == ["invalid_utf8"]
+    assert len(cache.texts) == 1  # a rewritten set is counted on every render, so never cached
+
+
+def test_frozen_text_is_rendered_once():
+    family = FrozenFamily("zfs_x", "help", "gauge", ("pool",))
+    family.samples = [("", ("tank",), 1)]
+    family.freeze()
+    family.samples.append(("", ("late",), 2))  # after freezing: not served
+    assert render([family]) == '# HELP zfs_x help\n# TYPE zfs_x gauge\nzfs_x{pool="tank"} 1\n'
+    assert family.problems is None
+
+
+def test_embedding_as_readme_shows(tmp_path):
+    """README's "From a Python program" example, on the 2.3.2 fixture tree and a private registry."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from tests.conftest import linux_tree, samples, value, zfs_commands
+    from zfsnas.cli import build_exporter, build_parser
+
+    tree = linux_tree("2.3.2")
+    args = build_parser().parse_args(["--path.procfs", str(tree / "proc"), "--path.sysfs", str(tree / "sys"),
+                                      "--collector.disable-defaults", "--collector.arc", "--collector.pools",
+                                      *zfs_commands("2.3")])
+    exporter = build_exporter(args, process_metrics=False)
+    registry = CollectorRegistry(auto_describe=False)
+    exporter.start()
+    try:
+        registry.register(ClientCollector(exporter.scrape.scrape))
+        deadline = time.monotonic() + 20
+        while True:
+            data = samples(generate_latest(registry).decode())
+            if data.get(("zfs_exporter_source_success", frozenset({("source", "zpool_status")}))) == 1:
+                break
+            assert time.monotonic() < deadline, "zpool status never refreshed"
+            time.sleep(0.1)
+    finally:
+        exporter.stop()
+    assert value(data, "zfs_arc_size_bytes") == 11_811_160_064
+    assert value(data, "zfs_pool_size_bytes", pool="tank") == 47971736518656
+    assert value(data, "zfs_exporter_collector_success", collector="pools") == 1

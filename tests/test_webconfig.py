@@ -63,3 +63,116 @@ def test_scalars_become_strings_as_in_go(tmp_path):
     with pytest.raises(WebConfigError) as err:
         load(tmp_path, "tls_server_config:\n  cert_file: 5\n  key_file: 6\n")
     assert "cannot load cert_file 5, key_file 6" in str(err.value)
+
+
+# --- what a valid file turns into (a real certificate from openssl, as tests/integration/test_server.py makes it)
+
+@pytest.fixture(scope="module")
+def certdir(tmp_path_factory):
+    from tests.integration.test_server import make_cert
+
+    directory = tmp_path_factory.mktemp("cert")
+    make_cert(directory)
+    return directory
+
+
+NO_HTTP2 = "http_server_config:\n  http2: false\n"  # Go's HTTP/2 needs an AES-128-GCM suite in any list
+
+
+def tls_config(certdir, extra: str = "", http: str = ""):
+    text = f"tls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\n{extra}{http}"
+    (certdir / "web.yml").write_text(text)
+    return load_web_config(str(certdir / "web.yml"))
+
+
+def test_no_file_or_an_empty_one_means_plain_http_without_auth(tmp_path):
+    for config in (load_web_config(None), load_web_config(""), load(tmp_path, ""),
+                   load(tmp_path, "tls_server_config: {}\n")):
+        assert config.tls is None and config.users == {} and config.headers == {}
+        assert config.authorized("anyone", "anything") is True
+
+
+def test_tls_defaults_as_exporter_toolkit(certdir):
+    import ssl
+
+    context = tls_config(certdir).tls
+    assert context.minimum_version == ssl.TLSVersion.TLSv1_2 and context.maximum_version == ssl.TLSVersion.TLSv1_3
+    assert context.verify_mode == ssl.CERT_NONE
+    assert context.options & ssl.OP_CIPHER_SERVER_PREFERENCE
+
+
+@pytest.mark.parametrize("extra, check", [
+    ("  min_version: TLS13\n", lambda c, ssl: c.minimum_version == ssl.TLSVersion.TLSv1_3),
+    ("  max_version: TLS12\n", lambda c, ssl: c.maximum_version == ssl.TLSVersion.TLSv1_2),
+    ("  prefer_server_cipher_suites: false\n", lambda c, ssl: not c.options & ssl.OP_CIPHER_SERVER_PREFERENCE),
+    # only TLS 1.3 suites: Go has nothing for 1.2, so only 1.3 connects
+    ("  cipher_suites: [TLS_AES_128_GCM_SHA256]\n" + NO_HTTP2, lambda c, ssl: c.minimum_version == ssl.TLSVersion.TLSv1_3),
+    ("  cipher_suites: [TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256]\n",
+     lambda c, ssl: {x["name"] for x in c.get_ciphers() if x["protocol"] == "TLSv1.2"} == {"ECDHE-RSA-AES128-GCM-SHA256"}),
+    ("  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: cert.pem\n",
+     lambda c, ssl: c.verify_mode == ssl.CERT_REQUIRED),
+    ("  client_auth_type: VerifyClientCertIfGiven\n  client_ca_file: cert.pem\n",
+     lambda c, ssl: c.verify_mode == ssl.CERT_OPTIONAL),
+    ("  client_auth_type: RequestClientCert\n", lambda c, ssl: c.verify_mode == ssl.CERT_NONE),
+])
+def test_tls_fields_set_the_context(certdir, extra, check):
+    import ssl
+
+    assert check(tls_config(certdir, extra).tls, ssl)
+
+
+@pytest.mark.parametrize("extra, http, message", [
+    ("  min_version: TLS13\n  max_version: TLS12\n", "", "min_version is above max_version"),
+    ("  min_version: SSL3\n", "", "min_version: unknown TLS version 'SSL3'"),
+    ("  cipher_suites: [TLS_RSA_WITH_RC4_128_SHA]\n", NO_HTTP2, "unknown cipher 'TLS_RSA_WITH_RC4_128_SHA'"),
+    ("  cipher_suites: [TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384]\n", "", "with http2 (the default) the list needs"),
+    ("  cipher_suites: [TLS_AES_128_GCM_SHA256]\n  max_version: TLS12\n", NO_HTTP2, "only TLS 1.3 suites"),
+    ("  curve_preferences: [CurveP192]\n", "", "unknown curve 'CurveP192'"),
+    ("  client_auth_type: RequireAnyClientCert\n", "", "RequireAnyClientCert (a client certificate accepted"),
+    ("  client_auth_type: Sometimes\n", "", "client_auth_type: invalid value 'Sometimes'"),
+    ("  client_ca_file: cert.pem\n", "", "client_ca_file is set without client_auth_type"),
+    ("  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: nothere.pem\n", "",
+     "cannot load client_ca_file nothere.pem: No such file or directory"),
+    ("", "http_server_config:\n  headers:\n    Server: zfsnas\n", "HTTP header 'Server' can not be configured"),
+    ("", "http_server_config:\n  headers:\n    X-Frame-Options: allow\n",
+     "X-Frame-Options must be one of deny, sameorigin, not 'allow'"),
+])
+def test_tls_and_http_mistakes_are_refused(certdir, extra, http, message):
+    with pytest.raises(WebConfigError) as err:
+        tls_config(certdir, extra, http)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_tls_section_without_key_file_is_refused(tmp_path):
+    with pytest.raises(WebConfigError, match="tls_server_config: missing key_file"):
+        load(tmp_path, "tls_server_config:\n  cert_file: cert.pem\n")
+
+
+def test_allowed_headers_and_the_http2_cipher_rule_without_http2(certdir):
+    config = tls_config(certdir, "  cipher_suites: [TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384]\n",
+                        "http_server_config:\n  http2: false\n  headers:\n    X-Frame-Options: deny\n"
+                        "    Strict-Transport-Security: max-age=31536000\n")
+    assert config.headers == {"X-Frame-Options": "deny", "Strict-Transport-Security": "max-age=31536000"}
+    assert config.tls is not None
+
+
+def test_password_that_is_not_a_bcrypt_hash_is_refused(tmp_path):
+    with pytest.raises(WebConfigError, match="the password of 'prometheus' is not a bcrypt hash"):
+        load(tmp_path, "basic_auth_users:\n  prometheus: s3cret\n")
+
+
+def test_missing_or_huge_file_is_refused(tmp_path):
+    with pytest.raises(WebConfigError, match="No such file or directory"):
+        load_web_config(str(tmp_path / "absent.yml"))
+    with pytest.raises(WebConfigError, match="larger than 1 MiB"):
+        load(tmp_path, "# " + "x" * (1 << 20) + "\n")
+    with pytest.raises(WebConfigError, match="expected a mapping at the top level, found a list"):
+        load(tmp_path, "- a\n")
+
+
+def test_passwords_and_users_beyond_ascii(tmp_path):
+    hashed = bcrypt.hashpw("pässwörd".encode(), bcrypt.gensalt(rounds=4)).decode()
+    config = load(tmp_path, f"basic_auth_users:\n  'zoë': '{hashed}'\n")
+    assert config.authorized("zoë", "pässwörd") is True
+    assert config.authorized("zoe", "pässwörd") is False
+    assert config.authorized("zoë", "passwörd") is False

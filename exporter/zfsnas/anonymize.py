@@ -57,7 +57,7 @@ class Names:
         for depth in range(2, len(parts) + 1):
             self.datasets.add("/".join(parts[:depth]))
 
-    def as_latin1(self) -> "Names":
+    def as_latin1(self) -> Names:
         out = Names()
         for attr in ("pools", "datasets", "snapshots", "hosts", "serials", "wwns"):
             setattr(out, attr, {_latin1(v) for v in getattr(self, attr)})

@@ -41,7 +41,7 @@ import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from . import __version__
@@ -119,7 +119,7 @@ def take_capture(args: argparse.Namespace, out: Path) -> Unreadable:
     unreadable = Unreadable()
     with tempfile.TemporaryDirectory(prefix="zfsnas-capture-") as tmp:
         root = Path(tmp) / ROOT
-        started = datetime.now(timezone.utc)
+        started = datetime.now(UTC)
         count = 2 if args.interval > 0 else 1
         collectors: list[str] = []
         zfs_version, daemon = None, []
@@ -274,7 +274,7 @@ def copy_kstats(procfs: Path, dest: Path, unreadable: Unreadable) -> None:
     src_root = procfs / "spl" / "kstat" / "zfs"
     if not src_root.is_dir():
         return  # no ZFS module loaded: metrics.txt says so, like the exporter
-    for dirpath, dirnames, filenames in os.walk(src_root, onerror=lambda exc: unreadable.add(exc.filename, exc)):
+    for dirpath, _dirnames, filenames in os.walk(src_root, onerror=lambda exc: unreadable.add(exc.filename, exc)):
         here = Path(dirpath)
         rel = here.relative_to(procfs)
         (dest / rel).mkdir(parents=True, exist_ok=True)  # an empty pool directory is still a pool
@@ -314,7 +314,7 @@ def copy_block_devices(sysfs: Path, udev_data: Path, dest: Path, unreadable: Unr
         return  # FreeBSD, or a tree without disks: nothing the exporter would read either
     for disk in disks:
         path = block / disk
-        devices = [(path, dest / "sys" / "block" / disk, DISK_ATTRS)]
+        devices: list[tuple[Path, Path, tuple[str, ...]]] = [(path, dest / "sys" / "block" / disk, DISK_ATTRS)]
         try:
             parts = sorted(p.name for p in path.iterdir() if (p / "partition").exists())
             slaves = sorted(os.listdir(path / "slaves")) if (path / "slaves").is_dir() else []

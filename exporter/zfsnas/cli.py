@@ -11,16 +11,22 @@ import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from . import __version__, replay
-from .collector import Collector, Context, ScrapeCollector
 from .collectors import ALL
+from .collectors.base import Collector, Context
+from .exposition import ClientCollector
 from .process import process_families
+from .scrape import ScrapeCollector
 from .server import make_server, serve_in_thread
 from .sources.commands import DEFAULT_MAX_OUTPUT, CommandRunner
 from .sources.freebsd import SysctlKstatSource
 from .sources.linux import ProcfsKstatSource
 from .webconfig import WebConfigError, load_web_config
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 log = logging.getLogger("zfsnas")
 DEFAULT_LISTEN = ":9923"
@@ -91,22 +97,26 @@ def kstat_source(args: argparse.Namespace, runner: CommandRunner):
 
 @dataclass
 class Exporter:
-    """`render` is what the server serves; `registry` offers the same to prometheus_client users."""
+    """`render` is what the server serves; `registry` offers the same to prometheus_client users.
+    `owned_runner` is the command runner this exporter created (None when the caller passed its
+    own): `stop` closes it, once, after every collector has been told to stop."""
 
     collectors: list[Collector]
     scrape: ScrapeCollector
     process_metrics: bool = True
+    owned_runner: CommandRunner | None = None
 
     def render(self, deadline: float | None = None) -> str:
         """The page; `deadline` (time.monotonic()) is the scrape's, from Prometheus' timeout header."""
         return self.scrape.render(process_families().families() if self.process_metrics else (), deadline)
 
     @property
-    def registry(self):
+    def registry(self) -> CollectorRegistry:
+        """A prometheus_client registry serving the same families (through `exposition.ClientCollector`)."""
         from prometheus_client import CollectorRegistry
 
         registry = CollectorRegistry(auto_describe=False)
-        registry.register(self.scrape)
+        registry.register(ClientCollector(self.scrape.scrape))
         return registry
 
     def start(self) -> None:
@@ -114,18 +124,26 @@ class Exporter:
             collector.start()
 
     def stop(self) -> None:
+        """Stop every collector's threads; the runner is closed first so that a hung command is killed
+        at once rather than waited for, and a collector that stops early cannot close it for the others."""
+        runner, self.owned_runner = self.owned_runner, None
+        if runner is not None:
+            runner.close()
         for collector in self.collectors:
             collector.stop()
 
 
 def build_exporter(args: argparse.Namespace, process_metrics: bool = True,
                    runner: CommandRunner | None = None) -> Exporter:
-    """`runner` replaces the command runner: capture records through it, replay answers from it."""
-    runner = runner or CommandRunner(args.command_prefix, args.command_timeout, args.command_max_output)
+    """`runner` replaces the command runner (capture records through it, replay answers from it);
+    its caller then owns it. Otherwise the exporter creates one and closes it in `stop`."""
+    owned = None
+    if runner is None:
+        runner = owned = CommandRunner(args.command_prefix, args.command_timeout, args.command_max_output)
     kstat = kstat_source(args, runner)
     ctx = Context(kstat=kstat, commands=runner, args=args)
     collectors = [cls(ctx) for cls in enabled_collectors(args)]
-    return Exporter(collectors, ScrapeCollector(collectors, kstat), process_metrics)
+    return Exporter(collectors, ScrapeCollector(collectors, kstat), process_metrics, owned)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -142,6 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except WebConfigError as exc:
         log.error("invalid web config: %s", exc)
         return 2
+    exporter: Exporter | replay.ReplayExporter
     if args.replay:
         try:
             capture = replay.open_capture(args.replay)

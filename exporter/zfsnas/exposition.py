@@ -1,4 +1,9 @@
-"""Metric families as plain data, and a fast renderer of the Prometheus text format (0.0.4).
+"""Metric families as plain data (the collector contract), and a fast renderer of the Prometheus
+text format (0.0.4).
+
+Owns `Family` (what every collector returns: name, help, type, label names and samples), the
+`Families` builder collectors fill sample by sample, the renderer, and `ClientCollector`, the one
+adapter to prometheus_client for anyone who embeds our collectors in a prometheus_client registry.
 
 Owns how samples become text, and that the text always parses: metric and label names are
 checked, values are numbers float64 can hold (or the format's +Inf/-Inf/NaN), label values are
@@ -7,8 +12,7 @@ dropped alone and reported in a `RenderIssues` (the scrape loop counts it in
 `zfs_exporter_samples_dropped_total`); whatever a source read, one bad field never costs its
 family or the page. prometheus_client's generic renderer costs several microseconds
 a sample; on a NAS with thousands of datasets that decides whether a scrape takes tens or
-hundreds of milliseconds, so families built by collectors are rendered here directly. The same
-families convert to prometheus_client `Metric` objects for anything that wants those.
+hundreds of milliseconds, so families built by collectors are rendered here directly.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import math
 import re
 import sys
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -30,33 +34,62 @@ if TYPE_CHECKING:
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
+Sample = tuple[str, tuple[str, ...], float]  # (name suffix, label values, value)
+
+
 class Family:
-    """One metric family: `samples` are (name suffix, label values, value); histograms add `le`."""
+    """One metric family, what a collector returns: `kind` is gauge, counter or histogram;
+    `samples` are (name suffix, label values, value), the suffix "" for gauges and counters and
+    `_bucket`/`_count`/`_sum` for histograms, whose bucket samples carry `le` as a last label value."""
 
     __slots__ = ("name", "documentation", "kind", "labelnames", "samples")
 
-    def __init__(self, name: str, documentation: str, kind: str, labelnames: Sequence[str]):
+    def __init__(self, name: str, documentation: str, kind: str, labelnames: Iterable[str]):
         self.name = name
         self.documentation = documentation
         self.kind = kind
         self.labelnames = tuple(labelnames)
-        self.samples: list[tuple[str, tuple[str, ...], float]] = []
+        self.samples: list[Sample] = []
 
-    def to_metric(self) -> "Metric":
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-        if self.kind == "histogram":
-            metric = Metric(self.name, self.documentation, "histogram")
-            bucket_names = (*self.labelnames, "le")
-            for suffix, values, value in self.samples:
-                names = bucket_names if suffix == "_bucket" else self.labelnames
-                metric.add_sample(self.name + suffix, dict(zip(names, values)), value)
-            return metric
-        cls = CounterMetricFamily if self.kind == "counter" else GaugeMetricFamily
-        metric = cls(self.name, self.documentation, labels=list(self.labelnames))
-        for _, values, value in self.samples:
-            metric.add_metric(list(values), value)
-        return metric
+class Families:
+    """Families built up sample by sample, in first-use order; iterating yields each `Family`, so a
+    collector can return a `Families` as it is. Label names come from the first sample's dict."""
+
+    def __init__(self) -> None:
+        self._families: dict[str, Family] = {}
+
+    def family(self, kind: str, name: str, documentation: str, labelnames: Iterable[str]) -> Family:
+        """The family itself, for hot loops that append (suffix, label values, value) samples directly."""
+        family = self._families.get(name)
+        if family is None:
+            family = self._families[name] = Family(name, documentation, kind, labelnames)
+        return family
+
+    def gauge(self, name: str, documentation: str, labels: dict[str, str], value: float) -> None:
+        self.family("gauge", name, documentation, labels).samples.append(("", tuple(labels.values()), value))
+
+    def counter(self, name: str, documentation: str, labels: dict[str, str], value: float) -> None:
+        self.family("counter", name, documentation, labels).samples.append(("", tuple(labels.values()), value))
+
+    def add(self, kind: str, name: str, documentation: str, labels: dict[str, str], value: float) -> None:
+        (self.counter if kind == "counter" else self.gauge)(name, documentation, labels, value)
+
+    def histogram(self, name: str, documentation: str, labels: dict[str, str],
+                  buckets: Sequence[tuple[float, float]], total: float | None) -> None:
+        """`buckets` are (upper bound, cumulative count), the last one +Inf; `total` None leaves out _sum."""
+        samples = self.family("histogram", name, documentation, labels).samples
+        values = tuple(labels.values())
+        samples.extend(("_bucket", (*values, format_le(bound)), count) for bound, count in buckets)
+        samples.append(("_count", values, buckets[-1][1] if buckets else 0))
+        if total is not None:
+            samples.append(("_sum", values, total))
+
+    def families(self) -> list[Family]:
+        return list(self._families.values())
+
+    def __iter__(self) -> Iterator[Family]:
+        return iter(self._families.values())
 
 
 class Unrepresentable(ValueError):
@@ -130,7 +163,7 @@ class RenderIssues:
         self.rewritten[family, reason] += 1
         self.examples.setdefault((family, reason), example[:200])
 
-    def add(self, other: "RenderIssues") -> None:
+    def add(self, other: RenderIssues) -> None:
         self.dropped.update(other.dropped)
         self.rewritten.update(other.rewritten)
         for key, example in other.examples.items():
@@ -267,12 +300,12 @@ class FrozenFamily(Family):
 
     __slots__ = ("text", "problems")
 
-    def __init__(self, name: str, documentation: str, kind: str, labelnames: Sequence[str]):
+    def __init__(self, name: str, documentation: str, kind: str, labelnames: Iterable[str]):
         super().__init__(name, documentation, kind, labelnames)
         self.text: str | None = None
         self.problems: RenderIssues | None = None
 
-    def freeze(self) -> "FrozenFamily":
+    def freeze(self) -> FrozenFamily:
         out: list[str] = []
         problems = RenderIssues()
         render_family(self, out, _uncached_labels, problems)  # rendered once: no point keeping label texts
@@ -281,32 +314,49 @@ class FrozenFamily(Family):
         return self
 
 
-def render(items: Iterable[Any], problems: RenderIssues | None = None) -> str:
-    """Text exposition of families; foreign prometheus_client Metric objects take the generic path.
-    What had to be dropped or rewritten is added to `problems`."""
+def render(families: Iterable[Family], problems: RenderIssues | None = None) -> str:
+    """Text exposition of families; what had to be dropped or rewritten is added to `problems`."""
     out: list[str] = []
-    foreign: list = []
     if problems is None:
         problems = RenderIssues()
-    for item in items:
-        if isinstance(item, FrozenFamily) and item.text is not None:
-            out.append(item.text)
-            if item.problems:
-                problems.add(item.problems)
-        elif isinstance(item, Family):
-            render_family(item, out, problems=problems)
+    for family in families:
+        if isinstance(family, FrozenFamily) and family.text is not None:
+            out.append(family.text)
+            if family.problems:
+                problems.add(family.problems)
         else:
-            foreign.append(item)
-    if foreign:
-        from prometheus_client.exposition import generate_latest
-
-        out.append(generate_latest(_Fixed(foreign)).decode())
+            render_family(family, out, problems=problems)
     return "".join(out)
 
 
-class _Fixed:
-    def __init__(self, metrics: list):
-        self.metrics = metrics
+def client_metric(family: Family) -> Metric:
+    """The family as a prometheus_client `Metric` (the generic, slower path)."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-    def collect(self) -> list:
-        return self.metrics
+    if family.kind == "histogram":
+        metric = Metric(family.name, family.documentation, "histogram")
+        bucket_names = (*family.labelnames, "le")
+        for suffix, values, value in family.samples:
+            names = bucket_names if suffix == "_bucket" else family.labelnames
+            metric.add_sample(family.name + suffix, dict(zip(names, values)), value)
+        return metric
+    # prometheus_client's own classes: its Metric would print a counter's name with `_total` twice
+    cls = CounterMetricFamily if family.kind == "counter" else GaugeMetricFamily
+    typed = cls(family.name, family.documentation, labels=list(family.labelnames))
+    for _, values, value in family.samples:
+        typed.add_metric(list(values), value)
+    return typed
+
+
+class ClientCollector:
+    """The adapter for embedding: families as a prometheus_client collector, e.g.
+    `REGISTRY.register(ClientCollector(build_exporter(args).scrape.scrape))` serves our collectors
+    (and their self metrics) from a Python program's own prometheus_client registry.
+    `families` is called once per `collect()`. prometheus_client prints values as floats: integers
+    beyond 2**53 (byte counters of a big pool) lose their last digits there, not in `render`."""
+
+    def __init__(self, families: Callable[[], Iterable[Family]]):
+        self._families = families
+
+    def collect(self) -> Iterator[Metric]:
+        return (client_metric(family) for family in self._families())

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import resource
 
-from .collector import Families
+from .exposition import Families
 
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _PAGE = resource.getpagesize()

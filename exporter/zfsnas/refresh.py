@@ -83,16 +83,13 @@ class BackgroundRefresher(Generic[T]):
             self._stop.wait(max(0.0, self.interval - (self._clock() - started)))
 
 
-def stop_all(refreshers: Iterable[BackgroundRefresher], timeout: float = 5.0,
-             then: Callable[[], None] | None = None) -> None:
-    """Stop several refreshers within one shared `timeout`: a hung command (up to its own timeout)
-    in each of them must not add up to minutes at shutdown. `then` runs once all are told to stop
-    and before waiting for them (e.g. killing the commands they run)."""
+def stop_all(refreshers: Iterable[BackgroundRefresher], timeout: float = 5.0) -> None:
+    """Stop several refreshers within one shared `timeout`: a fetch stuck in each of them must not
+    add up at shutdown. (A hung command is killed before this: the exporter closes the command
+    runner first.)"""
     refreshers = list(refreshers)
     for refresher in refreshers:
         refresher._stop.set()
-    if then is not None:
-        then()
     deadline = time.monotonic() + timeout
     for refresher in refreshers:
         refresher.stop(timeout=max(0.0, deadline - time.monotonic()))

@@ -85,10 +85,8 @@ class WebConfig:
         cost so that both answers take as long. Results are remembered by digest, not in clear."""
         if not self.users:
             return True
-        hashed = self.users.get(user)
-        known = hashed is not None
-        if not known:
-            hashed = self._dummy_hash or self._make_dummy()
+        known = user in self.users
+        hashed = self.users[user] if known else (self._dummy_hash or self._make_dummy())
         key = hashlib.sha256(b"\0".join([user.encode("utf-8", "surrogateescape"),
                                          password.encode("utf-8", "surrogateescape"), hashed])).digest()
         with self._lock:
@@ -113,7 +111,8 @@ class WebConfig:
 
         import bcrypt
 
-        cost = max(int(_BCRYPT.fullmatch(h.decode()).group(1)) for h in self.users.values())
+        # every hash was checked against _BCRYPT when the config was read
+        cost = max(int(match.group(1)) for h in self.users.values() if (match := _BCRYPT.fullmatch(h.decode())))
         self._dummy_hash = bcrypt.hashpw(secrets.token_bytes(16), bcrypt.gensalt(rounds=cost))
         return self._dummy_hash
 
@@ -317,7 +316,7 @@ def _set_curves(context, names: list[str], where: str) -> None:
         if sys.implementation.name != "cpython" or ssl.OPENSSL_VERSION_INFO < (1, 1, 1):
             raise OSError("needs CPython with OpenSSL 1.1.1 or newer")
         # The very libssl the ssl module uses: dlsym on _ssl's handle searches its dependencies.
-        libssl = ctypes.CDLL(getattr(ssl._ssl, "__file__", None))
+        libssl = ctypes.CDLL(getattr(sys.modules["_ssl"], "__file__", None))
         libssl.SSL_CTX_ctrl.argtypes = (ctypes.c_void_p, ctypes.c_int, ctypes.c_long, ctypes.c_char_p)
         libssl.SSL_CTX_ctrl.restype = ctypes.c_long
         ctx_pointer = ctypes.c_void_p.from_address(id(context) + ctypes.sizeof(ctypes.c_ssize_t) * 2).value

@@ -5,13 +5,11 @@ and module parameters, a zfsnas-bench database with one result, the disk tree (s
 from __future__ import annotations
 
 import json
-import shlex
 import shutil
-import sys
 from pathlib import Path
 
-from tests.conftest import FIXTURES
-from tests.integration.test_stack import command_recordings, store_result
+from tests.conftest import FIXTURES, copy_commands, zfs_commands
+from tests.integration.test_stack import store_result
 
 # Identities in the fixture files that an anonymized capture must not contain.
 POOLS = ("tank", "backup", "scratch")
@@ -31,11 +29,10 @@ def build_nas(tmp: Path) -> tuple[Path, list[str]]:
     shutil.copytree(FIXTURES / "linux-zfs-2.3.2" / "sys" / "module", root / "sys" / "module")
     shutil.copytree(FIXTURES / "linux-disks" / "sys" / "block", root / "sys" / "block", symlinks=True)
     shutil.copytree(FIXTURES / "linux-disks" / "udev", root / "udev")
-    commands = command_recordings(root)
+    commands = copy_commands(root / "commands", iostat="zpool-2.3.2")
     store_result(root / "bench.sqlite", 800e6, 1_700_000_000.0)
-    prefix = [sys.executable, str(FIXTURES / "commands" / "standin.py"), str(commands)]
     flags = ["--path.procfs", str(root / "proc"), "--path.sysfs", str(root / "sys"),
-             "--path.udev.data", str(root / "udev" / "data"), "--zfs.command-prefix", shlex.join(prefix),
+             "--path.udev.data", str(root / "udev" / "data"), *zfs_commands(commands),
              "--bench.db", str(root / "bench.sqlite"), "--capture.metrics-url", ""]
     return root, flags
 

@@ -176,12 +176,13 @@ def test_shared_zpool_status_for_other_collectors():
 
     exporter = build_exporter(exporter_args(*KSTAT, *zfs_commands("2.3")), process_metrics=False)
     pools = next(c for c in exporter.collectors if c.name == "pools")
-    shared = pools.ctx.shared["zpool_status"]
-    assert shared.name == "zpool_status" and shared.refresh_now()
-    vdevs = shared.state().value
+    status = pools.ctx.zpool_status
+    assert status is pools.status and status.refresh_now()
+    assert {p.name for p in status.state().value.pools} == {"backup", "scratch", "tank"}
+    disks = next(c for c in exporter.collectors if c.name == "disks")
+    vdevs = disks.ctx.vdevs()  # what `disks` and `vdevlatency` read
     cache = [v for v in vdevs if v.role == "cache"]
     assert [v.guid for v in cache] == ["10101010101010101010", "2020202020202020202"]
-    assert {p.name for p in vdevs.pools} == {"backup", "scratch", "tank"}
 
 
 def test_zfs_missing_fails_only_these_collectors():

@@ -3,10 +3,10 @@
 import argparse
 
 from tests.conftest import FIXTURES, samples, scrape_text, types, value
-from zfsnas.collector import Context, Report
+from zfsnas.collectors.base import Context, Report
 from zfsnas.collectors.disks import DisksCollector
 from zfsnas.refresh import BackgroundRefresher
-from zfsnas.sources.model import VdevStatus
+from zfsnas.sources.model import SourceError, VdevStatus
 
 TREE = FIXTURES / "linux-disks"
 PATHS = ["--path.procfs", str(TREE / "proc"), "--path.sysfs", str(TREE / "sys"),
@@ -75,7 +75,7 @@ def collector_with_pools(vdevs):
     args = build_parser().parse_args(PATHS)
     status = BackgroundRefresher("zpool_status", lambda: vdevs, 60)
     status.refresh_now()
-    return DisksCollector(Context(kstat=None, commands=None, args=args, shared={"zpool_status": status}))
+    return DisksCollector(Context(kstat=None, commands=None, args=args, zpool_status=status))
 
 
 def test_cache_and_spare_membership_from_pools_collector():
@@ -89,11 +89,17 @@ def test_cache_and_spare_membership_from_pools_collector():
     assert report.ok
 
 
-def test_shared_status_that_failed_or_is_odd_is_ignored():
-    collector = collector_with_pools(None)
-    assert collector._vdevs() == []
-    collector.ctx.shared["zpool_status"] = object()
-    assert collector._vdevs() == []
+def test_zpool_status_that_failed_or_is_absent_is_ignored():
+    collector = collector_with_pools(None)  # read, but nothing in it
+    assert collector.ctx.vdevs() == []
+
+    def failing():
+        raise SourceError("zpool status exited with status 1")
+
+    collector.ctx.zpool_status = BackgroundRefresher("zpool_status", failing, 60)
+    assert not collector.ctx.zpool_status.refresh_now() and collector.ctx.vdevs() == []
+    collector.ctx.zpool_status = None  # the pools collector switched off
+    assert collector.ctx.vdevs() == []
     collector.inventory.rescan()
     assert len(collector.identities()) == 7
 

@@ -1,10 +1,9 @@
 """Collector `txg`: txgs counted once across scrapes, gaps accounted for, histograms cumulative."""
 
-import shutil
 
 import pytest
 
-from tests.conftest import linux_tree, scrape_text, value
+from tests.conftest import copy_tree, linux_tree, scrape_text, value
 from zfsnas.cli import build_exporter
 from zfsnas.collectors.txg import TxgAccumulator, dirty_ratio_bounds, tx_assign_buckets
 from zfsnas.sources.kstat import Txg, parse_txgs
@@ -98,8 +97,7 @@ def served(root, exporter=None):
 
 
 def test_collector_on_fixture_and_across_scrapes(tmp_path):
-    root = tmp_path / "t"
-    shutil.copytree(linux_tree("2.3.2"), root)
+    root = copy_tree(tmp_path / "t")
     txgs_path = root / "proc/spl/kstat/zfs/tank/txgs"
     exporter, text = served(root)
     rows = parse_txgs(txgs_path.read_text())

@@ -4,9 +4,10 @@ import pytest
 
 from tests.conftest import FIXTURES, samples, types, value
 from zfsnas.cli import build_parser
-from zfsnas.collector import Context, ScrapeCollector
+from zfsnas.collectors.base import Context
 from zfsnas.collectors.vdevlatency import VdevLatencyCollector
 from zfsnas.exposition import render
+from zfsnas.scrape import ScrapeCollector
 from zfsnas.sources.model import SourceError
 
 WD1 = "/dev/disk/by-id/ata-WDC_WD40EFRX-68N32N0_WD-WCC7K1AAAAAA-part1"
@@ -85,7 +86,7 @@ def test_no_pools_is_empty_not_a_failure():
 
 
 def test_families_built_once_per_refresh():
-    from zfsnas.collector import Report
+    from zfsnas.collectors.base import Report
     args = build_parser().parse_args([])
     collector = VdevLatencyCollector(Context(kstat=None, commands=RecordedZpool("2.3.2"), args=args))
     first = collector.collect(Report("vdevlatency"))
@@ -122,7 +123,7 @@ def test_a_hung_zpool_never_holds_a_scrape():
     import threading
     import time as clock
 
-    from zfsnas.collector import Report
+    from zfsnas.collectors.base import Report
     release = threading.Event()
 
     class Hung(RecordedZpool):

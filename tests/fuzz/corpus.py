@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.conftest import copy_commands, copy_tree
 from tests.fuzz.standin import write_dispatcher
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
@@ -74,11 +75,8 @@ def base_tree(work: Path) -> Path:
     base = work / "base"
     if base.exists():
         return base
-    shutil.copytree(FIXTURES / "linux-zfs-2.3.2", base)
-    shutil.copytree(FIXTURES / "linux-disks" / "proc", base / "proc", dirs_exist_ok=True)
-    shutil.copytree(FIXTURES / "linux-disks" / "sys", base / "sys", dirs_exist_ok=True)
-    shutil.copytree(FIXTURES / "linux-disks" / "udev", base / "udev")
-    shutil.copytree(FIXTURES / "commands" / "zfs-2.3", base / "commands")
+    copy_tree(base, "2.3.2", disks=True)
+    copy_commands(base / "commands")
     make_bench_db(base / "bench.sqlite")
     write_dispatcher(base / "commands")
     return base

@@ -8,11 +8,15 @@ import subprocess
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import free_port
 from tests.integration.daemon import stop_process, wait_ready
+from tests.integration.exporter_process import ExporterProcess
 
 
 def prometheus_binary() -> str:
@@ -86,3 +90,24 @@ class Prometheus(PrometheusClient):
     def stop(self) -> None:
         stop_process(self.proc)
         self._log.close()
+
+
+@contextmanager
+def exporter_and_prometheus(workdir: Path, *flags: str, wait_up: bool = True,
+                            **prometheus_options) -> Iterator[tuple[ExporterProcess, Prometheus]]:
+    """The exporter process with `flags` and a Prometheus scraping it every second (job `zfsnas`),
+    both on free ports with their logs under `workdir`; with `wait_up`, the block starts once
+    Prometheus has scraped the exporter. Both are stopped whatever happens in the block."""
+    started: list = []
+    try:
+        exporter = ExporterProcess(free_port(), *flags, log_path=workdir / "exporter.log")
+        started.append(exporter)
+        exporter.wait_ready()
+        prom = Prometheus(workdir / "prom", free_port(), [f"127.0.0.1:{exporter.port}"], **prometheus_options)
+        started.append(prom)
+        if wait_up:
+            prom.wait_for('up{job="zfsnas"} == 1')
+        yield exporter, prom
+    finally:
+        for daemon in reversed(started):
+            daemon.stop()

@@ -15,9 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.bench.configs import MIRRORS, configuration
-from tests.conftest import free_port
-from tests.integration.exporter_process import ExporterProcess
-from tests.integration.prometheus import Prometheus
+from tests.integration.prometheus import exporter_and_prometheus
 from zfsnas.bench.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,20 +44,10 @@ def record(db: Path, config, throughput: float, finished: float) -> None:
 @pytest.fixture
 def prometheus(tmp_path):
     db = tmp_path / "bench.sqlite"
-    started = []
-    try:
-        exporter = ExporterProcess(free_port(), "--collector.disable-defaults", "--collector.bench", "--bench.db",
-                                   str(db), "--bench.refresh-interval=1", log_path=tmp_path / "exporter.log")
-        started.append(exporter)
-        exporter.wait_ready()
-        prom = Prometheus(tmp_path / "prom", free_port(), [f"127.0.0.1:{exporter.port}"],
-                          rule_files=[str(ROOT / "alerts" / "zfsnas.rules.yml")], target_labels={"instance": "nas1"})
-        started.append(prom)
-        prom.wait_for('up{job="zfsnas"} == 1')
+    with exporter_and_prometheus(tmp_path, "--collector.disable-defaults", "--collector.bench", "--bench.db", str(db),
+                                 "--bench.refresh-interval=1", rule_files=[str(ROOT / "alerts" / "zfsnas.rules.yml")],
+                                 target_labels={"instance": "nas1"}) as (_, prom):
         yield prom, db
-    finally:
-        for daemon in reversed(started):
-            daemon.stop()
 
 
 def test_only_a_configuration_slower_than_its_own_history_fires(prometheus):

@@ -5,17 +5,14 @@ changes, with their old and new values, at the time they happened, and nothing e
 
 from __future__ import annotations
 
-import shlex
-import shutil
-import sys
 import time
 
 import pytest
 
-from tests.conftest import FIXTURES, free_port, linux_tree
+from tests.conftest import copy_commands, copy_tree, zfs_commands
 from tests.dashboards.queries import NAMES, SUBSTITUTIONS, change_queries
-from tests.integration.exporter_process import ExporterProcess
-from tests.integration.prometheus import Prometheus
+from tests.integration.kernel import write_atomically
+from tests.integration.prometheus import exporter_and_prometheus
 
 OLD_MAX, NEW_MAX = 4294967296, 17179869184  # zfs_dirty_data_max 4 GiB -> 16 GiB
 
@@ -32,27 +29,17 @@ def set_compression(listing, dataset: str, compression: str) -> None:
     for row in rows:
         if row[0] == dataset:
             row[16] = compression  # the `compression` column of the recorded zfs list
-    tmp = listing.with_suffix(".tmp")
-    tmp.write_text("".join("\t".join(row) + "\n" for row in rows))
-    tmp.replace(listing)
+    write_atomically(listing, "".join("\t".join(row) + "\n" for row in rows))
 
 
 @pytest.fixture(scope="module")
 def changed(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("changes")
-    root, commands = tmp / "tree", tmp / "commands"
-    shutil.copytree(linux_tree("2.3.2"), root)
-    shutil.copytree(FIXTURES / "commands" / "zfs-2.3", commands)
-    prefix = shlex.join([sys.executable, str(FIXTURES / "commands" / "standin.py"), str(commands)])
-    exporter = ExporterProcess(free_port(), "--path.procfs", str(root / "proc"), "--path.sysfs", str(root / "sys"),
-                               "--collector.disable-defaults", "--collector.tunables", "--collector.datasets",
-                               "--tunables.refresh-interval=1", "--datasets.refresh-interval=1",
-                               "--datasets.snapshots=off", "--zfs.command-prefix", prefix,
-                               log_path=tmp / "exporter.log")
-    prom = None
-    try:
-        exporter.wait_ready()
-        prom = Prometheus(tmp / "prom", free_port(), [f"127.0.0.1:{exporter.port}"])
+    root, commands = copy_tree(tmp / "tree"), copy_commands(tmp / "commands")
+    with exporter_and_prometheus(tmp, "--path.procfs", str(root / "proc"), "--path.sysfs", str(root / "sys"),
+                                 "--collector.disable-defaults", "--collector.tunables", "--collector.datasets",
+                                 "--tunables.refresh-interval=1", "--datasets.refresh-interval=1",
+                                 "--datasets.snapshots=off", *zfs_commands(commands), wait_up=False) as (_, prom):
         prom.wait_for('zfs_dataset_info{dataset="tank/media", compression="lz4"}')
         prom.wait_for(f'zfs_module_parameter{{name="zfs_dirty_data_max"}} == {OLD_MAX}')
         start = time.time()
@@ -67,10 +54,6 @@ def changed(tmp_path_factory):
         time.sleep(4)
         yield {"prom": prom, "start": start, "end": time.time(), "parameter": parameter_changed,
                "property": property_changed}
-    finally:
-        if prom:
-            prom.stop()
-        exporter.stop()
 
 
 def annotations(changed, expr: str) -> list[tuple[dict, list[float]]]:

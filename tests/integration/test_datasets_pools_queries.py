@@ -5,9 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import free_port, linux_tree, zfs_commands
-from tests.integration.exporter_process import ExporterProcess
-from tests.integration.prometheus import Prometheus
+from tests.conftest import linux_tree, zfs_commands
+from tests.integration.prometheus import exporter_and_prometheus
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "datasets-pools.md"
 ROOT = linux_tree("2.3.2")
@@ -33,19 +32,12 @@ def test_doc_lists_queries():
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("queries")
-    port = free_port()
-    exporter = ExporterProcess(port, "--path.procfs", str(ROOT / "proc"), "--path.sysfs", str(ROOT / "sys"),
-                               *zfs_commands("2.3"), log_path=tmp / "exporter.log")
-    exporter.wait_ready()
-    prom = Prometheus(tmp / "prom", free_port(), [f"127.0.0.1:{port}"])
-    try:
+    with exporter_and_prometheus(tmp, "--path.procfs", str(ROOT / "proc"), "--path.sysfs", str(ROOT / "sys"),
+                                 *zfs_commands("2.3"), wait_up=False) as (_, prom):
         prom.wait_for('zfs_exporter_source_success{source="zfs_snapshots"} == 1')
         prom.wait_for('zfs_exporter_source_success{source="zpool_status"} == 1')
         prom.wait_for('zfs_dataset_snapshots')
         yield prom
-    finally:
-        prom.stop()
-        exporter.stop()
 
 
 def test_every_doc_query_runs(prometheus):

@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import samples, scrape_text, value
 from zfsnas.cli import build_parser
-from zfsnas.collector import Context
+from zfsnas.collectors.base import Context
 from zfsnas.collectors.disks import DisksCollector
 from zfsnas.sources.diskstats import read_diskstats
 
@@ -24,6 +24,7 @@ HAS_UDEV_DB = Path("/run/udev/data").is_dir()
 
 def real_disks():
     import re
+
     from zfsnas.collectors.disks import DEFAULT_EXCLUDE
     return sorted(d for d in os.listdir("/sys/block") if not re.search(DEFAULT_EXCLUDE, d))
 

@@ -12,23 +12,19 @@ only the `nas` label tells them apart, as when two people copy the same stack.
 
 from __future__ import annotations
 
-import json
 import math
 import re
-import shlex
-import shutil
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES, free_port, linux_tree
+from tests.conftest import copy_commands, copy_tree, free_port, zfs_commands
 from tests.dashboards.queries import Query, all_queries, legend_problems, render_legend
 from tests.integration.daemon import Daemon
 from tests.integration.exporter_process import ExporterProcess
-from tests.integration.test_prometheus_scrape import RATE, TxgWriter
-from tests.integration.test_stack import GiB, Kernel, start_alertmanager, store_result
+from tests.integration.kernel import RATE, Kernel, TxgWriter
+from tests.integration.test_stack import GiB, start_alertmanager, store_result
 from tests.integration.victoria import PrometheusAgent, VictoriaMetrics, Vmalert
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,23 +37,9 @@ NAS = {  # name -> (kstat tree, command recordings, zpool iostat captures, lates
 }
 
 
-def nas_tree(tmp: Path, version: str) -> Path:
-    root = tmp / "tree"
-    shutil.copytree(linux_tree(version), root)
-    for part in ("proc", "sys", "udev"):
-        shutil.copytree(FIXTURES / "linux-disks" / part, root / part, dirs_exist_ok=True)
-    return root
-
-
 def nas_commands(tmp: Path, name: str, recordings: str, iostat: str) -> Path:
     """The stand-in's recordings for one NAS; on b, tank is 85 % full."""
-    commands = tmp / "commands"
-    shutil.copytree(FIXTURES / "commands" / recordings, commands)
-    index = json.loads((commands / "index.json").read_text())
-    for flag, capture in (("-HpPvw", "iostat-w.txt"), ("-HpPvq", "iostat-q.txt")):
-        shutil.copy(FIXTURES / "linux-disks" / iostat / capture, commands / capture)
-        index["commands"][f"zpool iostat {flag}"] = capture
-    (commands / "index.json").write_text(json.dumps(index, indent=1))
+    commands = copy_commands(tmp / "commands", recordings, iostat)
     if name == "b":
         listing = commands / "zpool-list.txt"
         rows = [line.split("\t") for line in listing.read_text().splitlines()]
@@ -69,9 +51,8 @@ def nas_commands(tmp: Path, name: str, recordings: str, iostat: str) -> Path:
 
 
 def nas_flags(root: Path, commands: Path, bench_db: Path) -> list[str]:
-    prefix = [sys.executable, str(FIXTURES / "commands" / "standin.py"), str(commands)]
     return ["--path.procfs", str(root / "proc"), "--path.sysfs", str(root / "sys"),
-            "--path.udev.data", str(root / "udev" / "data"), "--zfs.command-prefix", shlex.join(prefix),
+            "--path.udev.data", str(root / "udev" / "data"), *zfs_commands(commands),
             "--collector.vdevlatency", "--bench.db", str(bench_db),
             *[f"--{name}.refresh-interval=1" for name in ("pools", "datasets", "vdevlatency", "bench")]]
 
@@ -97,7 +78,7 @@ def fleet(tmp_path_factory):
         for name, (version, recordings, iostat, latest) in NAS.items():
             home = tmp / name
             home.mkdir()
-            root = nas_tree(home, version)
+            root = copy_tree(home / "tree", version, disks=True)
             bench_db = home / "bench.sqlite"
             for n, throughput in enumerate((1.00 * GiB, 1.04 * GiB, 0.98 * GiB, latest)):
                 store_result(bench_db, throughput, now - 3600 * (4 - n))
@@ -126,7 +107,7 @@ def fleet(tmp_path_factory):
             d for d in started if isinstance(d, PrometheusAgent)], "tmp": tmp}
     finally:
         for thread in threads:
-            thread.stop_event.set()
+            thread.stop()
         for daemon in reversed(started):
             daemon.stop()
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import linux_tree, samples, value
+from tests.conftest import copy_tree, samples, value
 from tests.integration.exporter_process import ExporterProcess
 
 KSTAT = Path("proc/spl/kstat/zfs")
@@ -33,8 +33,7 @@ def breakers():
 @pytest.mark.parametrize("case", sorted(breakers()))
 def test_broken_file_fails_one_collector(case, tmp_path, port):
     name, breaker, failing, surviving = breakers()[case]
-    root = tmp_path / "t"
-    shutil.copytree(linux_tree("2.3.2"), root)
+    root = copy_tree(tmp_path / "t")
     breaker(root / KSTAT / name)
     # Only the kstat collectors: the zfs/zpool command collectors have their own resilience tests.
     with ExporterProcess(port, "--path.procfs", str(root / "proc"), "--path.sysfs", str(root / "sys"),
@@ -56,8 +55,7 @@ def test_broken_file_fails_one_collector(case, tmp_path, port):
 
 
 def test_pool_exported_between_scrapes_and_back(tmp_path, port):
-    root = tmp_path / "t"
-    shutil.copytree(linux_tree("2.3.2"), root)
+    root = copy_tree(tmp_path / "t")
     backup = root / KSTAT / "backup"
     with ExporterProcess(port, "--path.procfs", str(root / "proc"), "--path.sysfs", str(root / "sys"),
                          log_path=tmp_path / "log") as exp:

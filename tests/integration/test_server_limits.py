@@ -15,7 +15,8 @@ import pytest
 
 from tests.integration.test_server import make_cert
 from zfsnas import server as server_module
-from zfsnas.collector import Collector, Context, Report, ScrapeCollector
+from zfsnas.collectors.base import Collector, Context, Report
+from zfsnas.scrape import ScrapeCollector
 from zfsnas.server import make_server, serve_in_thread
 from zfsnas.webconfig import WebConfig
 

@@ -17,9 +17,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import shlex
-import shutil
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -27,12 +24,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES, free_port, linux_tree
+from tests.conftest import copy_commands, copy_tree, free_port, zfs_commands
 from tests.dashboards.queries import all_queries, legend_problems, render_legend
 from tests.integration.daemon import Daemon
 from tests.integration.exporter_process import ExporterProcess
 from tests.integration.prometheus import Prometheus
-from tests.integration.test_prometheus_scrape import TxgWriter
+from tests.integration.kernel import Kernel, TxgWriter
 from tests.bench.configs import configuration
 from zfsnas.bench.store import Store
 
@@ -42,95 +39,11 @@ BENCH = {"matrix": "ci", "workload": "seqwrite", "size": "64M"}
 GiB = 1 << 30
 
 
-# --- the kernel and the disks change between scrapes ------------------------------------------------
-
-def arcstats_step(name: str) -> int:
-    """ARC counters grow by 9 hits per miss: a 90 % hit ratio."""
-    if name == "hits":
-        return 873
-    if name.endswith(("hits", "misses")) or name in ("deleted", "evict_skip", "evict_not_enough", "l2_read_bytes",
-                                                        "l2_write_bytes"):
-        return 97
-    return 0
-
-
-STEPS = {  # kstat file (relative to proc/spl/kstat/zfs) -> how much each row grows per tick
-    "arcstats": arcstats_step,
-    "dmu_tx": lambda name: 13,
-    "tank/dmu_tx_assign": lambda name: 3 if name.endswith("ns") else 0,
-}
-
-
-def objset_step(name: str) -> int:
-    return 4099 if name in ("writes", "nwritten", "reads", "nread") else 0
-
-
-def bump_named_kstat(path: Path, step) -> None:
-    lines = path.read_text().splitlines()
-    for i, line in enumerate(lines[2:], start=2):
-        name, kind, data = line.rsplit(None, 2)
-        if kind in ("1", "2", "3", "4", "5", "6") and (grow := step(name.strip())):
-            lines[i] = f"{name:<32}{kind:<5}{int(data) + grow}"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("\n".join(lines) + "\n")
-    tmp.replace(path)
-
-
-class Kernel(threading.Thread):
-    """Plays ZFS and the block layer: counters in kstats and /proc/diskstats grow every 0.25 s."""
-
-    def __init__(self, root: Path):
-        super().__init__(daemon=True)
-        self.root = root
-        self.kstat = root / "proc/spl/kstat/zfs"
-        self.stop_event = threading.Event()
-
-    def run(self):
-        diskstats = self.root / "proc/diskstats"
-        while not self.stop_event.wait(0.25):
-            for name, step in STEPS.items():
-                bump_named_kstat(self.kstat / name, step)
-            for objset in self.kstat.glob("*/objset-0x*"):
-                bump_named_kstat(objset, objset_step)
-            if diskstats.exists():
-                rows = [line.split() for line in diskstats.read_text().splitlines()]
-                for row in rows:  # reads, sectors read, read ms, writes, sectors written, write ms, io ms
-                    for col, step in ((3, 5), (5, 2048), (6, 7), (7, 9), (9, 4096), (10, 11), (12, 200)):
-                        if len(row) > col:
-                            row[col] = str(int(row[col]) + step)
-                tmp = diskstats.with_suffix(".tmp")
-                tmp.write_text("".join(" ".join(r) + "\n" for r in rows))
-                tmp.replace(diskstats)
-
-
-def build_tree(tmp: Path) -> Path:
-    """The 2.3.2 kstat tree with the disk tree (diskstats, sysfs block devices, udev data) laid over it."""
-    root = tmp / "tree"
-    shutil.copytree(linux_tree("2.3.2"), root)
-    for part in ("proc", "sys", "udev"):
-        shutil.copytree(FIXTURES / "linux-disks" / part, root / part, dirs_exist_ok=True)
-    return root
-
-
-def command_recordings(tmp: Path) -> Path:
-    """One stand-in directory for every zfs/zpool command the collectors run: the OpenZFS 2.3
-    recordings of `zfs list` / `zpool list|status` plus the `zpool iostat` ones of the disk tree."""
-    commands = tmp / "commands"
-    shutil.copytree(FIXTURES / "commands" / "zfs-2.3", commands)
-    index = json.loads((commands / "index.json").read_text())
-    iostat = FIXTURES / "linux-disks" / "zpool-2.3.2"
-    for flag, name in (("-HpPvw", "iostat-w.txt"), ("-HpPvq", "iostat-q.txt")):
-        shutil.copy(iostat / name, commands / name)
-        index["commands"][f"zpool iostat {flag}"] = name
-    (commands / "index.json").write_text(json.dumps(index, indent=1))
-    return commands
-
-
 def exporter_flags(root: Path, tmp: Path, bench_db: Path) -> list[str]:
     """Every collector on, zfs/zpool replaced by the stand-in, refreshes every second."""
-    prefix = [sys.executable, str(FIXTURES / "commands" / "standin.py"), str(command_recordings(tmp))]
+    commands = copy_commands(tmp / "commands", iostat="zpool-2.3.2")
     return ["--path.procfs", str(root / "proc"), "--path.sysfs", str(root / "sys"),
-            "--path.udev.data", str(root / "udev" / "data"), "--zfs.command-prefix", shlex.join(prefix),
+            "--path.udev.data", str(root / "udev" / "data"), *zfs_commands(commands),
             "--collector.vdevlatency", "--bench.db", str(bench_db),
             *[f"--{name}.refresh-interval=1" for name in ("pools", "datasets", "vdevlatency", "bench")]]
 
@@ -196,7 +109,7 @@ def start_alertmanager(tmp: Path, started: list) -> tuple[Webhook, int]:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("stack")
-    root = build_tree(tmp)
+    root = copy_tree(tmp / "tree", disks=True)
     bench_db = tmp / "bench.sqlite"
     now = time.time()
     for n, throughput in enumerate((1.00 * GiB, 1.04 * GiB, 0.98 * GiB)):
@@ -229,10 +142,8 @@ def stack(tmp_path_factory):
     finally:
         for daemon in reversed(started):
             daemon.stop()
-        kernel.stop_event.set()
-        txgs.stop_event.set()
-        kernel.join()
-        txgs.join()
+        kernel.stop()
+        txgs.stop()
 
 
 FALLBACK = " or vector(0)"

@@ -10,9 +10,8 @@ import time
 
 import pytest
 
-from tests.conftest import FIXTURES, free_port, linux_tree
-from tests.integration.exporter_process import ExporterProcess
-from tests.integration.prometheus import Prometheus
+from tests.conftest import FIXTURES, linux_tree
+from tests.integration.prometheus import exporter_and_prometheus
 
 WD1 = "/dev/disk/by-id/ata-WDC_WD40EFRX-68N32N0_WD-WCC7K1AAAAAA-part1"
 FAKE_ZPOOL = """#!{python}
@@ -39,26 +38,20 @@ def test_latency_heatmap_and_quantile(tmp_path):
                                       start=time.time()))
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     tree = linux_tree("2.3.2")
-    port = free_port()
-    with ExporterProcess(port, "--path.procfs", str(tree / "proc"), "--path.sysfs", str(tree / "sys"),
-                         "--collector.disable-defaults", "--collector.vdevlatency",
-                         "--vdevlatency.refresh-interval", "1", "--zfs.command-prefix", str(fake),
-                         log_path=tmp_path / "exporter.log") as exporter:
-        exporter.wait_ready()
-        prom = Prometheus(tmp_path / "prom", free_port(), [f"127.0.0.1:{port}"])
-        try:
-            prom.wait_for('zfs_vdev_latency_seconds_count')
-            time.sleep(8)
-            selector = f'vdev="{WD1}", type="disk_wait", io="read"'
-            heatmap = prom.query(f"sum by (le) (rate(zfs_vdev_latency_seconds_bucket{{{selector}}}[6s]))")
-            assert len(heatmap) == 38  # 37 power-of-two buckets and +Inf
-            per_le = {r["metric"]["le"]: float(r["value"][1]) for r in heatmap}
-            # The recorded counts per second; the stand-in steps once a second and the refresh samples it
-            # when a busy machine lets it, so the rate over 6 s is only near the step rate.
-            assert per_le["+Inf"] == pytest.approx(2 * 2280 + 2 * 2820 + 3000, rel=0.5)
-            median = prom.scalar(f"histogram_quantile(0.5, sum by (le) (rate(zfs_vdev_latency_seconds_bucket{{{selector}}}[6s])))")
-            assert (2 ** 18 - 1) * 1e-9 < median <= (2 ** 19 - 1) * 1e-9  # inside the hump's middle bucket
-            assert prom.scalar(f'zfs_vdev_queue_pending{{pool="tank", vdev="raidz2-0", class="sync_read"}}') == 2
-            assert prom.scalar('zfs_exporter_collector_success{collector="vdevlatency"}') == 1
-        finally:
-            prom.stop()
+    with exporter_and_prometheus(tmp_path, "--path.procfs", str(tree / "proc"), "--path.sysfs", str(tree / "sys"),
+                                 "--collector.disable-defaults", "--collector.vdevlatency",
+                                 "--vdevlatency.refresh-interval", "1", "--zfs.command-prefix", str(fake),
+                                 wait_up=False) as (_, prom):
+        prom.wait_for('zfs_vdev_latency_seconds_count')
+        time.sleep(8)
+        selector = f'vdev="{WD1}", type="disk_wait", io="read"'
+        heatmap = prom.query(f"sum by (le) (rate(zfs_vdev_latency_seconds_bucket{{{selector}}}[6s]))")
+        assert len(heatmap) == 38  # 37 power-of-two buckets and +Inf
+        per_le = {r["metric"]["le"]: float(r["value"][1]) for r in heatmap}
+        # The recorded counts per second; the stand-in steps once a second and the refresh samples it
+        # when a busy machine lets it, so the rate over 6 s is only near the step rate.
+        assert per_le["+Inf"] == pytest.approx(2 * 2280 + 2 * 2820 + 3000, rel=0.5)
+        median = prom.scalar(f"histogram_quantile(0.5, sum by (le) (rate(zfs_vdev_latency_seconds_bucket{{{selector}}}[6s])))")
+        assert (2 ** 18 - 1) * 1e-9 < median <= (2 ** 19 - 1) * 1e-9  # inside the hump's middle bucket
+        assert prom.scalar(f'zfs_vdev_queue_pending{{pool="tank", vdev="raidz2-0", class="sync_read"}}') == 2
+        assert prom.scalar('zfs_exporter_collector_success{collector="vdevlatency"}') == 1

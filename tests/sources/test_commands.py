@@ -84,3 +84,55 @@ def test_stderr_is_read_from_its_end_only():
     with pytest.raises(SourceError) as err:
         runner.run([sys.executable, "-c", script])
     assert str(err.value).endswith("exited with status 1: cannot open tank: no such pool")
+
+
+def timed_threads(runner: CommandRunner, argv: list[str], count: int) -> tuple[float, list]:
+    """Run `argv` from `count` threads at once; (seconds until all ended, results or errors)."""
+    import threading
+
+    results: list = []
+
+    def one() -> None:
+        try:
+            results.append(runner.run(argv))
+        except SourceError as exc:
+            results.append(exc)
+
+    threads = [threading.Thread(target=one) for _ in range(count)]
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    return time.monotonic() - started, results
+
+
+def test_one_at_a_time_programs_wait_for_each_other_others_do_not():
+    sleeper = [sys.executable, "-c", "import time; time.sleep(0.4); print('ok')"]
+    serial, results = timed_threads(CommandRunner(timeout=30, one_at_a_time={sys.executable}), sleeper, 3)
+    assert results == ["ok\n"] * 3 and serial >= 3 * 0.4
+    # the default set is zfs and zpool: anything else (FreeBSD's sysctl on the scrape path) never waits
+    parallel, results = timed_threads(CommandRunner(timeout=30), sleeper, 3)
+    assert results == ["ok\n"] * 3 and parallel < 2 * 0.4
+
+
+def test_close_kills_the_running_command_and_refuses_the_waiting_ones():
+    import threading
+
+    runner = CommandRunner(timeout=60, one_at_a_time={sys.executable})
+    hung = [sys.executable, "-c", "import time; print('hung', flush=True); time.sleep(60)"]
+    outcome: list = []
+    thread = threading.Thread(target=lambda: outcome.append(timed_threads(runner, hung, 3)))
+    thread.start()
+    time.sleep(1.0)  # one runs, two wait for their turn
+    assert len(runner._running) == 1
+    started = time.monotonic()
+    runner.close()
+    thread.join(10)
+    assert time.monotonic() - started < 5
+    _, results = outcome[0]
+    assert all(isinstance(r, SourceError) for r in results), results
+    assert sum(str(r) == "exporter shutting down: command not started" for r in results) == 2
+    assert sum("exited with status -9" in str(r) for r in results) == 1  # the hung one, killed
+    with pytest.raises(SourceError, match="exporter shutting down"):
+        runner.run(["true"])

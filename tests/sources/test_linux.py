@@ -4,7 +4,7 @@ import shutil
 
 import pytest
 
-from tests.conftest import LINUX_VERSIONS, linux_tree
+from tests.conftest import LINUX_VERSIONS, copy_tree, linux_tree
 from zfsnas.sources.linux import ProcfsKstatSource
 from zfsnas.sources.model import SourceError
 
@@ -60,7 +60,7 @@ def test_no_zfs(tmp_path):
 
 
 def test_pool_vanished_between_listing_and_reading(tmp_path):
-    shutil.copytree(linux_tree("2.3.2"), tmp_path / "t")
+    copy_tree(tmp_path / "t")
     src = ProcfsKstatSource(str(tmp_path / "t/proc"), str(tmp_path / "t/sys"))
     assert "backup" in src.pools()
     shutil.rmtree(tmp_path / "t/proc/spl/kstat/zfs/backup")
@@ -71,7 +71,7 @@ def test_pool_vanished_between_listing_and_reading(tmp_path):
 
 
 def test_objset_unmounted_between_listing_and_reading_is_skipped(tmp_path, monkeypatch):
-    shutil.copytree(linux_tree("2.3.2"), tmp_path / "t")
+    copy_tree(tmp_path / "t")
     src = ProcfsKstatSource(str(tmp_path / "t/proc"), str(tmp_path / "t/sys"))
     original = src._optional
 

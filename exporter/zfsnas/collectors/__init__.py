@@ -5,8 +5,8 @@
 
 from __future__ import annotations
 
-from ..collector import Collector
 from . import arc, bench, datasets, disks, objset, pools, poolstats, tunables, txg, vdevlatency
+from .base import Collector
 
 ALL: list[type[Collector]] = [
     arc.ArcCollector,

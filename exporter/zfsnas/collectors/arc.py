@@ -13,13 +13,10 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 from dataclasses import dataclass
 
-if TYPE_CHECKING:
-    from prometheus_client.core import Metric
-
-from ..collector import Collector, Families, Report
+from ..exposition import Families, Family
+from .base import Collector, Report
 
 
 @dataclass(frozen=True)
@@ -39,28 +36,43 @@ _EXPLICIT: dict[str, ArcMetric] = {
     "c_max": ArcMetric("gauge", "zfs_arc_max_size_bytes", "Maximum ARC target size (arcstats c_max)."),
     "p": ArcMetric("gauge", "zfs_arc_mru_target_size_bytes", "Target size of the MRU list, OpenZFS < 2.2 (arcstats p)."),
     "hits": ArcMetric("counter", "zfs_arc_hits_total", "ARC reads served from the ARC (arcstats hits)."),
-    "iohits": ArcMetric("counter", "zfs_arc_iohits_total", "ARC reads that found their block already being read, OpenZFS >= 2.2."),
+    "iohits": ArcMetric("counter", "zfs_arc_iohits_total",
+                        "ARC reads that found their block already being read, OpenZFS >= 2.2."),
     "misses": ArcMetric("counter", "zfs_arc_misses_total", "ARC reads that went to disk (arcstats misses)."),
     "anon_size": ArcMetric("gauge", "zfs_arc_anon_size_bytes",
                            "Anonymous ARC buffers: dirty data not yet written, the live estimate of dirty data."),
-    "meta": ArcMetric("gauge", "zfs_arc_meta_target_ratio", "Share of the ARC targeted for metadata, OpenZFS >= 2.2 (arcstats meta / 2^32).", scale=2.0**-32),
-    "pd": ArcMetric("gauge", "zfs_arc_mru_data_target_ratio", "MRU share of ARC data, OpenZFS >= 2.2 (arcstats pd / 2^32).", scale=2.0**-32),
-    "pm": ArcMetric("gauge", "zfs_arc_mru_metadata_target_ratio", "MRU share of ARC metadata, OpenZFS >= 2.2 (arcstats pm / 2^32).", scale=2.0**-32),
+    "meta": ArcMetric("gauge", "zfs_arc_meta_target_ratio",
+                      "Share of the ARC targeted for metadata, OpenZFS >= 2.2 (arcstats meta / 2^32).", scale=2.0**-32),
+    "pd": ArcMetric("gauge", "zfs_arc_mru_data_target_ratio",
+                    "MRU share of ARC data, OpenZFS >= 2.2 (arcstats pd / 2^32).", scale=2.0**-32),
+    "pm": ArcMetric("gauge", "zfs_arc_mru_metadata_target_ratio",
+                    "MRU share of ARC metadata, OpenZFS >= 2.2 (arcstats pm / 2^32).", scale=2.0**-32),
     "l2_size": ArcMetric("gauge", "zfs_l2arc_size_bytes", "Logical size of the data held in L2ARC (arcstats l2_size)."),
-    "l2_asize": ArcMetric("gauge", "zfs_l2arc_allocated_bytes", "Space L2ARC data takes on the cache devices (arcstats l2_asize)."),
-    "l2_hdr_size": ArcMetric("gauge", "zfs_l2arc_header_bytes", "ARC memory taken by the headers of L2ARC buffers (arcstats l2_hdr_size)."),
+    "l2_asize": ArcMetric("gauge", "zfs_l2arc_allocated_bytes",
+                          "Space L2ARC data takes on the cache devices (arcstats l2_asize)."),
+    "l2_hdr_size": ArcMetric("gauge", "zfs_l2arc_header_bytes",
+                             "ARC memory taken by the headers of L2ARC buffers (arcstats l2_hdr_size)."),
     "l2_hits": ArcMetric("counter", "zfs_l2arc_hits_total", "Reads served from L2ARC (arcstats l2_hits)."),
     "l2_misses": ArcMetric("counter", "zfs_l2arc_misses_total", "ARC misses that L2ARC could not serve (arcstats l2_misses)."),
-    "l2_read_bytes": ArcMetric("counter", "zfs_l2arc_read_bytes_total", "Bytes read from L2ARC devices (arcstats l2_read_bytes)."),
-    "l2_write_bytes": ArcMetric("counter", "zfs_l2arc_written_bytes_total", "Bytes written to L2ARC devices (arcstats l2_write_bytes)."),
-    "memory_all_bytes": ArcMetric("gauge", "zfs_arc_memory_all_bytes", "Memory the ARC considers in total (arcstats memory_all_bytes)."),
-    "memory_free_bytes": ArcMetric("gauge", "zfs_arc_memory_free_bytes", "Free memory as the ARC sees it (arcstats memory_free_bytes)."),
-    "memory_available_bytes": ArcMetric("gauge", "zfs_arc_memory_available_bytes", "Memory available to the ARC; negative means the ARC must shrink (arcstats memory_available_bytes)."),
+    "l2_read_bytes": ArcMetric("counter", "zfs_l2arc_read_bytes_total",
+                               "Bytes read from L2ARC devices (arcstats l2_read_bytes)."),
+    "l2_write_bytes": ArcMetric("counter", "zfs_l2arc_written_bytes_total",
+                                "Bytes written to L2ARC devices (arcstats l2_write_bytes)."),
+    "memory_all_bytes": ArcMetric("gauge", "zfs_arc_memory_all_bytes",
+                                  "Memory the ARC considers in total (arcstats memory_all_bytes)."),
+    "memory_free_bytes": ArcMetric("gauge", "zfs_arc_memory_free_bytes",
+                                   "Free memory as the ARC sees it (arcstats memory_free_bytes)."),
+    "memory_available_bytes": ArcMetric("gauge", "zfs_arc_memory_available_bytes",
+                                        "Memory available to the ARC; negative means the ARC must shrink "
+                                        "(arcstats memory_available_bytes)."),
     "arc_loaned_bytes": ArcMetric("gauge", "zfs_arc_loaned_bytes", "ARC buffers loaned out (arcstats arc_loaned_bytes)."),
     "arc_no_grow": ArcMetric("gauge", "zfs_arc_no_grow", "1 while the ARC is not allowed to grow (arcstats arc_no_grow)."),
-    "l2_data_to_meta_ratio": ArcMetric("gauge", "zfs_l2arc_data_to_meta_ratio", "Ratio of L2ARC data to its log block metadata (arcstats l2_data_to_meta_ratio)."),
-    "l2_log_blk_count": ArcMetric("gauge", "zfs_l2arc_log_blocks", "L2ARC log blocks on the cache devices (arcstats l2_log_blk_count)."),
-    "cached_only_in_progress": ArcMetric("gauge", "zfs_arc_cached_only_in_progress", "Buffers being read in that are cached only (arcstats cached_only_in_progress)."),
+    "l2_data_to_meta_ratio": ArcMetric("gauge", "zfs_l2arc_data_to_meta_ratio",
+                                       "Ratio of L2ARC data to its log block metadata (arcstats l2_data_to_meta_ratio)."),
+    "l2_log_blk_count": ArcMetric("gauge", "zfs_l2arc_log_blocks",
+                                  "L2ARC log blocks on the cache devices (arcstats l2_log_blk_count)."),
+    "cached_only_in_progress": ArcMetric("gauge", "zfs_arc_cached_only_in_progress",
+                                         "Buffers being read in that are cached only (arcstats cached_only_in_progress)."),
 }
 
 # Fields counted as they happen but that are levels, not events.
@@ -131,5 +143,5 @@ class ArcCollector(Collector):
     name = "arc"
     description = "ARC and L2ARC from arcstats"
 
-    def collect(self, report: Report) -> Iterable["Metric"]:
+    def collect(self, report: Report) -> Iterable[Family]:
         return arc_families(self.ctx.kstat.arcstats().values)

@@ -11,15 +11,12 @@ database serves nothing and success 1: no benchmark has run yet.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Sequence
 
-from ..collector import Families, RefreshingCollector, Report
+from ..exposition import Families, Family
 from ..refresh import BackgroundRefresher
 from ..sources.benchdb import BenchConfig, default_bench_db, read_bench_db
-
-if TYPE_CHECKING:
-    from prometheus_client.core import Metric
+from .base import Context, RefreshingCollector, Report
 
 # (metric, type, help, BenchConfig attribute)
 FAMILIES = (
@@ -49,16 +46,16 @@ class BenchCollector(RefreshingCollector):
         parser.add_argument("--bench.refresh-interval", dest="bench_refresh_interval", type=float, default=15.0,
                             help="seconds between reads of the benchmark database (default 15)")
 
-    def __init__(self, ctx):
+    def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         path = getattr(ctx.args, "bench_db", None) or default_bench_db()
         interval = getattr(ctx.args, "bench_refresh_interval", 15.0)
         self.refresher = BackgroundRefresher("bench_db", lambda: read_bench_db(path), interval)
 
-    def sources(self):
+    def sources(self) -> Sequence[BackgroundRefresher]:
         return (self.refresher,)
 
-    def collect(self, report: Report) -> Iterable["Metric"]:
+    def collect(self, report: Report) -> Iterable[Family]:
         families = Families()
         configs: list[BenchConfig] = self.current(self.refresher, report) or []
         for config in configs:

@@ -20,17 +20,12 @@ from __future__ import annotations
 
 import argparse
 import re
-import threading
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Sequence
 
-if TYPE_CHECKING:
-    from prometheus_client.core import Metric
-
-from ..collector import RefreshingCollector, Report
 from ..exposition import Family, FrozenFamily
 from ..refresh import BackgroundRefresher
 from ..sources.zfs_datasets import SETTINGS, Dataset, Snapshots, read_datasets, read_snapshots
+from .base import Context, RefreshingCollector, Report
 
 LABELS = ("pool", "dataset")
 # (property, metric, help); None-valued (`-`) properties are skipped.
@@ -80,7 +75,7 @@ def pool_selected(pool: str, include: re.Pattern | None, exclude: re.Pattern | N
 
 def build_families(datasets: list[Dataset]) -> list[Family]:
     """Every dataset family at once: done in the refresh thread, not at scrape time."""
-    families: dict[str, Family] = {}
+    families: dict[str, FrozenFamily] = {}
 
     def family(name: str, documentation: str, labels: tuple[str, ...] = LABELS) -> list:
         fam = families.get(name)
@@ -123,14 +118,12 @@ class DatasetsCollector(RefreshingCollector):
                             help="regular expression on the whole dataset name (e.g. 'tank/scratch(/.*)?'): "
                                  "matching datasets are not exported")
 
-    def __init__(self, ctx):
+    def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         args = ctx.args
         self.exclude = compile_pattern(getattr(args, "dataset_exclude", None), "--dataset.exclude")
         self.include_pool = compile_pattern(getattr(args, "pool_include", None), "--pool.include")
         self.exclude_pool = compile_pattern(getattr(args, "pool_exclude", None), "--pool.exclude")
-        # One zfs/zpool command at a time across the datasets and pools collectors.
-        self.command_lock = ctx.shared.setdefault("zfs_command_lock", threading.Lock())
         self.datasets = BackgroundRefresher("zfs_datasets", self._read_datasets,
                                             getattr(args, "datasets_refresh_interval", 60.0))
         self.snapshots = None
@@ -144,18 +137,16 @@ class DatasetsCollector(RefreshingCollector):
                 and not (self.exclude and self.exclude.fullmatch(name)))
 
     def _read_datasets(self) -> tuple[list[str], list[Family]]:
-        with self.command_lock:
-            datasets = [ds for ds in read_datasets(self.ctx.commands.run) if self._selected(ds.name)]
+        datasets = [ds for ds in read_datasets(self.ctx.commands.run) if self._selected(ds.name)]
         return [ds.name for ds in datasets], build_families(datasets)
 
     def _read_snapshots(self) -> dict[str, Snapshots]:
-        with self.command_lock:
-            return read_snapshots(self.ctx.commands.lines)
+        return read_snapshots(self.ctx.commands.lines)
 
-    def sources(self):
+    def sources(self) -> Sequence[BackgroundRefresher]:
         return tuple(s for s in (self.datasets, self.snapshots) if s is not None)
 
-    def collect(self, report: Report) -> Iterable["Metric"]:
+    def collect(self, report: Report) -> Iterable[Family]:
         value = self.current(self.datasets, report)
         if value is None:
             return []

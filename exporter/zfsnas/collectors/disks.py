@@ -12,7 +12,7 @@ The device list is kept in a `DeviceInventory`: rescanned in the background ever
 `--disks.rescan-interval` seconds (source `block_devices`) and, on a live system, kept current
 between rescans by a pyudev monitor, so a disk that is pulled drops out and one plugged in
 appears without a restart. Pool membership for disks whose partitions carry no pool label
-(cache, spare) comes from `zpool status` vdev guids when the `pools` collector shares them.
+(cache, spare) comes from `zpool status` vdev guids (`Context.vdevs()`) when the `pools` collector runs.
 """
 
 from __future__ import annotations
@@ -20,17 +20,15 @@ from __future__ import annotations
 import argparse
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from prometheus_client.core import Metric
-
-from ..collector import Families, RefreshingCollector, Report
+from ..exposition import Families, Family
 from ..refresh import BackgroundRefresher
 from ..sources.blockdevices import DeviceInventory, DiskIdentity, identify, scan_pyudev, scan_sysfs
 from ..sources.diskstats import SECTOR_BYTES, DiskStats, read_diskstats
+from .base import Context, RefreshingCollector, Report
 
 DEFAULT_EXCLUDE = r"^(loop|ram|zram|dm-|sr|fd)\d+$|^nvme\d+c\d+n\d+$"
 MS = 0.001
@@ -72,7 +70,7 @@ class DisksCollector(RefreshingCollector):
         parser.add_argument("--disks.hotplug", dest="disks_hotplug", action=argparse.BooleanOptionalAction,
                             default=True, help="follow disk hotplug with a pyudev monitor (default on)")
 
-    def __init__(self, ctx):
+    def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         args = ctx.args
         self.procfs = getattr(args, "procfs", "/proc")
@@ -94,11 +92,11 @@ class DisksCollector(RefreshingCollector):
 
     def _pyudev_context(self):
         if self._context is None:
-            import pyudev
+            import pyudev  # type: ignore[import-untyped]  # pyudev ships no type information
             self._context = pyudev.Context()
         return self._context
 
-    def sources(self):
+    def sources(self) -> Sequence[BackgroundRefresher]:
         return (self.refresher,)
 
     def start(self) -> None:
@@ -112,23 +110,11 @@ class DisksCollector(RefreshingCollector):
         self.inventory.stop_monitor()
         super().stop()
 
-    def _vdevs(self) -> list:
-        """Vdevs from the `pools` collector's `zpool status` refresher, when it runs."""
-        shared = self.ctx.shared.get("zpool_status")
-        if shared is None:
-            return []
-        try:
-            value = shared.state().value
-        except Exception:
-            return []
-        value = getattr(value, "vdevs", value)
-        return [v for v in value or () if hasattr(v, "guid") and hasattr(v, "pool")]
-
     def identities(self, devices=None) -> list[DiskIdentity]:
         devices = self.inventory.devices() if devices is None else devices
-        return [i for i in identify(devices, self._vdevs()) if not self.exclude.search(i.device)]
+        return [i for i in identify(devices, self.ctx.vdevs()) if not self.exclude.search(i.device)]
 
-    def collect(self, report: Report) -> Iterable["Metric"]:
+    def collect(self, report: Report) -> Iterable[Family]:
         self.current(self.refresher, report)  # the inventory itself holds the devices
         families = Families()
         devices = self.inventory.devices()

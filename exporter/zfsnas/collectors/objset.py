@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from prometheus_client.core import Metric
-
-from ..collector import Collector, Families, Report
+from ..exposition import Families, Family
+from .base import Collector, Report
 
 _NAMES = {
     "writes": ("zfs_dataset_writes_total", "Write operations on the dataset."),
@@ -44,7 +41,7 @@ class ObjsetCollector(Collector):
     name = "objset"
     description = "per-dataset I/O from objset kstats"
 
-    def collect(self, report: Report) -> Iterable["Metric"]:
+    def collect(self, report: Report) -> Iterable[Family]:
         families = Families()
         pools = self.list_pools(report)
         for pool in pools:

@@ -8,23 +8,19 @@ current one), `zfs_vdev_state{pool,vdev,vdev_guid,role,parent,state}` (1, one se
 
 Both commands run in the background (sources `zpool_list` and `zpool_status`, every
 `--pools.refresh-interval` seconds), never on the scrape path. The `zpool_status` refresher is
-published as `ctx.shared["zpool_status"]`; its value is a `sources.zpool.ZpoolStatus` (a
-`list[VdevStatus]` with `.pools`), which the `disks` collector reads to tie disks to vdevs.
+set as `Context.zpool_status`; its value is a `sources.zpool.ZpoolStatus` (a `list[VdevStatus]`
+with `.pools`), which `disks` and `vdevlatency` read through `Context.vdevs()`.
 """
 
 from __future__ import annotations
 
 import argparse
-import threading
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Sequence
 
-if TYPE_CHECKING:
-    from prometheus_client.core import Metric
-
-from ..collector import Families, RefreshingCollector, Report
+from ..exposition import Families, Family
 from ..refresh import BackgroundRefresher
 from ..sources.zpool import HEALTH_STATES, Pool, PoolStatus, ZpoolStatus, read_pools, read_status
+from .base import Context, RefreshingCollector, Report
 from .datasets import compile_pattern, pool_selected
 
 SPACE = (
@@ -61,32 +57,29 @@ class PoolsCollector(RefreshingCollector):
         parser.add_argument("--pool.exclude", dest="pool_exclude", default=None,
                             help="regular expression on the whole pool name: leave these pools out (pools and datasets)")
 
-    def __init__(self, ctx):
+    def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         args = ctx.args
         self.include = compile_pattern(getattr(args, "pool_include", None), "--pool.include")
         self.exclude = compile_pattern(getattr(args, "pool_exclude", None), "--pool.exclude")
         interval = getattr(args, "pools_refresh_interval", 60.0)
-        self.command_lock = ctx.shared.setdefault("zfs_command_lock", threading.Lock())
         self.pool_list = BackgroundRefresher("zpool_list", self._read_list, interval)
         self.status = BackgroundRefresher("zpool_status", self._read_status, interval)
-        ctx.shared["zpool_status"] = self.status
+        ctx.zpool_status = self.status
 
     def _read_list(self) -> list[Pool]:
-        with self.command_lock:
-            return read_pools(self.ctx.commands.run)
+        return read_pools(self.ctx.commands.run)
 
     def _read_status(self) -> ZpoolStatus:
-        with self.command_lock:
-            return read_status(self.ctx.commands.run)
+        return read_status(self.ctx.commands.run)
 
-    def sources(self):
+    def sources(self) -> Sequence[BackgroundRefresher]:
         return (self.pool_list, self.status)
 
     def _selected(self, pool: str) -> bool:
         return pool_selected(pool, self.include, self.exclude)
 
-    def collect(self, report: Report) -> Iterable["Metric"]:
+    def collect(self, report: Report) -> Iterable[Family]:
         families = Families()
         for pool in self.current(self.pool_list, report) or ():
             if self._selected(pool.name):

@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from prometheus_client.core import Metric
-
-from ..collector import Collector, Families, Report
+from ..exposition import Families, Family
+from .base import Collector, Report
 
 POOL_STATES = ("ONLINE", "DEGRADED", "FAULTED", "OFFLINE", "REMOVED", "UNAVAIL", "SUSPENDED")
 
@@ -48,7 +45,7 @@ class PoolstatsCollector(Collector):
     name = "poolstats"
     description = "pool state and I/O counters from pool kstats"
 
-    def collect(self, report: Report) -> Iterable["Metric"]:
+    def collect(self, report: Report) -> Iterable[Family]:
         kstat, families = self.ctx.kstat, Families()
         pools = self.list_pools(report)
         for pool in pools:

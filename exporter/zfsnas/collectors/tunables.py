@@ -11,14 +11,11 @@ every scrape.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Sequence
 
-if TYPE_CHECKING:
-    from prometheus_client.core import Metric
-
-from ..collector import Families, RefreshingCollector, Report
+from ..exposition import Families, Family
 from ..refresh import BackgroundRefresher
+from .base import Context, RefreshingCollector, Report
 
 
 def numeric(text: str) -> int | None:
@@ -37,7 +34,7 @@ class TunablesCollector(RefreshingCollector):
         parser.add_argument("--tunables.refresh-interval", dest="tunables_refresh_interval", type=float,
                             default=30.0, help="seconds between reads of the module parameters (default 30)")
 
-    def __init__(self, ctx):
+    def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         interval = getattr(ctx.args, "tunables_refresh_interval", 30.0)
         self.refresher = BackgroundRefresher("module_parameters", self._read, interval)
@@ -48,10 +45,10 @@ class TunablesCollector(RefreshingCollector):
                       if (value := numeric(text.strip())) is not None}
         return kstat.version(), dict(sorted(parameters.items()))
 
-    def sources(self):
+    def sources(self) -> Sequence[BackgroundRefresher]:
         return (self.refresher,)
 
-    def collect(self, report: Report) -> Iterable["Metric"]:
+    def collect(self, report: Report) -> Iterable[Family]:
         read = self.current(self.refresher, report)
         families = Families()
         if read is not None:

@@ -12,13 +12,10 @@ from __future__ import annotations
 import bisect
 import logging
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from prometheus_client.core import Metric
-
-from ..collector import Collector, Families, Report
+from ..exposition import Families, Family
 from ..sources.kstat import Txg, histogram_buckets
+from .base import Collector, Context, Report
 
 log = logging.getLogger("zfsnas")
 
@@ -112,12 +109,12 @@ class TxgCollector(Collector):
     name = "txg"
     description = "txgs, dirty data, tx-assign latency and write-throttle counters"
 
-    def __init__(self, ctx):
+    def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         self.accumulators: dict[str, TxgAccumulator] = {}
         self._history_off_logged: set[str] = set()
 
-    def collect(self, report: Report) -> Iterable["Metric"]:
+    def collect(self, report: Report) -> Iterable[Family]:
         kstat = self.ctx.kstat
         families = Families()
         dirty_max = delay_percent = None

@@ -15,18 +15,20 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Sequence
 
-if TYPE_CHECKING:
-    from prometheus_client.core import Metric
-
-from ..collector import Families, RefreshingCollector, Report
-from ..exposition import Family, FrozenFamily
+from ..exposition import Families, Family, FrozenFamily
 from ..refresh import BackgroundRefresher
 from ..sources.model import SourceError
-from ..sources.zpool_iostat import (LATENCY_HISTOGRAMS, QUEUE_DEPTHS, VdevLatency, VdevQueues,
-                                    parse_latency_histograms, parse_queue_depths)
+from ..sources.zpool_iostat import (
+    LATENCY_HISTOGRAMS,
+    QUEUE_DEPTHS,
+    VdevLatency,
+    VdevQueues,
+    parse_latency_histograms,
+    parse_queue_depths,
+)
+from .base import Context, RefreshingCollector, Report
 
 NS = 1e-9
 
@@ -41,19 +43,14 @@ class VdevLatencyCollector(RefreshingCollector):
         parser.add_argument("--vdevlatency.refresh-interval", dest="vdevlatency_refresh_interval", type=float,
                             default=60.0, help="seconds between runs of zpool iostat -w/-q (default 60)")
 
-    def __init__(self, ctx):
+    def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         interval = getattr(ctx.args, "vdevlatency_refresh_interval", 60.0)
         self.refresher = BackgroundRefresher("zpool_iostat", self._fetch, interval)
 
     def _known_pools(self) -> set[str] | None:
-        shared = self.ctx.shared.get("zpool_status")
-        try:
-            value = shared.state().value if shared is not None else None
-        except Exception:
-            return None
-        pools = {getattr(v, "pool", "") for v in getattr(value, "vdevs", value) or ()}
-        return {p for p in pools if p} or None
+        """The pools of the `pools` collector's last `zpool status`, None when it is not known."""
+        return {v.pool for v in self.ctx.vdevs() if v.pool} or None
 
     def _read(self) -> tuple[list[VdevLatency], list[VdevQueues]]:
         run = self.ctx.commands.run
@@ -73,11 +70,12 @@ class VdevLatencyCollector(RefreshingCollector):
         families = self._families(*self._read())
         return [_frozen(family) for family in families.families()]
 
-    def sources(self):
+    def sources(self) -> Sequence[BackgroundRefresher]:
         return (self.refresher,)
 
-    def collect(self, report: Report) -> Iterable["Metric"]:
-        return self.current(self.refresher, report) or []  # never runs zpool on the scrape path once started
+    def collect(self, report: Report) -> Iterable[Family]:
+        families = self.current(self.refresher, report)  # never runs zpool on the scrape path once started
+        return families or []
 
     @staticmethod
     def _families(latency: list[VdevLatency], queues: list[VdevQueues]) -> Families:
@@ -92,13 +90,13 @@ class VdevLatencyCollector(RefreshingCollector):
                 families.histogram("zfs_vdev_latency_seconds",
                                    "Latency of the vdev's I/Os since pool import, by queue stage (zpool iostat -w).",
                                    {"pool": vdev.pool, "vdev": vdev.vdev, "type": kind, "io": io}, cumulative, None)
-        for vdev in queues:
-            for cls, value in vdev.pending.items():
+        for queue in queues:
+            for cls, value in queue.pending.items():
                 families.gauge("zfs_vdev_queue_pending", "I/Os waiting in the vdev's queue, by class (zpool iostat -q).",
-                               {"pool": vdev.pool, "vdev": vdev.vdev, "class": cls}, value)
-            for cls, value in vdev.active.items():
+                               {"pool": queue.pool, "vdev": queue.vdev, "class": cls}, value)
+            for cls, value in queue.active.items():
                 families.gauge("zfs_vdev_queue_active", "I/Os issued to the vdev's disks, by class (zpool iostat -q).",
-                               {"pool": vdev.pool, "vdev": vdev.vdev, "class": cls}, value)
+                               {"pool": queue.pool, "vdev": queue.vdev, "class": cls}, value)
         return families
 
 

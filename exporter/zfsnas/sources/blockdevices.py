@@ -347,7 +347,7 @@ class DeviceInventory:
     # pyudev's Monitor in a thread; kernel events when no udev daemon is running (no /run/udev).
     def start_monitor(self, context: Any, udev_data: str | Path | None, source: str = "udev") -> bool:
         try:
-            import pyudev
+            import pyudev  # type: ignore[import-untyped]  # pyudev ships no type information
             monitor = pyudev.Monitor.from_netlink(context, source=source)
             monitor.filter_by("block")
             monitor.start()

@@ -10,6 +10,14 @@ Every command runs in its own process group with stdin closed, and is bounded th
 - error text: only the last `MAX_STDERR` bytes of stderr are read, for the one-line error.
 The optional prefix (e.g. `nsenter --target 1 --mount --`) lets an exporter in a container run
 the host's own userland, which must match the host's kernel module.
+
+One runner is shared by every collector, and it owns two rules of its own:
+- one `zfs`/`zpool` command at a time, whichever collector (or refresh thread) asks: they take the
+  pool configuration lock, and a NAS busy with a `zfs list` of thousands of snapshots should not
+  get a `zpool iostat` on top. A command's timeout starts when its turn comes. Other commands
+  (FreeBSD's `sysctl`, read on the scrape path) never wait behind them;
+- its lifetime: `close()` kills what runs and refuses what comes; whoever created the runner (the
+  exporter, at shutdown) calls it, once. A collector that stops never closes it for the others.
 """
 
 from __future__ import annotations
@@ -20,10 +28,12 @@ import shlex
 import signal
 import subprocess
 import tempfile
+import threading
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import closing
+from collections.abc import Collection, Generator, Iterator, Sequence
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
+from typing import IO
 
 from .model import SourceError
 
@@ -32,6 +42,7 @@ MAX_LINE_BYTES = 64 * 1024
 MAX_STDERR = 4096
 EOF_GRACE = 1.0
 _CHUNK = 65536
+ONE_AT_A_TIME = ("zfs", "zpool")  # programs the runner runs one at a time (see the module docstring)
 
 
 @dataclass(frozen=True)
@@ -66,19 +77,31 @@ class _Exit:
 
 
 class CommandRunner:
+    """Runs commands for every collector; `one_at_a_time` names the programs (argv[0], before the
+    prefix) that never run concurrently."""
+
     def __init__(self, prefix: Sequence[str] | str = (), timeout: float = 30.0,
-                 max_output: int = DEFAULT_MAX_OUTPUT):
+                 max_output: int = DEFAULT_MAX_OUTPUT, one_at_a_time: Collection[str] = ONE_AT_A_TIME):
         self.prefix = shlex.split(prefix) if isinstance(prefix, str) else list(prefix)
         self.timeout = timeout
         self.max_output = max_output
+        self.one_at_a_time = frozenset(one_at_a_time)
+        self._turn_lock = threading.Lock()   # held for the whole run of a one-at-a-time command
+        self._state_lock = threading.Lock()  # guards _running and _closed: close() races starts
         self._running: set[subprocess.Popen] = set()
         self._closed = False
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def close(self) -> None:
-        """Shutdown: kill every command still running and refuse new ones, so a hung `zpool` neither
-        outlives the exporter nor holds up its exit."""
-        self._closed = True
-        for proc in list(self._running):
+        """Shutdown: kill every command still running and refuse new ones (a command waiting for its
+        turn gives up too), so a hung `zpool` neither outlives the exporter nor holds up its exit."""
+        with self._state_lock:
+            self._closed = True
+            running = list(self._running)
+        for proc in running:
             _kill_group(proc)
 
     def run(self, argv: Sequence[str], timeout: float | None = None, max_output: int | None = None) -> str:
@@ -140,15 +163,19 @@ class CommandRunner:
         if pending and not skipping:
             yield pending.decode("utf-8", "surrogateescape")
 
-    def _chunks(self, argv: Sequence[str], timeout: float | None, status: _Exit | None = None) -> Iterator[bytes]:
-        """The command's stdout as it comes. The command is killed and reaped whenever this ends,
-        early or not; a timeout raises SourceError after the last chunk, and so does a non-zero exit
-        status unless `status` is given to receive it (with the stderr tail)."""
-        full = [*self.prefix, *argv]
-        limit = self.timeout if timeout is None else timeout
-        if self._closed:
-            raise SourceError("exporter shutting down: command not started")
-        with tempfile.TemporaryFile() as err:  # a file, not a pipe: stderr can never block stdout
+    @contextmanager
+    def _turn(self, argv: Sequence[str]) -> Iterator[None]:
+        """Wait for this command's turn (only `one_at_a_time` programs wait) and hold it until it ends."""
+        if argv and argv[0] in self.one_at_a_time:
+            with self._turn_lock:
+                yield
+        else:
+            yield
+
+    def _start(self, full: list[str], err: IO[bytes]) -> subprocess.Popen:
+        with self._state_lock:
+            if self._closed:
+                raise SourceError("exporter shutting down: command not started")
             try:
                 proc = subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
                                         start_new_session=True, env={**os.environ, "LC_ALL": "C"})
@@ -157,6 +184,22 @@ class CommandRunner:
             except OSError as exc:
                 raise SourceError(f"{full[0]}: {exc.strerror or exc}") from None
             self._running.add(proc)
+        return proc
+
+    def _chunks(self, argv: Sequence[str], timeout: float | None,
+                status: _Exit | None = None) -> Generator[bytes, None, None]:
+        """The command's stdout as it comes. The command is killed and reaped whenever this ends,
+        early or not; a timeout raises SourceError after the last chunk, and so does a non-zero exit
+        status unless `status` is given to receive it (with the stderr tail)."""
+        with self._turn(argv):
+            yield from self._stream(argv, timeout, status)
+
+    def _stream(self, argv: Sequence[str], timeout: float | None,
+                status: _Exit | None) -> Generator[bytes, None, None]:
+        full = [*self.prefix, *argv]
+        limit = self.timeout if timeout is None else timeout
+        with tempfile.TemporaryFile() as err:  # a file, not a pipe: stderr can never block stdout
+            proc = self._start(full, err)
             assert proc.stdout is not None
             fd = proc.stdout.fileno()
             os.set_blocking(fd, False)
@@ -186,7 +229,8 @@ class CommandRunner:
                         break
                     yield chunk
             finally:
-                self._running.discard(proc)
+                with self._state_lock:
+                    self._running.discard(proc)
                 proc.stdout.close()
                 _kill_group(proc)
             if timed_out:

@@ -9,6 +9,7 @@ by name. Tunables are `vfs.zfs.*`. For tests, the whole output can come from a f
 from __future__ import annotations
 
 import re
+
 from .commands import DEFAULT_MAX_OUTPUT, CommandRunner
 from .kstat import IO_COLUMNS, KstatFormatError, NamedKstat, Txg, parse_txgs
 from .model import Objset, SourceError, read_bounded
@@ -156,8 +157,10 @@ class SysctlKstatSource:
 
     def _int(self, name: str) -> int | None:
         text = self.values.get(name)
+        if text is None:
+            return None
         try:
-            return None if text is None else int(text)
+            return int(text)
         except ValueError:
             raise SourceError(f"sysctl {name} is not an integer: {text[:40]!r}") from None
 

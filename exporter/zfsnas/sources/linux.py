@@ -132,8 +132,10 @@ class ProcfsKstatSource:
 
     def _int_param(self, name: str) -> int | None:
         text = self._optional(self.module_dir / "parameters" / name)
+        if text is None:
+            return None
         try:
-            return None if text is None else int(text.strip())
+            return int(text.strip())
         except ValueError:
             raise SourceError(f"module parameter {name} is not an integer: {text.strip()[:40]!r}") from None
 

@@ -18,7 +18,7 @@ class SourceError(RuntimeError):
 MAX_FILE_BYTES = 4 * 1024 * 1024
 
 
-def read_bounded(path: "str | os.PathLike", limit: int = MAX_FILE_BYTES, encoding: str = "utf-8") -> str:
+def read_bounded(path: str | os.PathLike, limit: int = MAX_FILE_BYTES, encoding: str = "utf-8") -> str:
     """The file's text; SourceError when it holds more than `limit` bytes. Bytes that are not UTF-8
     are kept as surrogate escapes (like os.listdir's names): the renderer shows them as `\\xNN`
     and counts them, so two names differing only there stay two series.

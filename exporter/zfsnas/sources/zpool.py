@@ -12,8 +12,8 @@ It must not build metrics nor run anything but these commands.
 
 Shared value: `read_status` returns a `ZpoolStatus`, a `list[VdevStatus]` (every vdev of every pool,
 the pool's root vdev first, in `zpool status` order) that also carries `.pools`, the
-`list[PoolStatus]` with state, scans and data errors. The `pools` collector publishes its
-BackgroundRefresher of it as `ctx.shared["zpool_status"]` for the `disks` collector.
+`list[PoolStatus]` with state, scans and data errors. The `pools` collector sets its
+BackgroundRefresher of it as `Context.zpool_status` for the `disks` and `vdevlatency` collectors.
 In a `VdevStatus`: `name` is what `-P` prints, `guid` what `-g` prints (decimal, as udev's
 `ID_FS_UUID_SUB`; "" for the root vdev, which `-g` prints by pool name), `role` one of data, log,
 cache, spare, special, dedup, `parent` the parent vdev's name (the pool name for top-level vdevs,
@@ -78,19 +78,16 @@ class PoolStatus:
     vdevs: list[VdevStatus] = field(default_factory=list)
 
 
-class ZpoolStatus(list):
+class ZpoolStatus(list[VdevStatus]):
     """A `list[VdevStatus]` of every pool, with the per-pool statuses as `.pools`."""
 
     def __init__(self, pools: list[PoolStatus]):
         super().__init__(v for p in pools for v in p.vdevs)
         self.pools = pools
 
-    @property
-    def vdevs(self) -> list[VdevStatus]:
-        return self
 
-
-def _ratio(text: str, scale: float) -> float | None:
+def _scaled_figure(text: str, scale: float) -> float | None:
+    """A `zpool list` figure (`17`, `17%`, `1.37x`; `-` when unknown) divided by `scale`."""
     text = text.rstrip("%x")
     return None if text in ("-", "") else float(text) / scale
 
@@ -105,8 +102,8 @@ def parse_list(text: str) -> list[Pool]:
             raise SourceError(f"zpool list line {number}: {len(fields)} columns, expected 8")
         name, size, alloc, free, frag, cap, dedup, health = fields
         try:
-            pools.append(Pool(name, int(size), int(alloc), int(free), _ratio(frag, 100), _ratio(cap, 100),
-                              _ratio(dedup, 1), health))
+            pools.append(Pool(name, int(size), int(alloc), int(free), _scaled_figure(frag, 100), _scaled_figure(cap, 100),
+                              _scaled_figure(dedup, 1), health))
         except ValueError as exc:
             raise SourceError(f"zpool list line {number}: {exc}") from None
     return pools

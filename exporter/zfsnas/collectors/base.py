@@ -1,0 +1,168 @@
+"""The collector contract: what every collector is, is given and returns.
+
+Owns `Collector` (a name that `--collector.<name>` switches, its own flags, and `collect`, which
+returns `exposition.Family` objects: our families, rendered by `exposition.render`, are the whole
+output contract), `RefreshingCollector` (a collector whose values come from background
+`refresh.BackgroundRefresher`s), `Context` (what collectors are given, as typed fields: the kstat
+source, the shared command runner, the parsed flags, the `pools` collector's `zpool status`) and
+`Report` (how a collector says what failed without stopping: any failure means
+`zfs_exporter_collector_success 0` for it, and the rest is still served).
+A collector does no I/O of its own beyond its sources and never closes what it did not create.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar, TypeVar
+
+from ..exposition import Family
+
+if TYPE_CHECKING:
+    from ..refresh import BackgroundRefresher
+    from ..sources.commands import CommandRunner
+    from ..sources.model import KstatSource, VdevStatus
+    from ..sources.zpool import ZpoolStatus
+
+log = logging.getLogger("zfsnas")
+T = TypeVar("T")
+
+
+@dataclass
+class Context:
+    """What collectors are given: the kstat source, the command runner (shared by every collector:
+    it runs one zfs/zpool command at a time and is closed by the exporter at shutdown, never by a
+    collector) and the parsed command line."""
+
+    kstat: KstatSource
+    commands: CommandRunner
+    args: argparse.Namespace = field(default_factory=argparse.Namespace)
+    # The `pools` collector's `zpool status` source, set when that collector is enabled; read
+    # through `vdevs()` by `disks` (pool membership by vdev guid) and `vdevlatency` (pool names).
+    zpool_status: BackgroundRefresher[ZpoolStatus] | None = None
+
+    def vdevs(self) -> list[VdevStatus]:
+        """Every vdev of the last good `zpool status`: [] without the `pools` collector or before its first read."""
+        if self.zpool_status is None:
+            return []
+        return list(self.zpool_status.state().value or ())
+
+
+class Report:
+    """Collects a collector's failures during one scrape; any failure means success 0."""
+
+    def __init__(self, collector: str):
+        self.collector = collector
+        self.errors: list[str] = []
+
+    @contextmanager
+    def guard(self, what: str) -> Iterator[None]:
+        """Run a block; an exception becomes a recorded failure and the block's output is dropped."""
+        try:
+            yield
+        except Exception as exc:  # the exporter must outlive any bad input
+            self.fail(what, exc)
+
+    def fail(self, what: str, exc: BaseException | str) -> None:
+        reason = exc[:MAX_REASON] if isinstance(exc, str) else one_line(exc)
+        self.errors.append(f"{what}: {reason}")
+        if isinstance(exc, BaseException):
+            log.debug("collector %s: %s", self.collector, what, exc_info=exc)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+MAX_REASON = 500  # characters of an error kept and logged: a runaway line of input stays out of memory and logs
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as one bounded line, for logs and `Report`."""
+    text = str(exc)[:MAX_REASON * 4].strip().splitlines()
+    return text[0][:MAX_REASON] if text else type(exc).__name__
+
+
+class _CapLength(logging.Filter):
+    """Every log line of the exporter is at most MAX_LOG_LINE characters, whatever it quotes."""
+
+    MAX_LOG_LINE = 2000
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if len(message) > self.MAX_LOG_LINE:
+            record.msg, record.args = message[:self.MAX_LOG_LINE] + f"...[{len(message)} characters]", None
+        return True
+
+
+if not any(isinstance(f, _CapLength) for f in log.filters):
+    log.addFilter(_CapLength())
+
+
+class Collector:
+    """One named group of metric families, switched by `--collector.<name>`."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    default_enabled: ClassVar[bool] = True
+    needs_zfs: ClassVar[bool] = True
+
+    def __init__(self, ctx: Context):
+        self.ctx = ctx
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        """Add this collector's own flags (named `--<name>.<option>`)."""
+
+    def collect(self, report: Report) -> Iterable[Family]:
+        """This scrape's families (a `Families` builder can be returned as it is). No I/O of its own
+        beyond the sources; a failure goes to `report` and the families read so far are still served."""
+        raise NotImplementedError
+
+    def list_pools(self, report: Report) -> list[str]:
+        """The pools with kstats; a failure to list them is reported and means none."""
+        with report.guard("listing pools"):
+            return self.ctx.kstat.pools()
+        return []
+
+    def sources(self) -> Sequence[BackgroundRefresher]:
+        """Background sources whose age and success the exporter reports."""
+        return ()
+
+    def start(self) -> None:
+        """Start background work (refresh threads, monitors)."""
+
+    def stop(self) -> None:
+        """Stop background work."""
+
+
+class RefreshingCollector(Collector):
+    """A collector whose values all come from its `sources()` (BackgroundRefreshers), read with
+    `current`: scrapes take the last good value and never wait for a refresh."""
+
+    _started = False
+
+    def start(self) -> None:
+        self._started = True
+        for source in self.sources():
+            source.start()
+
+    def stop(self) -> None:
+        """Stop this collector's refresh threads. The shared command runner stays open for the other
+        collectors: the exporter closes it (killing a hung command) once, at shutdown."""
+        from ..refresh import stop_all
+
+        stop_all(self.sources())
+
+    def current(self, source: BackgroundRefresher[T], report: Report) -> T | None:
+        """The source's last good value (None if none yet); a failed or pending refresh fails the report."""
+        state = source.state()
+        if state.value is None and not state.success and not self._started:
+            source.refresh_now()  # no refresh thread (tests, one-shot renders): read once, in line
+            state = source.state()
+        if not state.success:
+            report.fail(f"source {source.name}", state.error or "not read yet")
+        return state.value

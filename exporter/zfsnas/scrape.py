@@ -1,0 +1,169 @@
+"""The scrape loop: every enabled collector once per scrape, and the self metrics.
+
+Owns `ScrapeCollector`, which runs each collector in turn (one scrape at a time, within the
+scrape's deadline) and adds `zfs_exporter_collector_success`, `zfs_exporter_collector_duration_seconds`,
+`zfs_exporter_source_age_seconds`, `zfs_exporter_source_success`, and what rendering had to leave
+out or change: `zfs_exporter_samples_dropped_total{collector,reason}` and
+`zfs_exporter_label_values_rewritten_total{collector,reason}` (each cause logged once).
+It must not read the OS itself: that is the sources' job.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from .collectors.base import Collector, Report, one_line
+from .exposition import Families, Family, RenderIssues, render, render_family
+
+if TYPE_CHECKING:
+    from .sources.model import KstatSource
+
+log = logging.getLogger("zfsnas")
+
+
+class ScrapeCollector:
+    """Runs every enabled collector once per scrape, one scrape at a time, and adds the self metrics."""
+
+    MAX_LOGGED = 1000  # distinct (collector, reason) causes logged; the counters go on regardless
+
+    def __init__(self, collectors: Sequence[Collector], kstat: KstatSource | None = None):
+        self.collectors = list(collectors)
+        self.kstat = kstat
+        self._lock = threading.Lock()
+        self._last_errors: dict[str, list[str]] = {}
+        self._zfs_reason: str | None = None
+        self._dropped: dict[tuple[str, str], int] = {}
+        self._rewritten: dict[tuple[str, str], int] = {}
+        self._logged: set[tuple[str, str]] = set()
+
+    def render(self, extra: Iterable[Family] = (), deadline: float | None = None) -> str:
+        """The whole page: every collector's families, `extra` ones (e.g. process metrics), then the
+        self metrics, which count what this very render had to drop. Raises TimeoutError when the
+        `deadline` (time.monotonic()) passes while another scrape still runs."""
+        with self._locked(deadline):
+            per_collector, families = self._scrape(deadline)
+            out: list[str] = []
+            for name, items in [*per_collector, ("exporter", list(extra))]:
+                problems = RenderIssues()
+                out.append(render(items, problems))
+                if problems:
+                    self._count(name, problems)
+            self._problem_metrics(families)
+            for family in families.families():
+                render_family(family, out)
+            return "".join(out)
+
+    def scrape(self, deadline: float | None = None) -> list[Family]:
+        """Every family of one scrape (the self metrics last), e.g. for `exposition.ClientCollector`."""
+        with self._locked(deadline):
+            per_collector, families = self._scrape(deadline)
+            self._problem_metrics(families)
+            return [item for _, items in per_collector for item in items] + families.families()
+
+    @contextmanager
+    def _locked(self, deadline: float | None) -> Iterator[None]:
+        wait = -1 if deadline is None else max(0.0, deadline - time.monotonic())
+        if not self._lock.acquire(timeout=wait):
+            raise TimeoutError("the scrape deadline passed while another scrape was running")
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+    def _scrape(self, deadline: float | None = None) -> tuple[list[tuple[str, list[Family]]], Families]:
+        out: list[tuple[str, list[Family]]] = []
+        families = Families()
+        zfs_missing = self._zfs_missing()
+        for collector in self.collectors:
+            report = Report(collector.name)
+            started = time.perf_counter()
+            result: list[Family] = []
+            if zfs_missing and collector.needs_zfs:
+                report.fail("zfs", zfs_missing)  # said once by _zfs_missing, not per collector
+            elif deadline is not None and time.monotonic() > deadline:
+                report.fail("scrape deadline", "not run: the scrape's deadline (X-Prometheus-Scrape-Timeout-Seconds) had passed")
+                self._log_changes(collector.name, report.errors)
+            else:
+                with report.guard("collect"):
+                    result = list(collector.collect(report))
+                self._log_changes(collector.name, report.errors)
+            labels = {"collector": collector.name}
+            families.gauge("zfs_exporter_collector_success",
+                           "1 if the collector's last scrape read everything it tried, else 0.",
+                           labels, 1 if report.ok else 0)
+            families.gauge("zfs_exporter_collector_duration_seconds", "How long the collector took in the last scrape.",
+                           labels, time.perf_counter() - started)
+            out.append((collector.name, result))
+        self._source_metrics(families)
+        return out, families
+
+    def _count(self, collector: str, problems: RenderIssues) -> None:
+        """Add one render's drops and rewrites to the totals; each new cause is logged once."""
+        for counts, totals, what in ((problems.dropped, self._dropped, "dropped"),
+                                     (problems.rewritten, self._rewritten, "rewrote the label values of")):
+            for (family, reason), count in counts.items():
+                key = (collector, reason)
+                totals[key] = totals.get(key, 0) + count
+                cause = (collector, reason)  # one line per cause, however many families it touches
+                if cause not in self._logged and len(self._logged) < self.MAX_LOGGED:
+                    self._logged.add(cause)
+                    log.warning("collector %s: %s %d sample(s) of %s (%s), e.g. %s; counted from now on in "
+                                "zfs_exporter_%s_total", collector, what, count, family, reason,
+                                problems.examples.get((family, reason), ""),
+                                "samples_dropped" if counts is problems.dropped else "label_values_rewritten")
+
+    def _problem_metrics(self, families: Families) -> None:
+        for (collector, reason), count in sorted(self._dropped.items()):
+            families.counter("zfs_exporter_samples_dropped_total",
+                             "Samples left out of the exposition because their value or names could not be "
+                             "written (reason: out_of_range, not_a_number, invalid_metric_name, ...).",
+                             {"collector": collector, "reason": reason}, count)
+        for (collector, reason), count in sorted(self._rewritten.items()):
+            families.counter("zfs_exporter_label_values_rewritten_total",
+                             "Samples served with a label value changed to be valid: too_long (cut at "
+                             "1024 characters, ending in ...[cut <digest of the whole value>]) or invalid_utf8 "
+                             "(bytes shown as \\xNN).",
+                             {"collector": collector, "reason": reason}, count)
+    def _zfs_missing(self) -> str | None:
+        """Why ZFS kstats cannot be read right now (None when they can); said once per change."""
+        reason = None
+        if self.kstat is not None:
+            try:
+                self.kstat.refresh()
+                if not self.kstat.zfs_loaded():
+                    reason = f"no ZFS kernel module found ({self.kstat.kind})"
+            except Exception as exc:
+                reason = f"reading kstats failed: {one_line(exc)}"
+        if reason != self._zfs_reason:
+            if reason:
+                log.warning("%s; serving self metrics until it is back", reason)
+            else:
+                log.info("ZFS kstats readable")
+            self._zfs_reason = reason
+        return reason
+
+    def _source_metrics(self, families: Families) -> None:
+        for collector in self.collectors:
+            for source in collector.sources():
+                state = source.state()
+                families.gauge("zfs_exporter_source_age_seconds",
+                               "Seconds since the background source last refreshed successfully.",
+                               {"source": source.name}, state.age_seconds)
+                families.gauge("zfs_exporter_source_success",
+                               "1 if the background source's last refresh succeeded, else 0.",
+                               {"source": source.name}, 1 if state.success else 0)
+
+    def _log_changes(self, name: str, errors: list[str]) -> None:
+        """A new failure is logged once as a warning; repeats go to debug; recovery is logged."""
+        before = self._last_errors.get(name, [])
+        for error in errors:
+            level = logging.DEBUG if error in before else logging.WARNING
+            log.log(level, "collector %s failed: %s", name, error)
+        if before and not errors:
+            log.info("collector %s recovered", name)
+        self._last_errors[name] = errors
