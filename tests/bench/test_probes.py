@@ -2,7 +2,7 @@
 
 import os
 
-from zfsnas.bench.probes import CpuTimes, deltas, parse_cp_time, parse_cpu, parse_diskstats, parse_stathz, snapshot
+from zfsnas.bench.probes import CpuTimes, deltas, disk_bytes, parse_cp_time, parse_cpu, parse_stathz, snapshot
 
 STAT_1 = "cpu  1000 0 500 8000 500 0 0 0 0 0\ncpu0 500 0 250 4000 250 0 0 0 0 0\nintr 1\n"
 STAT_2 = "cpu  1600 0 900 8300 1200 0 0 0 0 0\ncpu0 800 0 450 4150 600 0 0 0 0 0\nintr 2\n"
@@ -21,9 +21,9 @@ DMU_TX = ("11 1 0x01 3 144 1 2\nname                            type data\n"
 
 def test_cpu_and_disk_parsers():
     assert parse_cpu(STAT_1) == CpuTimes(user=10.0, system=5.0, iowait=5.0, idle=80.0)
-    assert parse_diskstats(DISK_1, {"sda", "loop0", "zd0"}) == {"sda": (2000 * 512, 8000 * 512)}
+    assert disk_bytes(DISK_1, {"sda", "loop0", "zd0"}) == {"sda": (2000 * 512, 8000 * 512)}
     # without /sys/block partitions cannot be told apart; loop and zvol devices are still left out
-    assert set(parse_diskstats(DISK_1)) == {"sda", "sda1"}
+    assert set(disk_bytes(DISK_1)) == {"sda", "sda1"}
 
 
 def test_deltas_from_two_snapshots(tmp_path):

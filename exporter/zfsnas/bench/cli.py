@@ -17,7 +17,7 @@ import sys
 import sysconfig
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .. import __version__
@@ -35,7 +35,7 @@ from .parameters import FreeBsdParameters, LinuxParameters, Parameters, restore_
 from .planner import PlanOptions, plan_matrix, render_plan
 from .recommend import RecommendError, parse_throughput, recommend
 from .recommend import render as render_recommendation
-from .report import sections
+from .report import Section, sections
 from .runner import RunError, RunLock, Runner, RunSettings, make_key_file, new_run_id
 from .store import DEFAULT_DB, Store
 from .zfs import ZfsOps
@@ -322,7 +322,9 @@ def cmd_report(args) -> int:
     if store is None:
         return 1
     found = sections(store.results("complete", args.matrix))
-    text = {"markdown": tables.markdown, "csv": tables.to_csv, "html": html.page}[args.format](found)
+    renderers: dict[str, Callable[[list[Section]], str]] = {
+        "markdown": tables.markdown, "csv": tables.to_csv, "html": lambda found: html.page(found)}
+    text = renderers[args.format](found)
     if args.output:
         Path(args.output).write_text(text)
         log.info("report written to %s", args.output)

@@ -1,8 +1,9 @@
 """fio: run a job with JSON output and read its real JSON into plain figures.
 
 Owns `parse_fio_json` (bandwidth in bytes/s, IOPS, completion-latency percentiles, bytes, for
-every job and direction, except jobs named `prefill*`, which only lay out the data a read reads) and starting/stopping the fio process: through the watchdog of fiowatch.py (fio dies
-with the runner), with the environment of childenv.py (no secret), and only for a run whose
+every job and direction, except jobs named `prefill*`, which only lay out the data a read reads)
+and starting/stopping the fio process: through the watchdog of fiowatch.py (fio dies with the
+runner), with the environment of childenv.py (no secret), and only for a run whose
 scratch dataset the guard cleared (a `guard.Cleared` is required). Knows nothing else of ZFS.
 """
 

@@ -21,8 +21,8 @@ from pathlib import Path
 AXES = ("workload", "compression", "recordsize", "encryption", "size", "compressibility")
 ALIASES = {"job": "workload"}    # matrices written before `workload` replaced `job`
 KINDS = ("filesystem", "volume")
-SCALAR_KEYS = {"repeats": int, "runtime": (int, float), "ramp_time": (int, float), "corpus": str,
-               "kind": str, "direct": bool}
+SCALAR_KEYS: dict[str, type | tuple[type, ...]] = {
+    "repeats": int, "runtime": (int, float), "ramp_time": (int, float), "corpus": str, "kind": str, "direct": bool}
 TOP_ONLY = {"name", "description", "dataset", "properties", "parameters", "sweep"}
 _PARAMETER = re.compile(r"^[a-z][a-z0-9_]*$")
 _SIZE = re.compile(r"^(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[KMGTP]?)(?:i?B)?$", re.IGNORECASE)

@@ -57,7 +57,8 @@ def parameter_value(name: str, text: str, ram: int | None) -> int:
     try:
         value = parse_size(text) if spec.kind == "bytes" else int(text)
     except (MatrixError, ValueError):
-        raise ParameterError(f"parameter {name}: {text!r} is not a {'size' if spec.kind == 'bytes' else 'whole number'}") from None
+        kind = "size" if spec.kind == "bytes" else "whole number"
+        raise ParameterError(f"parameter {name}: {text!r} is not a {kind}") from None
     if value == 0 and spec.zero_ok:
         return 0
     if value < spec.low or (spec.high is not None and value > spec.high):

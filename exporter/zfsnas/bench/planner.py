@@ -162,7 +162,7 @@ def plan_cell(index: int, cell: Cell, opts: PlanOptions) -> CellPlan:
                      "ZFSNAS_DIRECT": "1" if direct else "0", "ZFSNAS_IOENGINE": opts.ioengine,
                      **opts.extra_env}.items())
         job_file = opts.jobs_dir / f"{cell.workload}.fio"
-        fio = (opts.fio, "--output-format=json")
+        fio: tuple[str, ...] = (opts.fio, "--output-format=json")
         if has_prefill(job_file):  # laid out first, timed and probed apart from the measured job
             steps.append(Step("prefill", (*fio, f"--output={opts.results_dir / f'{leaf}-prefill.json'}",
                                           "--section=prefill", str(job_file)), env))

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..sources.diskstats import SECTOR_BYTES, parse_diskstats as parse_diskstats_lines
+from ..sources.diskstats import SECTOR_BYTES, parse_diskstats
 from ..sources.kstat import parse_named_kstat
 
 _VIRTUAL = ("loop", "ram", "zram", "zd", "dm-", "md", "sr", "nbd")
@@ -87,10 +87,10 @@ def parse_stathz(text: str) -> int:
     return int(match[1])
 
 
-def parse_diskstats(text: str, whole_disks: set[str] | None = None) -> dict[str, tuple[int, int]]:
+def disk_bytes(text: str, whole_disks: set[str] | None = None) -> dict[str, tuple[int, int]]:
     """name -> (bytes read, bytes written); `whole_disks` (from /sys/block) leaves partitions out."""
     return {d.device: (d.sectors_read * SECTOR_BYTES, d.sectors_written * SECTOR_BYTES)
-            for d in parse_diskstats_lines(text)
+            for d in parse_diskstats(text)
             if not d.device.startswith(_VIRTUAL) and (whole_disks is None or d.device in whole_disks)}
 
 
@@ -107,7 +107,7 @@ def snapshot(procfs: str | Path = "/proc", sysfs: str | Path = "/sys",
     except OSError:
         whole = None
     try:
-        disks = parse_diskstats((procfs / "diskstats").read_text(), whole)
+        disks = disk_bytes((procfs / "diskstats").read_text(), whole)
     except OSError:
         disks = {}
     try:

@@ -152,7 +152,8 @@ def recommend(section: Section, speed_weight: float = 0.5, min_throughput: float
         parts.append(_smaller(pick, fastest))
     lz4 = next((c for c in sized if c.summary.compression == "lz4" and c.summary.recordsize == pick.summary.recordsize),
                next((c for c in sized if c.summary.compression == "lz4"), None))
-    if lz4 is not None and lz4 is not pick and lz4 is not fastest and lz4.space and pick.space is not None and pick.space < lz4.space:
+    if (lz4 is not None and lz4 is not pick and lz4 is not fastest and lz4.space and pick.space is not None
+            and pick.space < lz4.space):
         parts.append(_smaller(pick, lz4))
     if pick.space == smallest:
         parts.append("the smallest on disk")

@@ -4,9 +4,10 @@ restore, measuring and storing each.
 Owns the order of a run, the lock (two matrices never run at once), the signal handling
 (SIGINT/SIGTERM stop fio, destroy our child, restore module parameters, record `aborted`), the
 scratch check before every cell (a mark removed mid-run stops the run before the next cell, as
-`aborted` with the reason) and the progress line. A Runner is built from the guard's `Cleared`. Only the measured step is timed and probed: the prefill and its sync are figures
-of their own. Every zfs command goes through zfs.py (which asks guard.py); every module
-parameter through parameters.py; every figure goes to store.py.
+`aborted` with the reason) and the progress line. A Runner is built from the guard's `Cleared`.
+Only the measured step is timed and probed: the prefill and its sync are figures of their own.
+Every zfs command goes through zfs.py (which asks guard.py); every module parameter through
+parameters.py; every figure goes to store.py.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TextIO
 
+from ..sources.zfs_datasets import parse_compressratio
 from . import probes
 from .annotate import Annotator
 from .config import Configuration
@@ -247,7 +249,7 @@ class Runner:
                     figures["sync_seconds"] = self.zfs.sync(self.cleared, plan.pool)
                 elif step.kind == "space":
                     space = self.zfs.space(step.argv)
-                    figures["compressratio"] = _ratio(space.get("compressratio"))
+                    figures["compressratio"] = _compressratio_or_none(space.get("compressratio"))
                     figures["used_bytes"] = _int(space.get("used"))
                     figures["logicalused_bytes"] = _int(space.get("logicalused"))
                 elif step.kind == "destroy":
@@ -376,11 +378,11 @@ def _headline(matrix: str, plan: CellPlan, status: str, f: dict) -> str:
     return ", ".join(parts)
 
 
-def _ratio(text: str | None) -> float | None:
-    if text is None:
-        return None
+def _compressratio_or_none(text: str | None) -> float | None:
+    """The dataset's compressratio as a figure; None when zfs gave none or garbage (a figure is
+    then missing, the run goes on)."""
     try:
-        return float(text.rstrip("x"))
+        return None if text is None else parse_compressratio(text)
     except ValueError:
         return None
 

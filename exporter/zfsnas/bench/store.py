@@ -168,7 +168,7 @@ class Store:
                 (run_id, cell, config.matrix, config.workload, labels["compression"], labels["recordsize"],
                  config.size, config.pool, labels["encryption"], repeat, dataset, self.host, os.getpid(),
                  time.time() if started is None else started, config.id, config.to_json()))
-            return int(cur.lastrowid)
+            return _rowid(cur)
 
     def finish_result(self, result_id: int, status: str, finished: float | None = None, **values) -> None:
         """One transaction: every figure and the final status land together or not at all."""
@@ -215,7 +215,7 @@ class Store:
         with self.tx() as db:  # committed (synchronous=FULL) before the caller writes the new value
             cur = db.execute("INSERT INTO parameter_changes (run_id, host, name, original, value, changed)"
                              " VALUES (?,?,?,?,?,?)", (run_id, self.host, name, original, value, time.time()))
-            return int(cur.lastrowid)
+            return _rowid(cur)
 
     def pending_parameters(self, run_id: str | None = None) -> list[sqlite3.Row]:
         """Changes of this host not yet restored, newest first (so the oldest original is written last)."""
@@ -244,7 +244,7 @@ class Store:
             cur = db.execute("INSERT INTO annotation_queue (result_id, url, method, path, payload, created, attempts,"
                              " last_error) VALUES (?,?,?,?,?,?,1,?)",
                              (result_id, url, method, path, json.dumps(payload, sort_keys=True), time.time(), error))
-            return int(cur.lastrowid)
+            return _rowid(cur)
 
     def pending_annotations(self) -> list[sqlite3.Row]:
         return list(self.db.execute("SELECT * FROM annotation_queue WHERE sent IS NULL ORDER BY id"))
@@ -260,3 +260,9 @@ class Store:
     def annotation_failed(self, queue_id: int, error: str) -> None:
         with self.tx() as db:
             db.execute("UPDATE annotation_queue SET attempts=attempts+1, last_error=? WHERE id=?", (error, queue_id))
+
+
+def _rowid(cur: sqlite3.Cursor) -> int:
+    """The id of the row an INSERT just wrote (sqlite3 types it Optional for other statements)."""
+    assert cur.lastrowid is not None, "not after an INSERT"
+    return cur.lastrowid

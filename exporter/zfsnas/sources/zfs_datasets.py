@@ -48,7 +48,7 @@ def _number(text: str) -> int | None:
     return None if text in ("-", "") else int(text)
 
 
-def _compressratio(text: str) -> float | None:
+def parse_compressratio(text: str) -> float | None:
     """A (ref)compressratio as a multiplier: with -p OpenZFS prints 1.48, without it 1.48x; both are read."""
     text = text.rstrip("x")
     return None if text in ("-", "") else float(text)
@@ -69,7 +69,7 @@ def parse_datasets(text: str | Iterable[str]) -> list[Dataset]:
             raise SourceError(f"zfs list line {number}: {len(fields)} columns, expected {width}")
         try:
             numbers = {key: _number(fields[i]) for key, i in zip(NUMBERS, numbers_at)}
-            ratios = {key: _compressratio(fields[i]) for key, i in zip(RATIOS, ratios_at)}
+            ratios = {key: parse_compressratio(fields[i]) for key, i in zip(RATIOS, ratios_at)}
         except ValueError as exc:
             raise SourceError(f"zfs list line {number}: {exc}") from None
         settings = dict(zip(SETTINGS, fields[ratios_at.stop:]))
