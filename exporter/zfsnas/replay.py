@@ -30,15 +30,6 @@ class CaptureError(Exception):
     """An archive that is not a readable zfsnas capture; the message is one line."""
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = ("zfsnas-exporter capture OUT.tar.gz [--interval N] [--anonymize] [flags]: bundle what the "
-                     "exporter reads on this NAS into one archive (see docs/capture.md)")
-    parser.add_argument("--replay", dest="replay", default=None, metavar="CAPTURE.tar.gz",
-                        help="serve /metrics from a capture made with `zfsnas-exporter capture` instead of this host")
-    parser.add_argument("--replay.loop", dest="replay_loop", action="store_true",
-                        help="after the last snapshot start again from the first (default: stay on the last)")
-
-
 @dataclass
 class Capture:
     root: Path                    # the unpacked `zfsnas-capture/` directory
