@@ -157,7 +157,7 @@ class Exporter:
                 return time.perf_counter() - started
             except OSError:
                 if time.perf_counter() - started > 60:
-                    raise SystemExit(f"{self.url} did not answer in 60 s")
+                    raise SystemExit(f"{self.url} did not answer in 60 s") from None
                 time.sleep(0.002)
 
     def stop(self) -> None:
@@ -205,7 +205,8 @@ def interleaved(ours: Exporter, theirs: Exporter, reps: int, scrapes: int) -> di
     out: dict[str, list[float]] = {k: [] for k in ("p50", "p99", "cpu", "p50_ours", "p99_ours", "p50_theirs",
                                                      "p99_theirs", "cpu_ours", "cpu_theirs")}
     for _ in range(reps):
-        ours.times.clear(), theirs.times.clear()
+        ours.times.clear()
+        theirs.times.clear()
         cpu0 = ours.cpu_seconds(), theirs.cpu_seconds()
         for i in range(scrapes):
             pair = (ours, theirs) if i % 2 == 0 else (theirs, ours)
@@ -225,8 +226,8 @@ def spread(values: list[float]) -> str:
     return f"{statistics.median(values):.2f} [{min(values):.2f}..{max(values):.2f}]"
 
 
-def bench_tree(label: str, tree: Path, commands: str, sets: list[str], reps: int, scrapes: int) -> list[str]:
-    lines = []
+def bench_tree(label: str, tree: Path, commands: str, sets: list[str], reps: int, scrapes: int) -> None:
+    """Print one table row per collector set."""
     floor = read_floor(tree)
     for collectors in sets:
         ours, theirs = ours_exporter(tree, commands, collectors), Exporter.on_free_port("node_exporter", node_argv, tree)
@@ -236,21 +237,21 @@ def bench_tree(label: str, tree: Path, commands: str, sets: list[str], reps: int
                 startup[key].append(exporter.start())
                 exporter.stop()
         try:
-            ours.start(), theirs.start()
+            ours.start()
+            theirs.start()
             if collectors == "default":
                 time.sleep(2)   # the first background refreshes (zfs/zpool) land before measuring
             counts = samples(ours.scrape()), samples(theirs.scrape())
             r = interleaved(ours, theirs, reps, scrapes)
             rss = ours.rss_bytes(), theirs.rss_bytes()
         finally:
-            ours.stop(), theirs.stop()
+            ours.stop()
+            theirs.stop()
         med = statistics.median
-        lines.append(f"| {label} | {collectors} | {med(r['p50_ours']) * 1e3:.2f} / {med(r['p50_theirs']) * 1e3:.2f} "
-                     f"| {spread(r['p50'])} | {spread(r['p99'])} | {spread(r['cpu'])} | {rss[0] / rss[1]:.2f} "
-                     f"| {counts[0]} / {counts[1]} | {med(r['p50_ours']) / floor:.1f} ({floor * 1e3:.2f} ms) "
-                     f"| {med(startup['ours']) * 1e3:.0f} / {med(startup['theirs']) * 1e3:.0f} |")
-        print(lines[-1], flush=True)
-    return lines
+        print(f"| {label} | {collectors} | {med(r['p50_ours']) * 1e3:.2f} / {med(r['p50_theirs']) * 1e3:.2f} "
+              f"| {spread(r['p50'])} | {spread(r['p99'])} | {spread(r['cpu'])} | {rss[0] / rss[1]:.2f} "
+              f"| {counts[0]} / {counts[1]} | {med(r['p50_ours']) / floor:.1f} ({floor * 1e3:.2f} ms) "
+              f"| {med(startup['ours']) * 1e3:.0f} / {med(startup['theirs']) * 1e3:.0f} |", flush=True)
 
 
 # --- perturbation ------------------------------------------------------------------------------
@@ -263,9 +264,9 @@ def fio_write(directory: Path, rw: str, bs: str, seconds: int) -> float:
     return float(json.loads(out)["jobs"][0]["write"]["bw_bytes"])
 
 
-def perturbation(tree: Path, reps: int, seconds: int) -> list[str]:
+def perturbation(tree: Path, reps: int, seconds: int) -> None:
+    """Print one table row per fio job."""
     ours = ours_exporter(tree, "2.3", "default")
-    lines = []
     with tempfile.TemporaryDirectory(dir="/dev/shm") as shm:
         ours.start()
         try:
@@ -285,12 +286,10 @@ def perturbation(tree: Path, reps: int, seconds: int) -> list[str]:
                     thread.join()
                 q, s = statistics.median(quiet), statistics.median(scraped)
                 noise = (max(quiet) - min(quiet)) / q
-                lines.append(f"| fio {rw} {bs} on tmpfs | {q / 2**20:.0f} MiB/s | {s / 2**20:.0f} MiB/s "
-                             f"| {100 * (s - q) / q:+.1f} % | +/-{100 * noise / 2:.1f} % |")
-                print(lines[-1], flush=True)
+                print(f"| fio {rw} {bs} on tmpfs | {q / 2**20:.0f} MiB/s | {s / 2**20:.0f} MiB/s "
+                      f"| {100 * (s - q) / q:+.1f} % | +/-{100 * noise / 2:.1f} % |", flush=True)
         finally:
             ours.stop()
-    return lines
 
 
 def main() -> int:

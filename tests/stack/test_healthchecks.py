@@ -21,7 +21,6 @@ import http.server
 import json
 import re
 import shutil
-import socket
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -29,6 +28,7 @@ from contextlib import contextmanager
 
 import pytest
 
+from tests.conftest import free_port
 from tests.stack.test_stack import compose_config
 
 HEALTHY = {
@@ -88,12 +88,6 @@ def run_check(argv: list[str], wget: list[str], port: int) -> int:
     return subprocess.run([*wget, *args], capture_output=True, timeout=30).returncode
 
 
-def unused_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_the_checks_are_the_ones_we_think():
     checks = wget_checks()
     assert set(checks) == {"node-exporter", "prometheus", "alertmanager", "grafana"}
@@ -122,7 +116,7 @@ def test_grafana_with_a_failing_database_is_unhealthy_with_either_wget():
 @pytest.mark.parametrize("service", ["prometheus", "grafana"])
 def test_nothing_listening_is_unhealthy_with_either_wget(service):
     argv, _ = wget_checks()[service]
-    port = unused_port()
+    port = free_port()   # bound and released: nothing listens there
     codes = {name: run_check(argv, wget, port) for name, wget in wgets()}
     assert all(code not in (0, 139) for code in codes.values()), codes
 
