@@ -15,15 +15,19 @@ Method (docs/performance.md):
   OpenZFS in our QEMU guests (tests/fixtures/linux-zfs-*-live: every file either exporter reads),
   with the disk fixture's /proc/diskstats, /sys/block and udev data added; `large` is that 2.3.2
   tree with 4 pools of 2,000 objsets in all and a full txg history.
+- Churn: before every pair the tree changes as a live NAS's does between two scrapes (`Churn`:
+  global kstats, iostats, a new committed txg, diskstats, 10 % of the objsets), so caching a
+  file's parse can only win where live files really stay the same. `--static` turns it off.
 - Collector sets: `kstat` is ours with the kstat collectors only (what node_exporter's zfs
   collector covers); `default` is ours with every default collector, `zfs`/`zpool` answered from
   the recorded outputs of the same guest (tests/fixtures/commands/).
 - Floor: the time Python needs only to open and read, as text, every file under the tree's
   /proc/spl/kstat/zfs once; "x floor" is our p50 over that.
 - Start-up: from spawn to the first complete /metrics answer, median of 5, interleaved.
-- `--perturbation`: fio sequential 1 MiB and random 4 KiB writes on a tmpfs file, alternating runs
-  without and with our exporter (default collectors) scraped every second; prints the throughput
-  difference beside the spread of the unscraped runs (the noise band).
+- `--perturbation`: fio sequential 1 MiB and random 4 KiB writes on a tmpfs file, runs alternating
+  quiet and with our exporter (default collectors) scraped every second; each scraped run against
+  the mean of its two quiet neighbours, median of `--fio-pairs` with a 95 % bootstrap interval,
+  beside the same estimator on quiet runs alone (the noise).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import random
 import shlex
 import shutil
 import socket
@@ -85,6 +90,76 @@ def large_tree(root: Path, pools: int = 4, objsets: int = 2000, history: int = 1
             (pdir / f"objset-0x{d + 0x36:x}").write_text(
                 gen.named_kstat(300 + d, gen.objset_fields("2.3", name, 10**9 + d, 2 * 10**9 + d)))
     return root
+
+
+class Churn:
+    """Before every scrape pair, rewrites what a live NAS changes between two scrapes, so that no
+    exporter is measured on files that never change (a cache keyed on a file's bytes would then
+    always hit): every global named kstat (arcstats, dmu_tx, zil, ...) and each pool's iostats and
+    dmu_tx_assign get every number raised, each pool's txgs gains a committed txg (the oldest
+    leaves the ring), /proc/diskstats' counters rise, and a rotating `objset_share` of the objset
+    files (at least one) get new counters: the datasets being written to. Idle datasets' objsets,
+    pool `state` and module parameters stay as they are, as they do on a NAS."""
+
+    NUMERIC = {"1", "2", "3", "4", "5", "6"}   # kstat type codes of integers
+
+    def __init__(self, tree: Path, objset_share: float = 0.1):
+        kstat = tree / "proc/spl/kstat/zfs"
+        pools = sorted(p for p in kstat.iterdir() if p.is_dir())
+        self.named = [p for p in sorted(kstat.iterdir()) if p.is_file() and self._is_named(p)]
+        self.named += [p / name for p in pools for name in ("iostats", "dmu_tx_assign") if (p / name).is_file()]
+        self.txgs = [p / "txgs" for p in pools if (p / "txgs").is_file()]
+        self.objsets = sorted(kstat.glob("*/objset-*"))
+        self.per_tick = max(1, round(len(self.objsets) * objset_share)) if self.objsets else 0
+        self.diskstats = tree / "proc/diskstats"
+        self.tick = 0
+
+    @staticmethod
+    def _is_named(path: Path) -> bool:
+        with open(path, errors="replace") as f:
+            f.readline()
+            return f.readline().split() == ["name", "type", "data"]
+
+    def __call__(self) -> None:
+        self.tick += 1
+        start = self.tick * self.per_tick
+        busy = [self.objsets[(start + i) % len(self.objsets)] for i in range(self.per_tick)] if self.objsets else []
+        for path in self.named + busy:
+            self._raise_named(path)
+        for path in self.txgs:
+            self._commit_txg(path)
+        if self.diskstats.is_file():
+            self._raise_diskstats()
+
+    def _raise_named(self, path: Path) -> None:
+        lines = path.read_text().split("\n")
+        for i, line in enumerate(lines[2:], start=2):
+            parts = line.split(None, 2)
+            if len(parts) == 3 and parts[1] in self.NUMERIC and parts[2].isdigit():
+                lines[i] = line[:len(line) - len(parts[2])] + str(int(parts[2]) + 4096 + self.tick)
+        path.write_text("\n".join(lines))
+
+    def _commit_txg(self, path: Path) -> None:
+        """The open txg is committed with the last committed one's figures; a new one opens."""
+        rows = [line.split() for line in path.read_text().splitlines()[1:] if line.strip()]
+        committed = [r for r in rows if r[2] == "C"]
+        if not committed:
+            return
+        new = [int(v) if i != 2 else v for i, v in enumerate(committed[-1])]
+        last = max(int(r[0]) for r in rows)
+        born = max(int(r[1]) for r in rows)
+        new[0], new[1] = last, born + 5_000_000_000
+        opened = [last + 1, born + 10_000_000_000, "O", *[0] * 9]
+        kept = [tuple(int(v) if i != 2 else v for i, v in enumerate(r)) for r in committed[1:]]
+        path.write_text(gen.txgs_text([*kept, tuple(new), tuple(opened)]))
+
+    def _raise_diskstats(self) -> None:
+        out = []
+        for line in self.diskstats.read_text().splitlines():
+            parts = line.split()
+            numbers = " ".join(str(int(v) + self.tick) for v in parts[3:])
+            out.append(f"{int(parts[0]):4d} {int(parts[1]):7d} {parts[2]} {numbers}")
+        self.diskstats.write_text("\n".join(out) + "\n")
 
 
 TREES = {"live-2.3.2": ("2.3", lambda r: live_tree(r, "2.3.2")),
@@ -197,8 +272,10 @@ def pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(len(values) * q))]
 
 
-def interleaved(ours: Exporter, theirs: Exporter, reps: int, scrapes: int) -> dict[str, list[float]]:
-    """Per repetition: p50, p99 and CPU per scrape of each; the ratios ours / theirs."""
+def interleaved(ours: Exporter, theirs: Exporter, reps: int, scrapes: int,
+                churn: Callable[[], None] | None) -> dict[str, list[float]]:
+    """Per repetition: p50, p99 and CPU per scrape of each; the ratios ours / theirs. `churn`
+    changes the tree before every pair (not timed, and not in either exporter's CPU)."""
     for exporter in (ours, theirs):
         for _ in range(5):
             exporter.scrape()   # warm up
@@ -209,6 +286,8 @@ def interleaved(ours: Exporter, theirs: Exporter, reps: int, scrapes: int) -> di
         theirs.times.clear()
         cpu0 = ours.cpu_seconds(), theirs.cpu_seconds()
         for i in range(scrapes):
+            if churn:
+                churn()
             pair = (ours, theirs) if i % 2 == 0 else (theirs, ours)
             for exporter in pair:
                 exporter.scrape()
@@ -226,7 +305,8 @@ def spread(values: list[float]) -> str:
     return f"{statistics.median(values):.2f} [{min(values):.2f}..{max(values):.2f}]"
 
 
-def bench_tree(label: str, tree: Path, commands: str, sets: list[str], reps: int, scrapes: int) -> None:
+def bench_tree(label: str, tree: Path, commands: str, sets: list[str], reps: int, scrapes: int,
+               churn: Churn | None) -> None:
     """Print one table row per collector set."""
     floor = read_floor(tree)
     for collectors in sets:
@@ -242,7 +322,7 @@ def bench_tree(label: str, tree: Path, commands: str, sets: list[str], reps: int
             if collectors == "default":
                 time.sleep(2)   # the first background refreshes (zfs/zpool) land before measuring
             counts = samples(ours.scrape()), samples(theirs.scrape())
-            r = interleaved(ours, theirs, reps, scrapes)
+            r = interleaved(ours, theirs, reps, scrapes, churn)
             rss = ours.rss_bytes(), theirs.rss_bytes()
         finally:
             ours.stop()
@@ -264,16 +344,26 @@ def fio_write(directory: Path, rw: str, bs: str, seconds: int) -> float:
     return float(json.loads(out)["jobs"][0]["write"]["bw_bytes"])
 
 
-def perturbation(tree: Path, reps: int, seconds: int) -> None:
-    """Print one table row per fio job."""
+def bootstrap_ci(values: list[float], rounds: int = 2000) -> tuple[float, float]:
+    """95 % interval of the median of `values`, by resampling (seeded: the same data prints the same)."""
+    rng = random.Random(17)
+    medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(rounds))
+    return medians[int(rounds * 0.025)], medians[int(rounds * 0.975) - 1]
+
+
+def perturbation(tree: Path, pairs: int, seconds: int) -> None:
+    """Print one table row per fio job. Runs alternate quiet, scraped, quiet, ... (`pairs` scraped
+    runs between `pairs + 1` quiet ones); each scraped run is compared with the mean of the quiet
+    runs either side of it, which takes slow drift (page cache, CPU clock) out of the difference.
+    The noise band is the same estimator on quiet runs only (each inner quiet run against its two
+    neighbours): what "no difference" looks like on this machine."""
     ours = ours_exporter(tree, "2.3", "default")
     with tempfile.TemporaryDirectory(dir="/dev/shm") as shm:
         ours.start()
         try:
             for rw, bs in (("write", "1M"), ("randwrite", "4k")):
-                quiet, scraped = [], []
-                for _ in range(reps):
-                    quiet.append(fio_write(Path(shm), rw, bs, seconds))
+                quiet, scraped = [fio_write(Path(shm), rw, bs, seconds)], []
+                for _ in range(pairs):
                     stop = threading.Event()
 
                     def scraper() -> None:
@@ -284,10 +374,14 @@ def perturbation(tree: Path, reps: int, seconds: int) -> None:
                     scraped.append(fio_write(Path(shm), rw, bs, seconds))
                     stop.set()
                     thread.join()
-                q, s = statistics.median(quiet), statistics.median(scraped)
-                noise = (max(quiet) - min(quiet)) / q
-                print(f"| fio {rw} {bs} on tmpfs | {q / 2**20:.0f} MiB/s | {s / 2**20:.0f} MiB/s "
-                      f"| {100 * (s - q) / q:+.1f} % | +/-{100 * noise / 2:.1f} % |", flush=True)
+                    quiet.append(fio_write(Path(shm), rw, bs, seconds))
+                diffs = [100 * (s / ((quiet[i] + quiet[i + 1]) / 2) - 1) for i, s in enumerate(scraped)]
+                noise = [100 * (quiet[i] / ((quiet[i - 1] + quiet[i + 1]) / 2) - 1) for i in range(1, len(quiet) - 1)]
+                lo, hi = bootstrap_ci(diffs)
+                nlo, nhi = bootstrap_ci(noise)
+                print(f"| fio {rw} {bs} on tmpfs | {statistics.median(quiet) / 2**20:.0f} MiB/s "
+                      f"| {statistics.median(scraped) / 2**20:.0f} MiB/s | {statistics.median(diffs):+.2f} % "
+                      f"[{lo:+.2f}..{hi:+.2f}] | {statistics.median(noise):+.2f} % [{nlo:+.2f}..{nhi:+.2f}] |", flush=True)
         finally:
             ours.stop()
 
@@ -298,8 +392,11 @@ def main() -> int:
     parser.add_argument("--scrapes", type=int, default=100, help="scrape pairs per repetition (default 100)")
     parser.add_argument("--large-scrapes", type=int, default=20, help="scrape pairs per repetition, large tree")
     parser.add_argument("--trees", nargs="+", default=list(TREES), choices=list(TREES))
+    parser.add_argument("--static", action="store_true",
+                        help="do not change the tree between scrapes (files a live NAS rewrites stay as they are)")
     parser.add_argument("--perturbation", action="store_true", help="also the fio perturbation test")
-    parser.add_argument("--fio-seconds", type=int, default=3)
+    parser.add_argument("--fio-seconds", type=int, default=2, help="seconds per fio run (default 2)")
+    parser.add_argument("--fio-pairs", type=int, default=12, help="scraped fio runs per job, each between quiet ones")
     args = parser.parse_args()
     print("| tree | zfsnas collectors | p50 ms ours / theirs | p50 ratio | p99 ratio | CPU/scrape ratio | RSS ratio "
           "| samples ours / theirs | ours p50 x floor (read floor) | start-up ms ours / theirs |")
@@ -309,12 +406,14 @@ def main() -> int:
             commands, build = TREES[label]
             tree = build(Path(tmp) / label)
             scrapes = args.large_scrapes if label == "large" else args.scrapes
+            churn = None if args.static else Churn(tree)
             bench_tree(label, tree, commands, ["kstat"] if label == "large" else ["kstat", "default"],
-                       args.reps, scrapes)
+                       args.reps, scrapes, churn)
         if args.perturbation:
-            print("\n| fio job | unscraped | scraped every 1 s | difference | noise band (half the unscraped spread) |")
+            print("\n| fio job | unscraped (median) | scraped every 1 s (median) | difference, median of pairs "
+                  "[95 % interval] | quiet against quiet: the noise [95 % interval] |")
             print("|---|---|---|---|---|")
-            perturbation(live_tree(Path(tmp) / "perturb", "2.3.2"), max(3, args.reps // 2), args.fio_seconds)
+            perturbation(live_tree(Path(tmp) / "perturb", "2.3.2"), args.fio_pairs, args.fio_seconds)
     return 0
 
 
