@@ -351,6 +351,11 @@ def bootstrap_ci(values: list[float], rounds: int = 2000) -> tuple[float, float]
     return medians[int(rounds * 0.025)], medians[int(rounds * 0.975) - 1]
 
 
+def scrape_every_second(exporter: Exporter, stop: threading.Event) -> None:
+    while not stop.wait(1.0):
+        exporter.scrape()
+
+
 def perturbation(tree: Path, pairs: int, seconds: int) -> None:
     """Print one table row per fio job. Runs alternate quiet, scraped, quiet, ... (`pairs` scraped
     runs between `pairs + 1` quiet ones); each scraped run is compared with the mean of the quiet
@@ -365,11 +370,7 @@ def perturbation(tree: Path, pairs: int, seconds: int) -> None:
                 quiet, scraped = [fio_write(Path(shm), rw, bs, seconds)], []
                 for _ in range(pairs):
                     stop = threading.Event()
-
-                    def scraper() -> None:
-                        while not stop.wait(1.0):
-                            ours.scrape()
-                    thread = threading.Thread(target=scraper, daemon=True)
+                    thread = threading.Thread(target=scrape_every_second, args=(ours, stop), daemon=True)
                     thread.start()
                     scraped.append(fio_write(Path(shm), rw, bs, seconds))
                     stop.set()
