@@ -98,8 +98,9 @@ class Churn:
     always hit): every global named kstat (arcstats, dmu_tx, zil, ...) and each pool's iostats and
     dmu_tx_assign get every number raised, each pool's txgs gains a committed txg (the oldest
     leaves the ring), /proc/diskstats' counters rise, and a rotating `objset_share` of the objset
-    files (at least one) get new counters: the datasets being written to. Idle datasets' objsets,
-    pool `state` and module parameters stay as they are, as they do on a NAS."""
+    files (at least one) get new counters: the datasets being written to. The other objsets get a
+    new snapshot time in their header line, as every read of a kstat does. Pool `state` and module
+    parameters stay as they are, as they do on a NAS."""
 
     NUMERIC = {"1", "2", "3", "4", "5", "6"}   # kstat type codes of integers
 
@@ -126,14 +127,22 @@ class Churn:
         busy = [self.objsets[(start + i) % len(self.objsets)] for i in range(self.per_tick)] if self.objsets else []
         for path in self.named + busy:
             self._raise_named(path)
+        for path in self.objsets:
+            if path not in busy:
+                self._raise_named(path, header_only=True)
         for path in self.txgs:
             self._commit_txg(path)
         if self.diskstats.is_file():
             self._raise_diskstats()
 
-    def _raise_named(self, path: Path) -> None:
+    def _raise_named(self, path: Path, header_only: bool = False) -> None:
+        """A new snapshot time in the header (the kernel writes the time of every read there), and
+        unless `header_only` every integer raised."""
         lines = path.read_text().split("\n")
-        for i, line in enumerate(lines[2:], start=2):
+        header = lines[0].split()
+        if len(header) == 7:
+            lines[0] = " ".join([*header[:6], str(int(header[6]) + 1_000_000_000 * self.tick)])
+        for i, line in enumerate([] if header_only else lines[2:], start=2):
             parts = line.split(None, 2)
             if len(parts) == 3 and parts[1] in self.NUMERIC and parts[2].isdigit():
                 lines[i] = line[:len(line) - len(parts[2])] + str(int(parts[2]) + 4096 + self.tick)
