@@ -1,5 +1,6 @@
 """The procfs source over the fixture trees, and over trees that change or break under it."""
 
+import os
 import shutil
 
 import pytest
@@ -75,10 +76,10 @@ def test_objset_unmounted_between_listing_and_reading_is_skipped(tmp_path, monke
     src = ProcfsKstatSource(str(tmp_path / "t/proc"), str(tmp_path / "t/sys"))
     original = src._optional
 
-    def vanish(path):
-        if path.name == "objset-0x104":
-            path.unlink()
-        return original(path)
+    def vanish(path, pool=None):
+        if os.path.basename(path) == "objset-0x104":
+            os.unlink(path)
+        return original(path, pool)
 
     monkeypatch.setattr(src, "_optional", vanish)
     assert "tank/media files" not in {o.dataset for o in src.objsets("tank")}
