@@ -17,6 +17,7 @@ hundreds of milliseconds, so families built by collectors are rendered here dire
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import re
@@ -130,6 +131,7 @@ def format_value(value: float) -> str:
     return repr(value)
 
 
+@functools.lru_cache(maxsize=1024)  # histograms repeat the same few bounds every scrape
 def format_le(bound: float) -> str:
     return "+Inf" if bound == math.inf else repr(float(bound))
 
@@ -294,18 +296,19 @@ def render_family(family: Family, out: list[str], problems: RenderIssues | None 
     """Append the family's text to `out`. A sample whose value or labels cannot be written is left
     out and noted in `problems` (its family's other samples are not affected); `cache` keeps the
     family's header and line prefixes for the next scrape (None: render without keeping anything)."""
-    name = family.name
-    if problems is None:
-        problems = RenderIssues()
-    names = family.labelnames
-    text = cache.family(family) if cache is not None else _FamilyText(name, family.documentation, family.kind, names)
+    if cache is None:
+        text = _FamilyText(family.name, family.documentation, family.kind, family.labelnames)
+    else:
+        text = (cache.families.get((family.name, family.documentation, family.kind, family.labelnames))
+                or cache.family(family))
     if text.header is None:
         if family.samples:
-            problems.drop(valid_utf8(name), text.reason, f"{name} {names}", len(family.samples))
+            name = family.name
+            (RenderIssues() if problems is None else problems).drop(valid_utf8(name), text.reason, f"{name} {family.labelnames}",
+                                              len(family.samples))
         return
-    out.append(text.header)
-    bucket_names = (*names, "le")
-    issues: list[str] = []
+    append = out.append
+    append(text.header)
     lines_of = text.lines
     suffix_seen: str | None = None
     lines: dict[tuple[str, ...], str] = {}
@@ -313,24 +316,44 @@ def render_family(family: Family, out: list[str], problems: RenderIssues | None 
         if suffix != suffix_seen:
             suffix_seen = suffix
             lines = lines_of.get(suffix) or lines_of.setdefault(suffix, {})
-        try:
-            value_text = (str(value) if type(value) is int and -_INT_LIMIT <= value <= _INT_LIMIT
-                          else format_value(value))
-            line = lines.get(values)
-            if line is None:
-                labels = _format_labels(bucket_names if suffix == "_bucket" else names, values, issues) if values else ""
-                line = f"{name}{suffix}{labels} "
-                if not issues and cache is not None:  # a rewritten set is not kept: it is counted on every render
-                    cache.keep(lines, values, line)
-        except Unrepresentable as exc:
-            problems.drop(name, exc.reason, f"{name}{suffix} {values!r:.150} {value!r:.50}")
-            issues.clear()
-            continue
-        if issues:
-            for reason in issues:
-                problems.rewrite(name, reason, f"{name}{suffix} {values!r:.150}")
-            issues.clear()
-        out.append(f"{line}{value_text}\n")
+        # The common case, a label set seen before and a plain number, in line; the rest below.
+        line = lines.get(values)
+        if line is not None:
+            kind = type(value)
+            if kind is int and -_INT_LIMIT <= value <= _INT_LIMIT:
+                append(f"{line}{value}\n")
+                continue
+            if kind is float:
+                append(f"{line}{format_value(value)}\n")
+                continue
+        if problems is None:
+            problems = RenderIssues()
+        line = _sample_line(family, suffix, values, value, lines, cache, problems)
+        if line is not None:
+            append(line)
+
+
+def _sample_line(family: Family, suffix: str, values: tuple[str, ...], value: float,
+                 lines: dict[tuple[str, ...], str], cache: _TextCache | None, problems: RenderIssues) -> str | None:
+    """One sample's line, its label text kept in `lines` when it needed no rewriting; None when it
+    cannot be written (noted in `problems`)."""
+    name = family.name
+    issues: list[str] = []
+    try:
+        value_text = format_value(value)
+        line = lines.get(values)
+        if line is None:
+            names = (*family.labelnames, "le") if suffix == "_bucket" else family.labelnames
+            labels = _format_labels(names, values, issues) if values else ""
+            line = f"{name}{suffix}{labels} "
+            if not issues and cache is not None:  # a rewritten set is not kept: it is counted on every render
+                cache.keep(lines, values, line)
+    except Unrepresentable as exc:
+        problems.drop(name, exc.reason, f"{name}{suffix} {values!r:.150} {value!r:.50}")
+        return None
+    for reason in issues:
+        problems.rewrite(name, reason, f"{name}{suffix} {values!r:.150}")
+    return f"{line}{value_text}\n"
 
 
 class FrozenFamily(Family):
