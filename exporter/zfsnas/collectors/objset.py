@@ -47,13 +47,17 @@ class ObjsetCollector(Collector):
         for pool in pools:
             with report.guard(f"pool {pool} objsets"):
                 datasets: dict[str, dict[str, int]] = {}
+                summed: set[str] = set()
                 for objset in self.ctx.kstat.objsets(pool):
                     seen = datasets.get(objset.dataset)
-                    if seen is None:
-                        datasets[objset.dataset] = dict(objset.values)
-                    else:
-                        for field, value in objset.values.items():
-                            seen[field] = seen.get(field, 0) + value
+                    if seen is None:  # only read: the source may hand the same values to the next scrape
+                        datasets[objset.dataset] = objset.values
+                        continue
+                    if objset.dataset not in summed:
+                        seen = datasets[objset.dataset] = dict(seen)
+                        summed.add(objset.dataset)
+                    for field, value in objset.values.items():
+                        seen[field] = seen.get(field, 0) + value
                 samples_of: dict[str, list] = {}  # field -> its family's sample list
                 for dataset, values in datasets.items():
                     labels = (pool, dataset)

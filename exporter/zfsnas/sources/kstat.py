@@ -101,10 +101,21 @@ def parse_named_rows(lines: list[str], where: str) -> NamedKstat:
     return NamedKstat(values, strings)
 
 
+# Rows as the kernel prints a numeric stat ("%-31s %-4d %lld"): checked in one regex pass, so such a
+# body is split and converted without a Python loop per row. Anything else takes parse_named_rows.
+_NUMERIC_ROW = r"[!-~]+ +[1-6] +-?[0-9]+"
+_NUMERIC_BODY = re.compile(rf"(?:{_NUMERIC_ROW}\n)*(?:{_NUMERIC_ROW})?")
+
+
 def parse_named_kstat(text: str, where: str = "kstat") -> NamedKstat:
     """Parse a Linux named kstat file: kstat header, `name type data`, one row per stat."""
     body = named_kstat_body(text, where)
-    return parse_named_rows((text.splitlines()[2:] if body is None else body.splitlines()), where)
+    if body is None:
+        return parse_named_rows(text.splitlines()[2:], where)
+    if _NUMERIC_BODY.fullmatch(body):  # codes 1-6 are the numeric types, all read the same way
+        words = body.split()
+        return NamedKstat(dict(zip(words[0::3], map(int, words[2::3]))), {})
+    return parse_named_rows(body.splitlines(), where)
 
 
 def named_kstat_body(text: str, where: str = "kstat") -> str | None:
