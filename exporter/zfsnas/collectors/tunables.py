@@ -59,7 +59,7 @@ class TunablesCollector(RefreshingCollector):
 
 
 def frozen_families(version: str | None, parameters: dict[str, int]) -> list[Family]:
-    families = []
+    families: list[Family] = []
     if version:
         info = FrozenFamily("zfs_version_info", "OpenZFS kernel module version.", "gauge", ("version",))
         info.samples.append(("", (version,), 1))

@@ -123,7 +123,8 @@ def named_kstat_body(text: str, where: str = "kstat") -> str | None:
     changes at every read: it ends in the snapshot time, so a memo of a file's rows keys on this).
     None when only a line-by-line look can say where the rows start (a header line holding a
     control character); `parse_named_kstat` then reads the whole text."""
-    head, second, body = (*text.split("\n", 2), "", "")[:3]
+    head, second, rest = (*text.split("\n", 2), "", "")[:3]
+    body: str | None = rest
     if not (head.isprintable() and second.isprintable() and "\n" in text[len(head) + 1:]):
         lines = text.splitlines()
         if len(lines) < 2:

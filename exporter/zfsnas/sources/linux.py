@@ -22,7 +22,8 @@ class ProcfsKstatSource:
     def __init__(self, procfs: str = "/proc", sysfs: str = "/sys"):
         self.kstat_dir = Path(procfs) / "spl" / "kstat" / "zfs"
         self.module_dir = Path(sysfs) / "module" / "zfs"
-        self._kstat = str(self.kstat_dir)  # paths are joined as strings: a Path join per file read costs more than the read
+        # Paths are joined as strings: a Path join per file costs about as much as reading the file.
+        self._kstat, self._module = str(self.kstat_dir), str(self.module_dir)
         self._txg_rows: dict[str, dict[str, Txg]] = {}  # pool -> its last txgs read, row text -> Txg
         self._objsets: dict[str, dict[str, tuple[str, Objset]]] = {}  # pool -> file name -> (rows, Objset)
 
@@ -153,11 +154,11 @@ class ProcfsKstatSource:
         return values
 
     def version(self) -> str | None:
-        text = self._optional(self.module_dir / "version")
+        text = self._optional(f"{self._module}/version")
         return None if text is None else text.strip() or None
 
     def _int_param(self, name: str) -> int | None:
-        text = self._optional(self.module_dir / "parameters" / name)
+        text = self._optional(f"{self._module}/parameters/{name}")
         if text is None:
             return None
         try:
