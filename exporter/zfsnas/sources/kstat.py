@@ -61,6 +61,10 @@ IO_COLUMNS = ("nread", "nwritten", "reads", "writes", "wtime", "wlentime", "wupd
               "rtime", "rlentime", "rupdate", "wcnt", "rcnt")
 
 
+# The header as the kernel prints it; what else int() would read is left to _is_kstat_header.
+_PLAIN_HEADER = re.compile(r"[0-9]+ [0-9]+ 0x[0-9a-f]+ [0-9]+ [0-9]+ [0-9]+ [0-9]+")
+
+
 def _is_kstat_header(line: str) -> bool:
     # "kid type flags ndata data_size crtime snaptime": seven integers, flags in hex.
     parts = line.split()
@@ -123,14 +127,16 @@ def named_kstat_body(text: str, where: str = "kstat") -> str | None:
     changes at every read: it ends in the snapshot time, so a memo of a file's rows keys on this).
     None when only a line-by-line look can say where the rows start (a header line holding a
     control character); `parse_named_kstat` then reads the whole text."""
-    head, second, rest = (*text.split("\n", 2), "", "")[:3]
-    body: str | None = rest
-    if not (head.isprintable() and second.isprintable() and "\n" in text[len(head) + 1:]):
+    parts = text.split("\n", 2)
+    body: str | None = None
+    if len(parts) == 3 and parts[0].isprintable() and parts[1].isprintable():
+        head, second, body = parts
+    else:
         lines = text.splitlines()
         if len(lines) < 2:
             raise KstatFormatError(f"{where}: truncated, {len(lines)} line(s)")
-        head, second, body = lines[0], lines[1], None
-    if not _is_kstat_header(head):
+        head, second = lines[0], lines[1]
+    if not (_PLAIN_HEADER.fullmatch(head) or _is_kstat_header(head)):
         raise KstatFormatError(f"{where}: missing kstat header, first line is {head[:60]!r}")
     if second.split() != ["name", "type", "data"]:
         raise KstatFormatError(f"{where}: second line is not 'name type data': {second[:60]!r}")
