@@ -93,3 +93,17 @@ def test_tunables_are_served_as_their_last_background_read(tmp_path):
     text = exporter.render()
     assert value(text, "zfs_module_parameter", name="zfs_txg_timeout") == 7
     assert value(text, "zfs_version_info", version="2.3.2-2~bpo12+2") == 1
+
+
+def test_objsets_with_different_fields_in_one_pool(tmp_path):
+    """One objset lacking a field (written by another OpenZFS version): its other fields are
+    still served, and the field is served for the datasets that have it."""
+    root = copy_tree(tmp_path / "t")
+    media = root / "proc/spl/kstat/zfs/tank/objset-0x104"
+    media.write_text("".join(line for line in media.read_text().splitlines(True) if not line.startswith("nunlinks ")))
+    text = _exporter(root, "objset").render()
+    assert ("zfs_dataset_unlinks_total", frozenset({("pool", "tank"), ("dataset", "tank/media files")})) \
+        not in samples(text)
+    assert value(text, "zfs_dataset_unlinks_total", pool="tank", dataset="tank") == 537
+    assert value(text, "zfs_dataset_written_bytes_total", pool="tank", dataset="tank/media files") == 73_014_444_032
+    assert value(text, "zfs_dataset_written_bytes_total", pool="tank", dataset="tank") == 1_048_576
