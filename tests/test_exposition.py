@@ -220,17 +220,61 @@ def test_label_value_types():
     assert problems.dropped == {("zfs_x", "invalid_label_value"): 2}
 
 
-def test_label_text_cache_is_bounded_and_skips_rewritten_sets(monkeypatch):
-    cache = exposition._LabelCache()
-    monkeypatch.setattr(exposition._LabelCache, "MAX_ENTRIES", 3)
-    issues: list[str] = []
-    for pool in ("a", "b", "c"):
-        assert cache(("pool",), (pool,), issues) == f'{{pool="{pool}"}}'
-    assert len(cache.texts) == 3 and cache.chars == 3 * len('{pool="a"}')
-    cache(("pool",), ("d",), issues)  # full: cleared, then this one kept
-    assert list(cache.texts) == [(("pool",), ("d",))] and cache.chars == len('{pool="d"}')
-    assert cache(("pool",), ("caf\udce9",), issues) == '{pool="caf\\\\xe9"}' and issues == ["invalid_utf8"]
-    assert len(cache.texts) == 1  # a rewritten set is counted on every render, so never cached
+def _pool_family(documentation: str, *pools: str) -> Family:
+    family = Family("zfs_x", documentation, "gauge", ("pool",))
+    family.samples = [("", (pool,), 1) for pool in pools]
+    return family
+
+
+def test_line_cache_is_bounded_and_skips_rewritten_sets(monkeypatch):
+    cache = exposition._TextCache()
+    monkeypatch.setattr(exposition._TextCache, "MAX_ENTRIES", 3)
+    out: list[str] = []
+    exposition.render_family(_pool_family("help", "a", "b", "c"), out, cache=cache)
+    (text,) = cache.families.values()
+    assert text.lines == {"": {("a",): 'zfs_x{pool="a"} ', ("b",): 'zfs_x{pool="b"} ', ("c",): 'zfs_x{pool="c"} '}}
+    assert cache.entries == 3 and cache.chars == len(text.header or "") + 3 * len('zfs_x{pool="a"} ')
+    exposition.render_family(_pool_family("help", "d"), out, cache=cache)  # full: cleared, then this one kept
+    assert cache.families == {} and text.lines == {"": {("d",): 'zfs_x{pool="d"} '}}  # d: till the render ends
+    assert cache.entries == 1 and cache.chars == len('zfs_x{pool="d"} ')
+    problems = RenderIssues()
+    exposition.render_family(_pool_family("help", "caf\udce9"), out, problems, cache=cache)
+    assert out[-1] == 'zfs_x{pool="caf\\\\xe9"} 1\n' and problems.rewritten == {("zfs_x", "invalid_utf8"): 1}
+    assert cache.entries == 1  # a rewritten set is counted on every render, so never cached
+    assert "".join(out).count("# HELP zfs_x help\n# TYPE zfs_x gauge\n") == 3
+
+
+def test_line_cache_keeps_its_family_count_bounded(monkeypatch):
+    cache = exposition._TextCache()
+    monkeypatch.setattr(exposition._TextCache, "MAX_FAMILIES", 2)
+    for documentation in ("one", "two", "three"):
+        exposition.render_family(_pool_family(documentation, "a"), [], cache=cache)
+    assert [key[1] for key in cache.families] == ["three"]
+
+
+def test_cached_header_follows_a_changed_help_and_a_fixed_name():
+    """The cache is keyed by all the text depends on: a new HELP is served at once, and a family
+    whose label names were invalid is rendered once they are valid (and dropped again after)."""
+    assert render([_pool_family("old help", "tank")]).startswith("# HELP zfs_x old help\n")
+    assert render([_pool_family("new help", "tank")]) == (
+        '# HELP zfs_x new help\n# TYPE zfs_x gauge\nzfs_x{pool="tank"} 1\n')
+    for names, served in ((("Pool",), False), (("pool",), True), (("Pool",), False)):
+        family = Family("zfs_y", "help", "counter", names)
+        family.samples = [("", ("tank",), 2)]
+        problems = RenderIssues()
+        assert render([family], problems) == ('# HELP zfs_y help\n# TYPE zfs_y counter\nzfs_y{pool="tank"} 2\n'
+                                              if served else "")
+        assert problems.dropped == ({} if served else {("zfs_y", "invalid_label_name"): 1})
+
+
+def test_cached_lines_serve_each_scrape_its_own_values():
+    for value, text in ((1, "1"), (2**70, str(2**70)), (0.5, "0.5"), ("x", None), (3, "3")):
+        family = _pool_family("help", "tank")
+        family.samples = [("", ("tank",), value)]
+        problems = RenderIssues()
+        out = render([family], problems)
+        assert out == ('# HELP zfs_x help\n# TYPE zfs_x gauge\n' + (f'zfs_x{{pool="tank"}} {text}\n' if text else ""))
+        assert problems.dropped == ({} if text else {("zfs_x", "not_a_number"): 1})
 
 
 def test_frozen_text_is_rendered_once():

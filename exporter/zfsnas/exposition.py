@@ -17,6 +17,7 @@ hundreds of milliseconds, so families built by collectors are rendered here dire
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import re
@@ -130,6 +131,7 @@ def format_value(value: float) -> str:
     return repr(value)
 
 
+@functools.lru_cache(maxsize=1024)  # histograms repeat the same few bounds every scrape
 def format_le(bound: float) -> str:
     return "+Inf" if bound == math.inf else repr(float(bound))
 
@@ -227,69 +229,131 @@ def _format_labels(keys: tuple[str, ...], values: tuple[str, ...], issues: list[
     return "{" + ",".join(f'{k}="{_escape_label(v)}"' for k, v in zip(keys, values)) + "}"
 
 
-class _LabelCache:
-    """Label sets repeat from scrape to scrape (the same pools, buckets): their text is kept, up to
-    a bound in entries and characters so hostile names cannot grow it without limit."""
+class _FamilyText:
+    """What one family's rendering keeps between scrapes: its header (None when its names cannot be
+    written, `reason` then says why) and, per name suffix, the text of each label set's line up to
+    the value (`zfs_pool_state{pool="tank",state="ONLINE"} `)."""
 
+    __slots__ = ("header", "reason", "lines")
+
+    def __init__(self, name: str, documentation: str, kind: str, names: tuple[str, ...]) -> None:
+        self.header: str | None = None
+        self.reason = ""
+        self.lines: dict[str, dict[tuple[str, ...], str]] = {}
+        if not _METRIC_NAME.fullmatch(name):
+            self.reason = "invalid_metric_name"
+        elif not all(_LABEL_NAME.fullmatch(n) and not n.startswith("__") for n in names):
+            self.reason = "invalid_label_name"
+        else:
+            self.header = f"# HELP {name} {_escape_help(documentation)}\n# TYPE {name} {kind}\n"
+
+
+class _TextCache:
+    """Families and their label sets repeat from scrape to scrape (the same arcstats fields, pools,
+    buckets): their checked names, header and line prefixes are kept, keyed by everything the text
+    depends on (a changed HELP is a new entry, never a stale one). Bounded in families, lines and
+    characters so that hostile names cannot grow it without limit: when full it starts over."""
+
+    MAX_FAMILIES = 20_000
     MAX_ENTRIES = 100_000
     MAX_CHARS = 8_000_000
 
     def __init__(self) -> None:
-        self.texts: dict[tuple[tuple[str, ...], tuple[str, ...]], str] = {}
+        self.families: dict[tuple[str, str, str, tuple[str, ...]], _FamilyText] = {}
+        self.entries = 0
         self.chars = 0
 
-    def __call__(self, keys: tuple[str, ...], values: tuple[str, ...], issues: list[str]) -> str:
-        key = (keys, values)
-        text = self.texts.get(key)
+    def family(self, family: Family) -> _FamilyText:
+        key = (family.name, family.documentation, family.kind, family.labelnames)
+        text = self.families.get(key)
         if text is None:
-            before = len(issues)
-            text = _format_labels(keys, values, issues)
-            if len(issues) == before:  # a rewritten set is not kept: it is counted on every render
-                if len(self.texts) >= self.MAX_ENTRIES or self.chars + len(text) > self.MAX_CHARS:
-                    self.texts.clear()
-                    self.chars = 0
-                self.texts[key] = text
-                self.chars += len(text)
+            if len(self.families) >= self.MAX_FAMILIES:
+                self.clear()
+            text = self.families[key] = _FamilyText(*key)
+            self.chars += len(text.header or "")
         return text
 
+    def keep(self, lines: dict[tuple[str, ...], str], values: tuple[str, ...], line: str) -> None:
+        if self.entries >= self.MAX_ENTRIES or self.chars + len(line) > self.MAX_CHARS:
+            self.clear()
+        lines[values] = line
+        self.entries += 1
+        self.chars += len(line)
 
-_LABEL_TEXT = _LabelCache()
+    def clear(self) -> None:
+        for text in self.families.values():
+            for lines in text.lines.values():
+                lines.clear()  # also those of the family being rendered, which fills them again
+        self.families.clear()
+        self.entries = self.chars = 0
 
 
-def _uncached_labels(keys: tuple[str, ...], values: tuple[str, ...], issues: list[str]) -> str:
-    return _format_labels(keys, values, issues)
+_TEXT = _TextCache()
 
 
-def render_family(family: Family, out: list[str], labels_text=_LABEL_TEXT,
-                  problems: RenderIssues | None = None) -> None:
+def render_family(family: Family, out: list[str], problems: RenderIssues | None = None,
+                  cache: _TextCache | None = _TEXT) -> None:
     """Append the family's text to `out`. A sample whose value or labels cannot be written is left
-    out and noted in `problems` (its family's other samples are not affected); `labels_text`
-    formats a label set, by default keeping the text for the next scrape."""
-    name = family.name
-    if problems is None:
-        problems = RenderIssues()
-    names = family.labelnames
-    if not _METRIC_NAME.fullmatch(name) or not all(_LABEL_NAME.fullmatch(n) and not n.startswith("__")
-                                                   for n in names):
-        reason = "invalid_metric_name" if not _METRIC_NAME.fullmatch(name) else "invalid_label_name"
+    out and noted in `problems` (its family's other samples are not affected); `cache` keeps the
+    family's header and line prefixes for the next scrape (None: render without keeping anything)."""
+    if cache is None:
+        text = _FamilyText(family.name, family.documentation, family.kind, family.labelnames)
+    else:
+        text = (cache.families.get((family.name, family.documentation, family.kind, family.labelnames))
+                or cache.family(family))
+    if text.header is None:
         if family.samples:
-            problems.drop(valid_utf8(name), reason, f"{name} {names}", len(family.samples))
+            name = family.name
+            (RenderIssues() if problems is None else problems).drop(valid_utf8(name), text.reason, f"{name} {family.labelnames}",
+                                              len(family.samples))
         return
-    out.append(f"# HELP {name} {_escape_help(family.documentation)}\n# TYPE {name} {family.kind}\n")
-    bucket_names = (*names, "le")
-    issues: list[str] = []
+    append = out.append
+    append(text.header)
+    lines_of = text.lines
+    suffix_seen: str | None = None
+    lines: dict[tuple[str, ...], str] = {}
     for suffix, values, value in family.samples:
-        try:
-            text = format_value(value)
-            labels = labels_text(bucket_names if suffix == "_bucket" else names, values, issues) if values else ""
-        except Unrepresentable as exc:
-            problems.drop(name, exc.reason, f"{name}{suffix} {values!r:.150} {value!r:.50}")
-            continue
-        if issues:
-            for reason in issues:
-                problems.rewrite(name, reason, f"{name}{suffix} {values!r:.150}")
-            issues.clear()
-        out.append(f"{name}{suffix}{labels} {text}\n")
+        if suffix != suffix_seen:
+            suffix_seen = suffix
+            lines = lines_of.get(suffix) or lines_of.setdefault(suffix, {})
+        # The common case, a label set seen before and a plain number, in line; the rest below.
+        line = lines.get(values)
+        if line is not None:
+            kind = type(value)
+            if kind is int and -_INT_LIMIT <= value <= _INT_LIMIT:
+                append(f"{line}{value}\n")
+                continue
+            if kind is float:
+                append(f"{line}{format_value(value)}\n")
+                continue
+        if problems is None:
+            problems = RenderIssues()
+        line = _sample_line(family, suffix, values, value, lines, cache, problems)
+        if line is not None:
+            append(line)
+
+
+def _sample_line(family: Family, suffix: str, values: tuple[str, ...], value: float,
+                 lines: dict[tuple[str, ...], str], cache: _TextCache | None, problems: RenderIssues) -> str | None:
+    """One sample's line, its label text kept in `lines` when it needed no rewriting; None when it
+    cannot be written (noted in `problems`)."""
+    name = family.name
+    issues: list[str] = []
+    try:
+        value_text = format_value(value)
+        line = lines.get(values)
+        if line is None:
+            names = (*family.labelnames, "le") if suffix == "_bucket" else family.labelnames
+            labels = _format_labels(names, values, issues) if values else ""
+            line = f"{name}{suffix}{labels} "
+            if not issues and cache is not None:  # a rewritten set is not kept: it is counted on every render
+                cache.keep(lines, values, line)
+    except Unrepresentable as exc:
+        problems.drop(name, exc.reason, f"{name}{suffix} {values!r:.150} {value!r:.50}")
+        return None
+    for reason in issues:
+        problems.rewrite(name, reason, f"{name}{suffix} {values!r:.150}")
+    return f"{line}{value_text}\n"
 
 
 class FrozenFamily(Family):
@@ -308,7 +372,7 @@ class FrozenFamily(Family):
     def freeze(self) -> FrozenFamily:
         out: list[str] = []
         problems = RenderIssues()
-        render_family(self, out, _uncached_labels, problems)  # rendered once: no point keeping label texts
+        render_family(self, out, problems, cache=None)  # rendered once: no point keeping its texts
         self.text = "".join(out)
         self.problems = problems or None
         return self
@@ -325,7 +389,7 @@ def render(families: Iterable[Family], problems: RenderIssues | None = None) -> 
             if family.problems:
                 problems.add(family.problems)
         else:
-            render_family(family, out, problems=problems)
+            render_family(family, out, problems)
     return "".join(out)
 
 

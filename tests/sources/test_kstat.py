@@ -3,7 +3,7 @@
 import pytest
 
 from tests.conftest import LINUX_VERSIONS, linux_tree
-from zfsnas.sources.kstat import (KstatFormatError, histogram_buckets, parse_io_kstat, parse_named_kstat,
+from zfsnas.sources.kstat import (KstatFormatError, histogram_buckets, parse_io_kstat, parse_named_kstat, parse_named_rows,
                                   parse_txgs)
 
 KSTAT = "proc/spl/kstat/zfs"
@@ -102,3 +102,60 @@ def test_histogram_bad_bucket_name():
     named = parse_named_kstat("1 1 0x01 1 272 1 2\nname type data\n1 us 4 3\n")
     with pytest.raises(KstatFormatError, match="not '<n> ns'"):
         histogram_buckets(named)
+
+
+def _rows_one_by_one(text):
+    return parse_named_rows(text.splitlines()[2:], "kstat")
+
+
+def named_kstat_files():
+    """Every named kstat file of the fixture trees, live captures included."""
+    for version in (*LINUX_VERSIONS, "2.3.2-live", "2.1.11-live"):
+        for path in sorted((linux_tree(version) / KSTAT).rglob("*")):
+            if path.is_file() and path.read_text(errors="replace").split("\n", 2)[1:2] == [NAME_TYPE_DATA]:
+                yield pytest.param(path, id=f"{version}/{path.relative_to(linux_tree(version) / KSTAT)}")
+
+
+NAME_TYPE_DATA = "name                            type data"
+
+
+@pytest.mark.parametrize("path", list(named_kstat_files()))
+def test_whole_body_parse_equals_the_row_by_row_parse_on_every_fixture(path):
+    """parse_named_kstat reads an all-numeric body in one pass: the same values, in the same order."""
+    text = path.read_text()
+    fast = parse_named_kstat(text)
+    assert fast == _rows_one_by_one(text)
+    assert list(fast.values) == list(_rows_one_by_one(text).values)
+
+
+@pytest.mark.parametrize("body", [
+    "hits 4 5\nmisses 4 -7\nhits 4 9\n",           # a repeated name keeps its first place, the last value
+    "hits 4 5",                                     # no newline at the end
+    "hits 4 5\n\nmisses 4 6\n",                     # an empty row is skipped
+    "hits 4 5 \nmisses 4 6\n",                      # trailing blank
+    "hits\t4\t5\n",                                 # tabs
+    "hits 4 5\r\nmisses 4 6\r\n",                   # CR LF
+    "hits 04 5\n", "hits 4 +5\n", "hits 4 ٣\n",     # what int() reads beyond plain digits
+    "1 ns 4 3\nname 7 tank/a b\nc 0 x\n",          # a name with a space, strings, a char
+    "",
+])
+def test_whole_body_parse_falls_back_to_rows_on_anything_unusual(body):
+    text = "1 1 0x01 2 544 1 2\nname                            type data\n" + body
+    assert parse_named_kstat(text) == _rows_one_by_one(text)
+
+
+def test_txg_rows_seen_before_are_reused_and_the_memo_holds_only_the_last_read():
+    text = read("2.3.2", "tank/txgs")
+    known: dict = {}
+    first = parse_txgs(text, "txgs", known)
+    assert len(known) == len(first) and first == parse_txgs(text)
+    head, _, last = text.rstrip("\n").rpartition("\n")
+    parts = last.split()
+    moved = " ".join([*parts[:3], str(int(parts[3]) + 4096), *parts[4:]])  # the open txg's ndirty grew
+    second = parse_txgs(f"{head}\n{moved}\n", "txgs", known)
+    assert second[-1].ndirty == first[-1].ndirty + 4096
+    assert all(a is b for a, b in zip(first[:-1], second[:-1]))  # synced rows: not built again
+    shorter = parse_txgs(f"{head}\n", "txgs", known)
+    assert len(known) == len(shorter) == len(first) - 1
+    with pytest.raises(KstatFormatError, match="non-numeric"):
+        parse_txgs(f"{head}\n{' '.join([*parts[:4], 'x', *parts[5:]])}\n", "txgs", known)

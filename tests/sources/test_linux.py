@@ -1,12 +1,14 @@
 """The procfs source over the fixture trees, and over trees that change or break under it."""
 
+import os
 import shutil
 
 import pytest
 
 from tests.conftest import LINUX_VERSIONS, copy_tree, linux_tree
 from zfsnas.sources.linux import ProcfsKstatSource
-from zfsnas.sources.model import SourceError
+from zfsnas.sources.kstat import KstatFormatError
+from zfsnas.sources.model import SourceError, read_bounded
 
 
 def source(version):
@@ -75,10 +77,65 @@ def test_objset_unmounted_between_listing_and_reading_is_skipped(tmp_path, monke
     src = ProcfsKstatSource(str(tmp_path / "t/proc"), str(tmp_path / "t/sys"))
     original = src._optional
 
-    def vanish(path):
-        if path.name == "objset-0x104":
-            path.unlink()
-        return original(path)
+    def vanish(path, pool=None):
+        if os.path.basename(path) == "objset-0x104":
+            os.unlink(path)
+        return original(path, pool)
 
     monkeypatch.setattr(src, "_optional", vanish)
     assert "tank/media files" not in {o.dataset for o in src.objsets("tank")}
+
+
+def _rewrite(path, old, new):
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+
+
+def test_objset_rows_are_parsed_again_exactly_when_they_change(tmp_path):
+    """The snapshot time ending the header changes at every read; the rows decide what is reused."""
+    copy_tree(tmp_path / "t")
+    src = ProcfsKstatSource(str(tmp_path / "t/proc"), str(tmp_path / "t/sys"))
+    media = tmp_path / "t/proc/spl/kstat/zfs/tank/objset-0x104"
+    first = {o.dataset: o for o in src.objsets("tank")}
+    header = media.read_text().split("\n", 1)[0]
+    _rewrite(media, header, header[:-1] + ("9" if header[-1] != "9" else "8"))  # a later read, same rows
+    second = {o.dataset: o for o in src.objsets("tank")}
+    assert second["tank/media files"] is first["tank/media files"]
+    _rewrite(media, "nwritten                        4    73014444032", "nwritten                        4    73014444033")
+    third = {o.dataset: o for o in src.objsets("tank")}
+    assert third["tank/media files"].values["nwritten"] == 73_014_444_033  # one byte changed: read again
+    assert third["tank"] is first["tank"]
+    assert first["tank/media files"].values["nwritten"] == 73_014_444_032  # what was handed out is not touched
+    _rewrite(media, "0x01", "0x0g")  # a broken header fails the read even with known rows
+    with pytest.raises(KstatFormatError, match="missing kstat header"):
+        src.objsets("tank")
+
+
+def test_source_memos_hold_only_the_files_and_pools_of_the_last_read(tmp_path):
+    copy_tree(tmp_path / "t")
+    src = ProcfsKstatSource(str(tmp_path / "t/proc"), str(tmp_path / "t/sys"))
+    for pool in src.pools():
+        src.objsets(pool)
+        src.txgs(pool)
+    assert set(src._objsets) == set(src._txg_rows) == {"backup", "tank"}
+    assert len(src._objsets["tank"]) == 4
+    (tmp_path / "t/proc/spl/kstat/zfs/tank/objset-0x104").unlink()  # dataset unmounted
+    assert len(src.objsets("tank")) == len(src._objsets["tank"]) == 3
+    shutil.rmtree(tmp_path / "t/proc/spl/kstat/zfs/backup")  # pool exported
+    assert src.pools() == ["tank"] and set(src._objsets) == set(src._txg_rows) == {"tank"}
+
+
+def test_read_bounded_reads_whole_files_and_refuses_larger_ones(tmp_path):
+    big = tmp_path / "big"
+    data = bytes(range(256)) * 1000  # several read chunks
+    big.write_bytes(data)
+    assert read_bounded(big, len(data), "latin-1") == data.decode("latin-1")
+    with pytest.raises(SourceError, match=f"larger than {len(data) - 1} bytes"):
+        read_bounded(big, len(data) - 1)
+    small = tmp_path / "small"
+    small.write_bytes(b"caf\xe9\n")
+    assert read_bounded(small) == "caf\udce9\n"
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    assert read_bounded(empty) == ""

@@ -131,11 +131,19 @@ demand_hit_prescient_prefetch demand_iohit_prescient_prefetch l2_evict_l1cached
 """.split())
 
 
+@functools.lru_cache(maxsize=1024)
+def _sample_spec(field: str) -> tuple[str, str, str, tuple[str, ...], tuple[str, ...], float]:
+    """arc_metric's answer as the family builder takes it: kind, name, help, label names and values, scale."""
+    spec = arc_metric(field)
+    return (spec.kind, spec.name, spec.help, tuple(k for k, _ in spec.labels), tuple(v for _, v in spec.labels),
+            spec.scale)
+
+
 def arc_families(values: dict[str, int]) -> Families:
     families = Families()
     for field, value in values.items():
-        spec = arc_metric(field)
-        families.add(spec.kind, spec.name, spec.help, dict(spec.labels), value if spec.scale == 1 else value * spec.scale)
+        kind, name, help_text, labelnames, labels, scale = _sample_spec(field)
+        families.family(kind, name, help_text, labelnames).samples.append(("", labels, value if scale == 1 else value * scale))
     return families
 
 

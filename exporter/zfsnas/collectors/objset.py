@@ -47,20 +47,37 @@ class ObjsetCollector(Collector):
         for pool in pools:
             with report.guard(f"pool {pool} objsets"):
                 datasets: dict[str, dict[str, int]] = {}
+                summed: set[str] = set()
                 for objset in self.ctx.kstat.objsets(pool):
                     seen = datasets.get(objset.dataset)
-                    if seen is None:
-                        datasets[objset.dataset] = dict(objset.values)
-                    else:
-                        for field, value in objset.values.items():
-                            seen[field] = seen.get(field, 0) + value
-                samples_of: dict[str, list] = {}  # field -> its family's sample list
-                for dataset, values in datasets.items():
-                    labels = (pool, dataset)
-                    for field, value in values.items():
-                        samples = samples_of.get(field)
-                        if samples is None:
-                            name, help_text = objset_metric(field)
-                            samples = samples_of[field] = families.family("counter", name, help_text, LABELS).samples
-                        samples.append(("", labels, value))
+                    if seen is None:  # only read: the source may hand the same values to the next scrape
+                        datasets[objset.dataset] = objset.values
+                        continue
+                    if objset.dataset not in summed:
+                        seen = datasets[objset.dataset] = dict(seen)
+                        summed.add(objset.dataset)
+                    for field, value in objset.values.items():
+                        seen[field] = seen.get(field, 0) + value
+                add_samples(families, pool, datasets)
         return families
+
+
+def add_samples(families: Families, pool: str, datasets: dict[str, dict[str, int]]) -> None:
+    """Each dataset's fields as samples of their families, in the order of the datasets."""
+    labelled = [((pool, dataset), values) for dataset, values in datasets.items()]
+    fields = list(labelled[0][1]) if labelled else []
+    if all(list(values) == fields for _, values in labelled):
+        # One field list for all (what a real pool has): a family's samples in one go per field.
+        for field in fields:
+            name, help_text = objset_metric(field)
+            families.family("counter", name, help_text, LABELS).samples.extend(
+                [("", labels, values[field]) for labels, values in labelled])
+        return
+    samples_of: dict[str, list] = {}  # field -> its family's sample list
+    for labels, values in labelled:
+        for field, value in values.items():
+            samples = samples_of.get(field)
+            if samples is None:
+                name, help_text = objset_metric(field)
+                samples = samples_of[field] = families.family("counter", name, help_text, LABELS).samples
+            samples.append(("", labels, value))

@@ -6,6 +6,7 @@ Owns `zfs_pool_state{pool,state}` (from `<pool>/state`), the `<pool>/iostats` co
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 
@@ -31,6 +32,7 @@ _BYTES_OF = re.compile(r"^(?P<what>.+)_bytes_(?P<how>[a-z]+)$")      # trim_byte
 _EXTENTS_OF = re.compile(r"^(?P<what>.+)_extents_(?P<how>[a-z]+)$")  # trim_extents_written
 
 
+@functools.lru_cache(maxsize=512)
 def iostats_metric(field: str) -> tuple[str, str]:
     if match := _BYTES_OF.match(field):
         return f"zfs_pool_{match['what']}_{match['how']}_bytes_total", f"Bytes (iostats {field})."
@@ -39,6 +41,11 @@ def iostats_metric(field: str) -> tuple[str, str]:
     if field.endswith("_bytes"):
         return f"zfs_pool_{field}_total", f"Bytes (iostats {field})."
     return f"zfs_pool_{field.removesuffix('_count')}_total", f"Operations (iostats {field})."
+
+
+@functools.lru_cache(maxsize=64)
+def _states(state: str) -> tuple[str, ...]:
+    return tuple(sorted({*POOL_STATES, state}))
 
 
 class PoolstatsCollector(Collector):
@@ -51,14 +58,16 @@ class PoolstatsCollector(Collector):
         for pool in pools:
             with report.guard(f"pool {pool} state"):
                 state = kstat.pool_state(pool).upper()
-                for known in sorted({*POOL_STATES, state}):
-                    families.gauge("zfs_pool_state", "1 for the pool's current state (from the state kstat), 0 for the others.",
-                                   {"pool": pool, "state": known}, 1.0 if known == state else 0.0)
+                samples = families.family("gauge", "zfs_pool_state",
+                                          "1 for the pool's current state (from the state kstat), 0 for the others.",
+                                          ("pool", "state")).samples
+                samples.extend(("", (pool, known), 1.0 if known == state else 0.0) for known in _states(state))
             with report.guard(f"pool {pool} iostats"):
                 named = kstat.pool_iostats(pool)
+                labels = (pool,)
                 for field, value in (named.values if named else {}).items():
                     name, help_text = iostats_metric(field)
-                    families.counter(name, help_text, {"pool": pool}, value)
+                    families.family("counter", name, help_text, ("pool",)).samples.append(("", labels, value))
             with report.guard(f"pool {pool} io"):
                 for field, value in (kstat.pool_io(pool) or {}).items():
                     if field in _IO:

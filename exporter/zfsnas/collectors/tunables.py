@@ -5,7 +5,7 @@ name under /sys/module/zfs/parameters (`zfs_arc_max`); on FreeBSD it is the sysc
 `vfs.zfs.` (`arc.max`). Non-numeric parameters (strings, lists) are left out.
 A real system has about 300 parameters that change only when someone tunes them, so they are
 read in the background (`--tunables.refresh-interval`, source `module_parameters`), not on
-every scrape.
+every scrape; their families are rendered once per read (`FrozenFamily`), so a scrape copies text.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterable, Sequence
 
-from ..exposition import Families, Family
+from ..exposition import Family, FrozenFamily
 from ..refresh import BackgroundRefresher
 from .base import Context, RefreshingCollector, Report
 
@@ -38,6 +38,7 @@ class TunablesCollector(RefreshingCollector):
         super().__init__(ctx)
         interval = getattr(ctx.args, "tunables_refresh_interval", 30.0)
         self.refresher = BackgroundRefresher("module_parameters", self._read, interval)
+        self._frozen: tuple[object, list[Family]] = (None, [])  # (the read, its families)
 
     def _read(self) -> tuple[str | None, dict[str, int]]:
         kstat = self.ctx.kstat
@@ -50,12 +51,21 @@ class TunablesCollector(RefreshingCollector):
 
     def collect(self, report: Report) -> Iterable[Family]:
         read = self.current(self.refresher, report)
-        families = Families()
-        if read is not None:
-            version, parameters = read
-            if version:
-                families.gauge("zfs_version_info", "OpenZFS kernel module version.", {"version": version}, 1)
-            for name, value in parameters.items():
-                families.gauge("zfs_module_parameter", "Numeric OpenZFS module parameter (tunable).",
-                               {"name": name}, value)
-        return families
+        if read is None:
+            return []
+        if self._frozen[0] is not read:  # a new background read: render its text once
+            self._frozen = (read, frozen_families(*read))
+        return self._frozen[1]
+
+
+def frozen_families(version: str | None, parameters: dict[str, int]) -> list[Family]:
+    families: list[Family] = []
+    if version:
+        info = FrozenFamily("zfs_version_info", "OpenZFS kernel module version.", "gauge", ("version",))
+        info.samples.append(("", (version,), 1))
+        families.append(info.freeze())
+    if parameters:
+        values = FrozenFamily("zfs_module_parameter", "Numeric OpenZFS module parameter (tunable).", "gauge", ("name",))
+        values.samples.extend(("", (name,), value) for name, value in parameters.items())
+        families.append(values.freeze())
+    return families

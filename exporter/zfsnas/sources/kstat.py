@@ -61,6 +61,10 @@ IO_COLUMNS = ("nread", "nwritten", "reads", "writes", "wtime", "wlentime", "wupd
               "rtime", "rlentime", "rupdate", "wcnt", "rcnt")
 
 
+# The header as the kernel prints it; what else int() would read is left to _is_kstat_header.
+_PLAIN_HEADER = re.compile(r"[0-9]+ [0-9]+ 0x[0-9a-f]+ [0-9]+ [0-9]+ [0-9]+ [0-9]+")
+
+
 def _is_kstat_header(line: str) -> bool:
     # "kid type flags ndata data_size crtime snaptime": seven integers, flags in hex.
     parts = line.split()
@@ -101,20 +105,46 @@ def parse_named_rows(lines: list[str], where: str) -> NamedKstat:
     return NamedKstat(values, strings)
 
 
+# Rows as the kernel prints a numeric stat ("%-31s %-4d %lld"): checked in one regex pass, so such a
+# body is split and converted without a Python loop per row. Anything else takes parse_named_rows.
+_NUMERIC_ROW = r"[!-~]+ +[1-6] +-?[0-9]+"
+_NUMERIC_BODY = re.compile(rf"(?:{_NUMERIC_ROW}\n)*(?:{_NUMERIC_ROW})?")
+
+
 def parse_named_kstat(text: str, where: str = "kstat") -> NamedKstat:
     """Parse a Linux named kstat file: kstat header, `name type data`, one row per stat."""
-    lines = text.splitlines()
-    if len(lines) < 2:
-        raise KstatFormatError(f"{where}: truncated, {len(lines)} line(s)")
-    if not _is_kstat_header(lines[0]):
-        raise KstatFormatError(f"{where}: missing kstat header, first line is {lines[0][:60]!r}")
-    if lines[1].split() != ["name", "type", "data"]:
-        raise KstatFormatError(f"{where}: second line is not 'name type data': {lines[1][:60]!r}")
-    return parse_named_rows(lines[2:], where)
+    body = named_kstat_body(text, where)
+    if body is None:
+        return parse_named_rows(text.splitlines()[2:], where)
+    if _NUMERIC_BODY.fullmatch(body):  # codes 1-6 are the numeric types, all read the same way
+        words = body.split()
+        return NamedKstat(dict(zip(words[0::3], map(int, words[2::3]))), {})
+    return parse_named_rows(body.splitlines(), where)
 
 
-def _parse_table(text: str, columns: tuple[str, ...], where: str) -> list[list[str]]:
-    """Rows of a whitespace table whose first non-empty line names `columns`."""
+def named_kstat_body(text: str, where: str = "kstat") -> str | None:
+    """The rows of a named kstat file after its two header lines, which are checked (the first one
+    changes at every read: it ends in the snapshot time, so a memo of a file's rows keys on this).
+    None when only a line-by-line look can say where the rows start (a header line holding a
+    control character); `parse_named_kstat` then reads the whole text."""
+    parts = text.split("\n", 2)
+    body: str | None = None
+    if len(parts) == 3 and parts[0].isprintable() and parts[1].isprintable():
+        head, second, body = parts
+    else:
+        lines = text.splitlines()
+        if len(lines) < 2:
+            raise KstatFormatError(f"{where}: truncated, {len(lines)} line(s)")
+        head, second = lines[0], lines[1]
+    if not (_PLAIN_HEADER.fullmatch(head) or _is_kstat_header(head)):
+        raise KstatFormatError(f"{where}: missing kstat header, first line is {head[:60]!r}")
+    if second.split() != ["name", "type", "data"]:
+        raise KstatFormatError(f"{where}: second line is not 'name type data': {second[:60]!r}")
+    return body
+
+
+def _table_rows(text: str, columns: tuple[str, ...], where: str) -> list[str]:
+    """The row lines of a whitespace table whose first non-empty line names `columns`."""
     lines = [line for line in text.splitlines() if line.strip()]
     if lines and _is_kstat_header(lines[0]):
         lines = lines[1:]
@@ -123,24 +153,45 @@ def _parse_table(text: str, columns: tuple[str, ...], where: str) -> list[list[s
     header = lines[0].split()
     if tuple(header) != columns:
         raise KstatFormatError(f"{where}: unexpected columns {' '.join(header)[:80]!r}")
-    rows = []
-    for lineno, line in enumerate(lines[1:], start=2):
-        parts = line.split()
-        if len(parts) != len(columns):
-            raise KstatFormatError(f"{where}: row {lineno} has {len(parts)} columns, expected {len(columns)}")
-        rows.append(parts)
-    return rows
+    return lines[1:]
 
 
-def parse_txgs(text: str, where: str = "txgs") -> list[Txg]:
-    """Parse `<pool>/txgs`: a column line, then one row per txg in the history ring."""
+def _row_parts(line: str, lineno: int, columns: tuple[str, ...], where: str) -> list[str]:
+    parts = line.split()
+    if len(parts) != len(columns):
+        raise KstatFormatError(f"{where}: row {lineno} has {len(parts)} columns, expected {len(columns)}")
+    return parts
+
+
+def _parse_table(text: str, columns: tuple[str, ...], where: str) -> list[list[str]]:
+    """Rows of a whitespace table whose first non-empty line names `columns`."""
+    return [_row_parts(line, lineno, columns, where)
+            for lineno, line in enumerate(_table_rows(text, columns, where), start=2)]
+
+
+def parse_txgs(text: str, where: str = "txgs", known: dict[str, Txg] | None = None) -> list[Txg]:
+    """Parse `<pool>/txgs`: a column line, then one row per txg in the history ring.
+
+    `known` is a memo of rows read before (row text -> Txg), replaced by this read's rows: a
+    synced txg's row never changes, so a scrape builds only the rows that are new or still open."""
+    rows = _table_rows(text, TXG_COLUMNS, where)
+    memo = known if known is not None else {}
+    parts_of = {line: _row_parts(line, lineno, TXG_COLUMNS, where)  # every row checked before any is read
+                for lineno, line in enumerate(rows, start=2) if line not in memo}
     txgs = []
-    for parts in _parse_table(text, TXG_COLUMNS, where):
-        try:
-            numbers = [int(value) for i, value in enumerate(parts) if i != 2]
-        except ValueError:
-            raise KstatFormatError(f"{where}: non-numeric value in txg row {' '.join(parts)[:80]!r}") from None
-        txgs.append(Txg(numbers[0], numbers[1], parts[2], *numbers[2:]))
+    for line in rows:
+        txg = memo.get(line)
+        if txg is None:
+            parts = parts_of[line]
+            try:
+                numbers = [int(value) for i, value in enumerate(parts) if i != 2]
+            except ValueError:
+                raise KstatFormatError(f"{where}: non-numeric value in txg row {' '.join(parts)[:80]!r}") from None
+            txg = Txg(numbers[0], numbers[1], parts[2], *numbers[2:])
+        txgs.append(txg)
+    if known is not None:
+        known.clear()
+        known.update(zip(rows, txgs))
     return txgs
 
 

@@ -2,6 +2,9 @@
 
 Owns the paths under `<procfs>/spl/kstat/zfs` and `<sysfs>/module/zfs`; parsing is left to
 `kstat.py`. A missing file becomes a `SourceError` naming the path, never a crash.
+Files that stay the same between scrapes (an idle dataset's objset rows, synced txg rows) are not
+parsed again: the parse of the last read is kept, for the files of that read only, and used only
+when the rows are the same text.
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .kstat import NamedKstat, Txg, parse_io_kstat, parse_named_kstat, parse_txgs
+from .kstat import NamedKstat, Txg, named_kstat_body, parse_io_kstat, parse_named_kstat, parse_named_rows, parse_txgs
 from .model import Objset, SourceError, read_bounded
 
 
@@ -19,43 +22,52 @@ class ProcfsKstatSource:
     def __init__(self, procfs: str = "/proc", sysfs: str = "/sys"):
         self.kstat_dir = Path(procfs) / "spl" / "kstat" / "zfs"
         self.module_dir = Path(sysfs) / "module" / "zfs"
+        # Paths are joined as strings: a Path join per file costs about as much as reading the file.
+        self._kstat, self._module = str(self.kstat_dir), str(self.module_dir)
+        self._txg_rows: dict[str, dict[str, Txg]] = {}  # pool -> its last txgs read, row text -> Txg
+        self._objsets: dict[str, dict[str, tuple[str, Objset]]] = {}  # pool -> file name -> (rows, Objset)
 
     def refresh(self) -> None:
         pass
 
-    def _read(self, path: Path) -> str:
+    def _read(self, path: str, pool: str | None = None) -> str:
         try:
             return read_bounded(path)
         except FileNotFoundError:
+            self._check_pool(pool)
             raise SourceError(f"{path} does not exist") from None
         except OSError as exc:
             raise SourceError(f"{path}: {exc.strerror or exc}") from None
 
-    def _optional(self, path: Path) -> str | None:
+    def _optional(self, path: str, pool: str | None = None) -> str | None:
         """The file's text, or None where this OpenZFS version does not have it."""
         try:
             return read_bounded(path)
         except FileNotFoundError:
+            self._check_pool(pool)
             return None
         except OSError as exc:
             raise SourceError(f"{path}: {exc.strerror or exc}") from None
 
-    def _pool_dir(self, pool: str) -> Path:
-        path = self.kstat_dir / pool
-        if not path.is_dir():
-            raise SourceError(f"pool {pool!r} vanished: {path} does not exist")
-        return path
+    def _check_pool(self, pool: str | None) -> None:
+        """A pool file that is missing because the whole pool is gone says so (checked only then:
+        a stat per file read would cost more than the reads of an unchanged file)."""
+        if pool is not None and not os.path.isdir(self._pool_dir(pool)):
+            raise SourceError(f"pool {pool!r} vanished: {self._pool_dir(pool)} does not exist")
+
+    def _pool_dir(self, pool: str) -> str:
+        return f"{self._kstat}/{pool}"
 
     def zfs_loaded(self) -> bool:
         return self.kstat_dir.is_dir()
 
     def arcstats(self) -> NamedKstat:
-        path = self.kstat_dir / "arcstats"
-        return parse_named_kstat(self._read(path), str(path))
+        path = f"{self._kstat}/arcstats"
+        return parse_named_kstat(self._read(path), path)
 
     def dmu_tx(self) -> NamedKstat:
-        path = self.kstat_dir / "dmu_tx"
-        return parse_named_kstat(self._read(path), str(path))
+        path = f"{self._kstat}/dmu_tx"
+        return parse_named_kstat(self._read(path), path)
 
     def pools(self) -> list[str]:
         try:
@@ -63,37 +75,41 @@ class ProcfsKstatSource:
         except OSError as exc:
             raise SourceError(f"{self.kstat_dir}: {exc.strerror or exc}") from None
         with entries:
-            return sorted(entry.name for entry in entries if entry.is_dir())
+            pools = sorted(entry.name for entry in entries if entry.is_dir())
+        for memo in (self._txg_rows, self._objsets):
+            for gone in memo.keys() - set(pools):
+                del memo[gone]
+        return pools
 
     def txgs(self, pool: str) -> list[Txg]:
-        path = self._pool_dir(pool) / "txgs"
-        return parse_txgs(self._read(path), str(path))
+        path = f"{self._kstat}/{pool}/txgs"
+        return parse_txgs(self._read(path, pool), path, self._txg_rows.setdefault(pool, {}))
 
     def tx_assign(self, pool: str) -> NamedKstat | None:
-        path = self._pool_dir(pool) / "dmu_tx_assign"
-        text = self._optional(path)
+        path = f"{self._kstat}/{pool}/dmu_tx_assign"
+        text = self._optional(path, pool)
         if text is not None and not text.strip():
             # Seen live (OpenZFS 2.3.2, a pool with no tx assignment yet recorded): with every
             # bucket empty the kstat holds no rows and the file reads as nothing at all.
             return NamedKstat({}, {})
-        return None if text is None else parse_named_kstat(text, str(path))
+        return None if text is None else parse_named_kstat(text, path)
 
     def pool_state(self, pool: str) -> str:
-        path = self._pool_dir(pool) / "state"
-        state = self._read(path).strip()
+        path = f"{self._kstat}/{pool}/state"
+        state = self._read(path, pool).strip()
         if not state or not state.isalpha():
             raise SourceError(f"{path}: unexpected content {state[:40]!r}")
         return state
 
     def pool_iostats(self, pool: str) -> NamedKstat | None:
-        path = self._pool_dir(pool) / "iostats"
-        text = self._optional(path)
-        return None if text is None else parse_named_kstat(text, str(path))
+        path = f"{self._kstat}/{pool}/iostats"
+        text = self._optional(path, pool)
+        return None if text is None else parse_named_kstat(text, path)
 
     def pool_io(self, pool: str) -> dict[str, int] | None:
-        path = self._pool_dir(pool) / "io"
-        text = self._optional(path)
-        return None if text is None else parse_io_kstat(text, str(path))
+        path = f"{self._kstat}/{pool}/io"
+        text = self._optional(path, pool)
+        return None if text is None else parse_io_kstat(text, path)
 
     def objsets(self, pool: str) -> list[Objset]:
         pool_dir = self._pool_dir(pool)
@@ -101,17 +117,28 @@ class ProcfsKstatSource:
             names = sorted(name for name in os.listdir(pool_dir) if name.startswith("objset-0x"))
         except OSError as exc:
             raise SourceError(f"pool {pool!r} vanished: {exc.strerror or exc}") from None
+        known = self._objsets.get(pool, {})
+        seen: dict[str, tuple[str, Objset]] = {}
         objsets = []
         for name in names:
-            path = pool_dir / name
-            text = self._optional(path)
+            path = f"{pool_dir}/{name}"
+            text = self._optional(path, pool)
             if text is None:  # the dataset was unmounted between listing and reading
                 continue
-            named = parse_named_kstat(text, str(path))
-            dataset = named.strings.get("dataset_name")
-            if not dataset:
-                raise SourceError(f"{path}: no dataset_name")
-            objsets.append(Objset(name[7:], dataset, named.values))
+            rows = named_kstat_body(text, path)
+            last = known.get(name)
+            if rows is not None and last is not None and last[0] == rows:
+                objset = last[1]
+            else:
+                named = parse_named_rows(text.splitlines()[2:] if rows is None else rows.splitlines(), path)
+                dataset = named.strings.get("dataset_name")
+                if not dataset:
+                    raise SourceError(f"{path}: no dataset_name")
+                objset = Objset(name[7:], dataset, named.values)
+            if rows is not None:
+                seen[name] = (rows, objset)
+            objsets.append(objset)
+        self._objsets[pool] = seen
         return objsets
 
     def tunables(self) -> dict[str, str]:
@@ -127,11 +154,11 @@ class ProcfsKstatSource:
         return values
 
     def version(self) -> str | None:
-        text = self._optional(self.module_dir / "version")
+        text = self._optional(f"{self._module}/version")
         return None if text is None else text.strip() or None
 
     def _int_param(self, name: str) -> int | None:
-        text = self._optional(self.module_dir / "parameters" / name)
+        text = self._optional(f"{self._module}/parameters/{name}")
         if text is None:
             return None
         try:
