@@ -56,10 +56,10 @@ def build_large(out: Path) -> None:
     (out / "zfs-list.txt").write_text("".join(r + "\n" for r in rows))
     names = [r.split("\t", 1)[0] for r in rows]
     per = SNAPSHOTS // len(names) + 1
-    snaps = (f"{name}@autosnap_2026-11-{1 + k % 28:02d}_{k:04d}_hourly" for name in names for k in range(per))
+    snaps = (f"{name}@autosnap_2026-11-{1 + k % 28:02d}_{k:04d}_hourly\t{1794873600 + k * 3600}\n"
+             for name in names for k in range(per))
     with open(out / "zfs-list-snapshots.txt", "w") as f:
-        for _, snap in zip(range(SNAPSHOTS), snaps):
-            f.write(f"{snap}\t{1794873600 + k}\n")
+        f.writelines(snap for _, snap in zip(range(SNAPSHOTS), snaps))
 
 
 def prefix(directory: Path, *options: str) -> str:
