@@ -30,6 +30,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from .exposition import Family, FrozenFamily
+
 T = TypeVar("T")
 log = logging.getLogger("zfsnas")
 
@@ -100,6 +102,17 @@ class BackgroundRefresher(Generic[T]):
             self._stop.wait(max(0.0, self.interval - (self._clock() - started)))
 
 
+def frozen(families: Iterable[Family]) -> list[FrozenFamily]:
+    """Families rendered to text now, in a refresh thread, for every scrape until the next refresh
+    to copy (`exposition.FrozenFamily`)."""
+    out = []
+    for family in families:
+        copy = FrozenFamily(family.name, family.documentation, family.kind, family.labelnames)
+        copy.samples = family.samples
+        out.append(copy.freeze())
+    return out
+
+
 def stop_all(refreshers: Iterable[BackgroundRefresher], timeout: float = 5.0) -> None:
     """Stop several refreshers within one shared `timeout`: a fetch stuck in each of them must not
     add up at shutdown. (A hung command is killed before this: the exporter closes the command
@@ -110,6 +123,12 @@ def stop_all(refreshers: Iterable[BackgroundRefresher], timeout: float = 5.0) ->
     deadline = time.monotonic() + timeout
     for refresher in refreshers:
         refresher.stop(timeout=max(0.0, deadline - time.monotonic()))
+
+
+try:
+    _MAX_FD = os.sysconf("SC_OPEN_MAX")
+except (AttributeError, ValueError, OSError):
+    _MAX_FD = 65536
 
 
 class ForkedWork:
@@ -124,25 +143,42 @@ class ForkedWork:
         self._running: set[int] = set()
         self._closed = False
 
-    def run(self, work: Callable[[], T], what: str) -> T:
-        """`work()`'s result, computed in a child process; `what` names it in errors ("parsing zfs list")."""
+    def run(self, work: Callable[..., T], what: str, feed: Iterable[bytes] | None = None) -> T:
+        """`work()`'s result, computed in a child process; `what` names it in errors ("parsing zfs list").
+        With `feed`, the child runs `work(reader)`: `reader` is a binary file that yields the bytes
+        of `feed` as this thread writes them (a command's output, passed on as it comes). An error
+        raised by `feed` kills the child and is raised here."""
         from .sources.model import SourceError
 
         read_end, write_end = os.pipe()
+        feed_read, feed_write = os.pipe() if feed is not None else (-1, -1)
         with self._lock:
             if self._closed:
-                os.close(read_end)
-                os.close(write_end)
+                for fd in (read_end, write_end, feed_read, feed_write):
+                    if fd >= 0:
+                        os.close(fd)
                 raise SourceError(f"{what}: exporter shutting down")
             pid = os.fork()
             if pid == 0:  # pragma: no cover - the child's coverage is not collected
-                os.close(read_end)
-                _child(work, write_end)
+                if feed is None:
+                    _child(work, write_end, (write_end,))
+                _child(lambda: work(os.fdopen(feed_read, "rb")), write_end, (write_end, feed_read))
             self._running.add(pid)
         os.close(write_end)
+        if feed is not None:
+            os.close(feed_read)
         data = None
         try:
+            if feed is not None:
+                try:
+                    _feed(feed_write, feed, self.timeout)
+                except BrokenPipeError:
+                    pass  # the child stopped reading: its result says why
+                finally:
+                    os.close(feed_write)
             data = _read_all(read_end, time.monotonic() + self.timeout)
+        except TimeoutError:  # the child stopped reading what it is fed
+            pass
         finally:
             os.close(read_end)
             with self._lock:
@@ -167,11 +203,12 @@ class ForkedWork:
             _kill(pid)
 
 
-def _child(work: Callable[[], object], write_end: int) -> None:  # pragma: no cover - runs in the child
+def _child(work: Callable[[], object], write_end: int, keep: tuple[int, ...]) -> None:  # pragma: no cover
     """The child's whole life: run `work`, write (ok, result or exception) pickled, exit at once
     (no atexit handlers, no flushing of buffers copied from the parent)."""
     status = 0
     try:
+        _close_inherited(keep)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         gc.disable()  # short-lived: refcounting frees its garbage, and a collection would copy pages
@@ -192,9 +229,37 @@ def _child(work: Callable[[], object], write_end: int) -> None:  # pragma: no co
         os._exit(status)
 
 
+def _close_inherited(keep: tuple[int, ...]) -> None:  # pragma: no cover - runs in the child
+    """Close every descriptor but stdin/out/err and `keep`. Without this the child would hold
+    whatever pipe another thread of the exporter had open when it forked: the write end of a
+    command's output (whose reader then waits for the child to exit) or of the pipe through which
+    `subprocess.Popen` learns that exec succeeded (and blocks, holding the command runner's turn)."""
+    low = 3
+    for fd in sorted(keep):
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, _MAX_FD)
+
+
+def _feed(fd: int, feed: Iterable[bytes], stall: float) -> None:
+    """Write every piece of `feed` to the pipe `fd`; TimeoutError if the child reads nothing for `stall` seconds."""
+    os.set_blocking(fd, False)
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    for piece in feed:
+        view = memoryview(piece)
+        while view:
+            if not poller.poll(stall * 1000):
+                raise TimeoutError
+            try:
+                view = view[os.write(fd, view):]
+            except BlockingIOError:
+                continue
+
+
 def _read_all(fd: int, deadline: float) -> bytes | None:
     """Everything the child writes until it closes the pipe; None if `deadline` passes first."""
-    chunks = []
+    chunks: list[bytes] = []
     poller = select.poll()
     poller.register(fd, select.POLLIN | select.POLLHUP)
     while True:
