@@ -131,6 +131,9 @@ except (AttributeError, ValueError, OSError):
     _MAX_FD = 65536
 
 
+CHILD_NICENESS = 10
+
+
 class ForkedWork:
     """Runs work in forked child processes, one `run` at a time per caller, each bounded by
     `timeout` seconds; `close()` kills what runs and refuses what comes (the collector that made it
@@ -209,6 +212,10 @@ def _child(work: Callable[[], object], write_end: int, keep: tuple[int, ...]) ->
     status = 0
     try:
         _close_inherited(keep)
+        try:  # background work: the scheduler gives the scrape (and the NAS) the core first
+            os.nice(CHILD_NICENESS)
+        except OSError:
+            pass
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         gc.disable()  # short-lived: refcounting frees its garbage, and a collection would copy pages
