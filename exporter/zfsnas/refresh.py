@@ -11,8 +11,9 @@ the scrape: the scrape gets it back only at the 5 ms switch interval after each 
 and socket writes, and shares it with the refresh besides. A forked child starts in about a
 millisecond with everything already imported, runs on the other core, and hands back its result
 (pickled) through a pipe. The child runs only pure parsing, rendering and file reading: never a
-`zfs`/`zpool` command (those stay with the shared runner in the refresh thread) and no lock that
-another thread of the exporter might have held when it forked. See docs/performance.md,
+`zfs`/`zpool` command (those stay with the shared runner in the refresh thread), no lock that
+another thread of the exporter might have held when it forked, and no import of a module not yet
+imported (another thread may have held its import lock). See docs/performance.md,
 "Background work and the scrape".
 """
 

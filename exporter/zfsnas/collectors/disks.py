@@ -96,13 +96,16 @@ class DisksCollector(RefreshingCollector):
         self._identified: tuple[Any, list[DiskIdentity], set[str], set[str]] = (None, [], set(), set())
 
     def _scan(self):
+        # pyudev is imported (and its context made) here, never in the child: a child that imports
+        # a module another thread was importing when it forked waits for that module's lock forever.
+        context = self._pyudev_context() if self.live else None
         if self.scan_in_child:
-            return self.forked.run(self._scan_here, "scanning block devices")
-        return self._scan_here()
+            return self.forked.run(lambda: self._scan_here(context), "scanning block devices")
+        return self._scan_here(context)
 
-    def _scan_here(self):
-        if self.live:
-            return scan_pyudev(self._pyudev_context(), self.udev_data)
+    def _scan_here(self, context: Any):
+        if context is not None:
+            return scan_pyudev(context, self.udev_data)
         return scan_sysfs(self.sysfs, self.udev_data)
 
     def _pyudev_context(self):
@@ -151,16 +154,20 @@ class DisksCollector(RefreshingCollector):
             identities, whole, known = self._current_identities()
         with report.guard("reading diskstats"):
             listed: set[str] | None = None  # /sys/block, listed once a scrape if a device is new
+
+            def counted(device: str) -> bool:
+                """A whole disk we know, or one plugged in since the last scan, before its event."""
+                nonlocal listed
+                if device in whole:
+                    return True
+                if device in known or self.exclude.search(device):
+                    return False
+                if listed is None:
+                    listed = self._block_devices()
+                return device in listed
+
             counters: dict[str, Family] = {}
-            for stats in read_diskstats(self.procfs) or ():
-                device = stats.device
-                if device not in whole:
-                    if device in known or self.exclude.search(device):
-                        continue
-                    if listed is None:
-                        listed = self._block_devices()
-                    if device not in listed:  # a disk plugged in since the last scan, before its event
-                        continue
+            for stats in read_diskstats(self.procfs, counted) or ():
                 self._counters(families, counters, stats)
         if identities:
             info = families.family("gauge", "zfs_disk_info", "Identity of a whole disk and the pool it belongs to; 1.",
