@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 KSTAT = ROOT / "tests/fixtures/linux-zfs-2.3.2"
 COMMANDS = ROOT / "tests/fixtures/commands"
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from refresh_bench import free_port, get  # noqa: E402
+from refresh_bench import free_port, get, stop  # noqa: E402
 
 REFRESHED = re.compile(r"source block_devices refreshed in ([0-9.]+)s")
 # The exporter as it was: everything in threads of one process, at CPython's 5 ms switch interval.
@@ -124,12 +124,7 @@ def first_scan(tree: Path, scraped: bool, old: bool) -> tuple[float, int]:
             if proc.poll() is not None:
                 raise SystemExit(f"exporter exited: {argv}")
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
     return found[0], scrapes
 
 

@@ -122,6 +122,16 @@ def cpu_seconds(pid: int) -> tuple[float, float]:
     return (ticks[0] + ticks[1]) / 100, (ticks[2] + ticks[3]) / 100
 
 
+def stop(proc: subprocess.Popen) -> None:
+    """Stop an exporter we started: SIGTERM, then SIGKILL after 10 s."""
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def scrape_run(flags: list[str], scrapes: int, wait_sources: bool, old: bool = False) -> dict:
     port = free_port()
     url = f"http://127.0.0.1:{port}/metrics"
@@ -163,12 +173,7 @@ def scrape_run(flags: list[str], scrapes: int, wait_sources: bool, old: bool = F
         counting.clear()
         rss = int(Path(f"/proc/{proc.pid}/status").read_text().split("VmRSS:")[1].split()[0]) * 1024
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
     times.sort()
     return {"p50": statistics.median(times), "p99": times[min(len(times) - 1, int(len(times) * 0.99))],
             "rss": rss, "lines": text.count("\n"), "refresh": statistics.median(refreshes) if refreshes else None,
