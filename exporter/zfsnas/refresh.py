@@ -189,7 +189,7 @@ class ForkedWork:
                 self._running.discard(pid)
             if data is None:
                 _kill(pid)
-            status = _reap(pid)
+            status = _reap(pid, wait=data is not None)
         if data is None:
             raise SourceError(f"{what} took longer than {self.timeout:g}s in its child process and was killed")
         if not data:
@@ -289,9 +289,15 @@ def _kill(pid: int) -> None:
         pass
 
 
-def _reap(pid: int) -> int:
-    """The child's wait status. A finished or killed child is reaped at once; one stuck in the
-    kernel (a dead disk's sysfs read) is waited for at most 2 s and then left behind."""
+def _reap(pid: int, wait: bool) -> int:
+    """The child's wait status. One that closed its pipe (`wait`) is exiting: waited for in one
+    call. A killed one may be stuck in the kernel (a dead disk's sysfs read): looked at for at most
+    2 s and then left behind."""
+    if wait:
+        try:
+            return os.waitpid(pid, 0)[1]
+        except ChildProcessError:
+            return 0
     deadline = time.monotonic() + 2
     while True:
         try:
