@@ -93,7 +93,7 @@ class DisksCollector(RefreshingCollector):
         self.forked = ForkedWork(SCAN_TIMEOUT)
         self._context: Any = None
         # (device list generation, zpool status value) -> identities, whole disk names, known names
-        self._identified: tuple[Any, list[DiskIdentity], set[str], set[str]] = (None, [], set(), set())
+        self._identified: tuple[tuple[int, Any], list[DiskIdentity], set[str], set[str]] = ((-1, None), [], set(), set())
 
     def _scan(self):
         # pyudev is imported (and its context made) here, never in the child: a child that imports
@@ -138,11 +138,12 @@ class DisksCollector(RefreshingCollector):
         list (a rescan or hotplug event) or the `zpool status` value changed since the last scrape."""
         status = self.ctx.zpool_status.state().value if self.ctx.zpool_status is not None else None
         generation, devices = self.inventory.snapshot()
-        key = (generation, id(status))
-        if self._identified[0] != key:
+        (known_generation, known_status), identities, whole, known = self._identified
+        if known_generation != generation or known_status is not status:  # `is`: the value is kept, its id not reused
             identities = self.identities(devices)
-            self._identified = (key, identities, {i.device for i in identities}, {d.name for d in devices})
-        return self._identified[1:]
+            whole, known = {i.device for i in identities}, {d.name for d in devices}
+            self._identified = ((generation, status), identities, whole, known)
+        return identities, whole, known
 
     def collect(self, report: Report) -> Iterable[Family]:
         self.current(self.refresher, report)  # the inventory itself holds the devices
