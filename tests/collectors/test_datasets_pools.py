@@ -171,8 +171,8 @@ def test_scans(version):
 
 
 def test_shared_zpool_status_for_other_collectors():
-    from zfsnas.cli import build_exporter
     from tests.conftest import exporter_args
+    from zfsnas.cli import build_exporter
 
     exporter = build_exporter(exporter_args(*KSTAT, *zfs_commands("2.3")), process_metrics=False)
     pools = next(c for c in exporter.collectors if c.name == "pools")
@@ -206,3 +206,93 @@ def test_unknown_arguments_fail_loudly():
     assert wrong.returncode == 2 and "no recorded output for: zpool status -P" in wrong.stderr
     json = subprocess.run([*standin, "zpool", "status", "-jp"], capture_output=True, text=True)
     assert json.returncode == 2 and "invalid option 'j'" in json.stderr
+
+
+# --- parsing in forked children, families rendered in the refresh (issue 17) -----------------------
+from zfsnas.collectors.base import Report  # noqa: E402
+
+
+def exporter_for(*flags):
+    from tests.conftest import exporter_args
+    from zfsnas.cli import build_exporter
+
+    return build_exporter(exporter_args(*KSTAT, "--collector.disable-defaults", *flags), process_metrics=False)
+
+
+def test_parsing_in_a_child_serves_exactly_what_parsing_in_the_thread_did(monkeypatch):
+    from zfsnas.collectors.datasets import ChildRenderedFamily, DatasetsCollector
+
+    flags = ("--collector.datasets", "--collector.pools", *zfs_commands("2.3"))
+    in_child = exporter_for(*flags)
+    text = in_child.render()
+    datasets = in_child.collectors[0]
+    served = list(datasets.collect(Report("datasets")))
+    assert served and all(isinstance(f, ChildRenderedFamily) for f in served)
+    # the samples the adapter reads are rebuilt in this process, equal to the text's
+    used = next(f for f in served if f.name == "zfs_dataset_used_bytes")
+    assert ("", ("tank", "tank/home docs"), 429496729600) in used.samples
+    monkeypatch.setattr(DatasetsCollector, "parse_in_child", False)
+    timeless = lambda page: [line for line in page.splitlines() if "_seconds{" not in line]  # noqa: E731
+    assert timeless(exporter_for(*flags).render()) == timeless(text)
+
+
+def test_a_hung_parse_child_is_killed_and_the_last_good_values_kept():
+    exporter = exporter_for("--collector.datasets", *zfs_commands("2.3"))
+    datasets = exporter.collectors[0]
+    assert value(exporter.render(), "zfs_dataset_used_bytes", pool="tank", dataset="tank/home docs") == 429496729600
+    datasets.forked.timeout = 0.5
+    datasets._render = lambda text, snapshots: time.sleep(60)  # the child runs this copy
+    started = time.monotonic()
+    assert not datasets.datasets.refresh_now()
+    assert time.monotonic() - started < 10
+    assert datasets.datasets.state().error == "parsing zfs list took longer than 0.5s in its child process and was killed"
+    text = exporter.render()
+    assert value(text, "zfs_exporter_source_success", source="zfs_datasets") == 0
+    assert value(text, "zfs_exporter_collector_success", collector="datasets") == 0
+    assert value(text, "zfs_dataset_used_bytes", pool="tank", dataset="tank/home docs") == 429496729600
+    assert value(text, "zfs_dataset_snapshots", pool="tank", dataset="tank/home docs") == 2
+
+
+def test_snapshot_counts_follow_a_new_listing_after_the_next_refresh(tmp_path):
+    from tests.conftest import copy_commands
+
+    recordings = copy_commands(tmp_path / "zfs")
+    exporter = exporter_for("--collector.datasets", *zfs_commands(recordings))
+    datasets = exporter.collectors[0]
+    assert value(exporter.render(), "zfs_dataset_snapshots", pool="tank", dataset="tank/home docs") == 2
+    listing = recordings / "zfs-list-snapshots.txt"
+    listing.write_text(listing.read_text() + "tank/home docs@extra\t1799999999\n")
+    assert datasets.snapshots.refresh_now()
+    text = exporter.render()
+    assert value(text, "zfs_dataset_snapshots", pool="tank", dataset="tank/home docs") == 3
+    assert value(text, "zfs_dataset_newest_snapshot_timestamp_seconds", pool="tank", dataset="tank/home docs") == \
+        1799999999
+
+
+def test_frozen_pool_families_follow_a_changed_zpool_status_after_the_next_refresh(tmp_path):
+    from tests.conftest import copy_commands
+    from zfsnas.exposition import FrozenFamily
+
+    recordings = copy_commands(tmp_path / "zfs")
+    exporter = exporter_for("--collector.pools", *zfs_commands(recordings))
+    pools = exporter.collectors[0]
+    disk = "/dev/disk/by-id/ata-ST4000VN008-2DR166_ZL2B0002-part1"
+    def read_errors(text):
+        [labels] = [labels for labels in labelsets(text, "zfs_vdev_errors") if labels["vdev"] == disk
+                    and labels["type"] == "read"]
+        return value(text, "zfs_vdev_errors", **labels)
+
+    def state(text):
+        return [labels["state"] for labels in labelsets(text, "zfs_vdev_state") if labels["vdev"] == disk]
+
+    text = exporter.render()
+    assert read_errors(text) == 1 and state(text) == ["ONLINE"]
+    assert all(isinstance(f, FrozenFamily) and f.text for f in pools.collect(
+        Report("pools")))
+    status = recordings / "zpool-status-P.txt"
+    status.write_text(status.read_text().replace(f"{disk}  ONLINE       1     0     0",
+                                                 f"{disk}  FAULTED     12     0     0"))
+    assert read_errors(exporter.render()) == 1  # nothing changes before the refresh
+    assert pools.status.refresh_now()
+    text = exporter.render()
+    assert read_errors(text) == 12 and state(text) == ["FAULTED"]

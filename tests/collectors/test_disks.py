@@ -125,3 +125,40 @@ def test_flags_parse():
     args = build_parser().parse_args(["--no-disks.hotplug", "--disks.rescan-interval", "5"])
     assert args.disks_hotplug is False and args.disks_rescan_interval == 5.0
     assert isinstance(args, argparse.Namespace)
+
+
+def info_served(collector):
+    families = collector.collect(Report("disks"))
+    return {s[1][0]: s[1] for f in families.families() if f.name == "zfs_disk_info" for s in f.samples}
+
+
+def test_identities_kept_between_scrapes_follow_a_hotplug_event_and_a_new_zpool_status():
+    collector = collector_with_pools([])
+    first = info_served(collector)
+    assert "sdb" in first and first["nvme0n1"][6:] == ("", "9803362419451837265")
+    collector.inventory.apply("remove", None, "sdb")  # pulled: its identity goes with the next scrape
+    assert "sdb" not in info_served(collector)
+    cache = VdevStatus("tank", "/dev/disk/by-id/nvme-Samsung_SSD_970_EVO_Plus_1TB_S4EWNX0N123456-part1",
+                       "9803362419451837265", "cache", "", "ONLINE", 0, 0, 0, True)
+    collector.ctx.zpool_status = BackgroundRefresher("zpool_status", lambda: [cache], 60)
+    assert collector.ctx.zpool_status.refresh_now()
+    assert info_served(collector)["nvme0n1"][6:] == ("tank", "9803362419451837265")
+
+
+def test_a_hung_scan_is_killed_and_reported_and_the_devices_kept():
+    import time
+
+    collector = collector_with_pools([])
+    assert collector.refresher.refresh_now() and len(info_served(collector)) == 7
+    collector.forked.timeout = 0.5
+    collector._scan_here = lambda context: time.sleep(60)  # the child runs this copy: a dead disk's sysfs
+    started = time.monotonic()
+    assert not collector.refresher.refresh_now()
+    assert time.monotonic() - started < 10
+    assert collector.refresher.state().error == \
+        "scanning block devices took longer than 0.5s in its child process and was killed"
+    report = Report("disks")
+    families = collector.collect(report)
+    assert report.errors == ["source block_devices: scanning block devices took longer than 0.5s in its child "
+                             "process and was killed"]
+    assert len([s for f in families.families() if f.name == "zfs_disk_info" for s in f.samples]) == 7

@@ -28,3 +28,13 @@ def test_fixture_file():
     assert stats["sdb"].sectors_written == 400_016_000
     assert stats["sdb1"].sectors_written == 200_008_000
     assert len(stats) == 20
+
+
+def test_keep_chooses_the_devices_parsed():
+    asked = []
+    kept = parse_diskstats(LINES, keep=lambda device: asked.append(device) or device == "nvme0n1")
+    assert [(s.device, s.flushes, s.flush_ms) for s in kept] == [("nvme0n1", 11, 5)]
+    assert asked == ["sda", "sdb", "nvme0n1", "sdd"]  # a line of the wrong length is not even asked about
+    stats = read_diskstats(FIXTURES / "linux-disks" / "proc", keep=lambda device: device.startswith("sdb"))
+    assert {s.device: s.sectors_written for s in stats} == {"sdb": 400_016_000, "sdb1": 200_008_000,
+                                                            "sdb9": 200_008_000}

@@ -12,19 +12,33 @@ Labels `pool` and `dataset` are the `objset` collector's, so the two join in Pro
 `zfs list` can take minutes on a NAS with tens of thousands of snapshots, so nothing here runs on
 the scrape path: source `zfs_datasets` refreshes every `--datasets.refresh-interval` seconds and
 `zfs_snapshots` (the count and the newest time) every `--datasets.snapshot-interval` seconds (`--datasets.snapshots off`
-disables it). Metric families are built and rendered to text in the refresh thread
-(`exposition.FrozenFamily`); a scrape only copies that text.
+disables it). The `zfs list` output is parsed and its families rendered to text in a forked child
+process (`refresh.ForkedWork`, see docs/performance.md): 5,000 datasets are 400 ms of CPU that,
+in a thread, would hold the GIL against the scrape. The snapshot families are built in the refresh
+threads too, whenever either source changes. A scrape only copies text (`exposition.FrozenFamily`).
 """
 
 from __future__ import annotations
 
 import argparse
 import re
-from collections.abc import Iterable, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import closing
+from typing import Any, BinaryIO, ClassVar
 
-from ..exposition import Family, FrozenFamily
-from ..refresh import BackgroundRefresher
-from ..sources.zfs_datasets import SETTINGS, Dataset, Snapshots, read_datasets, read_snapshots
+from ..exposition import Family, FrozenFamily, RenderIssues
+from ..refresh import BackgroundRefresher, ForkedWork
+from ..sources.zfs_datasets import (
+    LIST_DATASETS,
+    LIST_SNAPSHOTS,
+    SETTINGS,
+    Dataset,
+    Snapshots,
+    parse_datasets,
+    read_snapshots,
+    summarise_snapshots,
+)
 from .base import Context, RefreshingCollector, Report
 
 LABELS = ("pool", "dataset")
@@ -102,9 +116,35 @@ def build_families(datasets: list[Dataset]) -> list[Family]:
     return [family.freeze() for family in families.values()]
 
 
+# What the parse child sends back per family: name, help, type, label names, text, render problems.
+Rendered = tuple[str, str, str, tuple[str, ...], str, RenderIssues | None]
+
+
+class ChildRenderedFamily(FrozenFamily):
+    """A family whose text was rendered in the parse child. Its samples are not sent back (60,000
+    tuples: their memory in the exporter and 20 ms of unpickling that holds the GIL); `rebuild`
+    makes them in this process for whoever asks, which only the prometheus_client adapter does."""
+
+    __slots__ = ("_rebuild",)
+
+    def __init__(self, rendered: Rendered, rebuild: Callable[[], dict[str, Family]]):
+        name, documentation, kind, labelnames, text, problems = rendered
+        super().__init__(name, documentation, kind, labelnames)
+        self.text, self.problems, self._rebuild = text, problems, rebuild
+
+    @property  # a view of what the child would have built
+    def samples(self) -> list:
+        return self._rebuild()[self.name].samples
+
+    @samples.setter
+    def samples(self, value: list) -> None:
+        """Family.__init__ sets an empty list; the samples are the rebuilt ones."""
+
+
 class DatasetsCollector(RefreshingCollector):
     name = "datasets"
     description = "space, compression and settings of every dataset, snapshot counts (zfs list, in the background)"
+    parse_in_child: ClassVar[bool] = True  # benchmarks/refresh_bench.py --old sets False (the old way)
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
@@ -130,21 +170,74 @@ class DatasetsCollector(RefreshingCollector):
         if getattr(args, "datasets_snapshots", "count") == "count":
             self.snapshots = BackgroundRefresher("zfs_snapshots", self._read_snapshots,
                                                  getattr(args, "datasets_snapshot_interval", 900.0))
-        self._snapshot_cache: tuple = (None, None, None)
+        # (dataset names, snapshots, their families) of the last pairs rendered, compared by identity
+        self._snapshot_cache: list[tuple[list[str], dict[str, Snapshots], tuple[Family, ...]]] = []
+        # One parse child at a time; each renders the snapshot families for the other source's
+        # latest value, kept here before its refresher publishes it.
+        self._render_lock = threading.Lock()
+        self._latest_names: list[str] | None = None
+        self._latest_snapshots: dict[str, Snapshots] | None = None
+        self.forked = ForkedWork(getattr(args, "command_timeout", 30.0))
 
     def _selected(self, name: str) -> bool:
         return (pool_selected(name.split("/", 1)[0], self.include_pool, self.exclude_pool)
                 and not (self.exclude and self.exclude.fullmatch(name)))
 
     def _read_datasets(self) -> tuple[list[str], list[Family]]:
-        datasets = [ds for ds in read_datasets(self.ctx.commands.run) if self._selected(ds.name)]
+        text = self.ctx.commands.run(list(LIST_DATASETS))
+        if not self.parse_in_child:
+            return self._families(text)
+        with self._render_lock:
+            snapshots = self._latest_snapshots
+            names, rendered, snapshot_rendered = self.forked.run(lambda: self._render(text, snapshots),
+                                                                 "parsing zfs list")
+            self._latest_names = names
+            if snapshots is not None:
+                self._keep_snapshot_families(names, snapshots, snapshot_rendered)
+        rebuild = _once(lambda: {family.name: family for family in self._families(text)[1]})
+        return names, [ChildRenderedFamily(r, rebuild) for r in rendered]
+
+    def _families(self, text: str) -> tuple[list[str], list[Family]]:
+        datasets = [ds for ds in parse_datasets(text) if self._selected(ds.name)]
         return [ds.name for ds in datasets], build_families(datasets)
 
+    def _render(self, text: str, snapshots: dict[str, Snapshots] | None
+                ) -> tuple[list[str], list[Rendered], list[Rendered]]:
+        """In the parse child: dataset names, their families' text and that of the snapshot families."""
+        names, families = self._families(text)
+        snapshot_families = self._build_snapshot_families(names, snapshots) if snapshots is not None else ()
+        return names, _rendered(families), _rendered(snapshot_families)
+
     def _read_snapshots(self) -> dict[str, Snapshots]:
-        return read_snapshots(self.ctx.commands.lines)
+        if not self.parse_in_child:
+            return read_snapshots(self.ctx.commands.lines)
+        # The lock is held while the listing streams: zfs commands run one at a time anyway.
+        with self._render_lock, closing(self.ctx.commands.lines(list(LIST_SNAPSHOTS))) as lines:  # type: ignore[type-var]
+            names = self._latest_names
+            snapshots, rendered = self.forked.run(lambda fed: self._summarise(fed, names), "counting snapshots",
+                                                  feed=_batches(lines))
+            self._latest_snapshots = snapshots
+            if names is not None:
+                self._keep_snapshot_families(names, snapshots, rendered)
+        return snapshots
+
+    def _summarise(self, fed: BinaryIO, names: list[str] | None) -> tuple[dict[str, Snapshots], list[Rendered]]:
+        """In the parse child: the snapshot summary of the lines fed, and the snapshot families' text."""
+        snapshots = summarise_snapshots(line.decode("utf-8", "surrogateescape") for line in fed)
+        return snapshots, _rendered(self._build_snapshot_families(names, snapshots)) if names is not None else []
+
+    def _keep_snapshot_families(self, names: list[str], snapshots: dict[str, Snapshots],
+                                rendered: list[Rendered]) -> None:
+        """What a parse child rendered for this (datasets, snapshots) pair, for the scrapes to serve."""
+        rebuild = _once(lambda: {f.name: f for f in self._build_snapshot_families(names, snapshots)})
+        self._remember(names, snapshots, tuple(ChildRenderedFamily(r, rebuild) for r in rendered))
 
     def sources(self) -> Sequence[BackgroundRefresher]:
         return tuple(s for s in (self.datasets, self.snapshots) if s is not None)
+
+    def stop(self) -> None:
+        self.forked.close()  # a parse still running is killed, not waited for
+        super().stop()
 
     def collect(self, report: Report) -> Iterable[Family]:
         value = self.current(self.datasets, report)
@@ -161,9 +254,20 @@ class DatasetsCollector(RefreshingCollector):
     def _snapshot_families(self, names: list[str], snapshots: dict[str, Snapshots]) -> tuple[Family, ...]:
         """Built once per new (datasets, snapshots) pair; datasets without snapshots count 0 and
         have no newest time."""
-        cached_names, cached_snapshots, families = self._snapshot_cache
-        if cached_names is names and cached_snapshots is snapshots:
-            return families
+        for cached_names, cached_snapshots, families in self._snapshot_cache:
+            if cached_names is names and cached_snapshots is snapshots:
+                return families
+        families = self._build_snapshot_families(names, snapshots)
+        self._remember(names, snapshots, families)
+        return families
+
+    def _remember(self, names: list[str], snapshots: dict[str, Snapshots], families: tuple[Family, ...]) -> None:
+        """Keep the last three pairs: a refresh keeps its pair a moment before it publishes its value,
+        so the scrapes in between still ask for the one before."""
+        self._snapshot_cache = [*self._snapshot_cache[-2:], (names, snapshots, families)]
+
+    @staticmethod
+    def _build_snapshot_families(names: list[str], snapshots: dict[str, Snapshots]) -> tuple[Family, ...]:
         count = FrozenFamily("zfs_dataset_snapshots", "Number of snapshots of the dataset (refreshed on a slower "
                              "interval).", "gauge", LABELS)
         newest = FrozenFamily("zfs_dataset_newest_snapshot_timestamp_seconds", "Creation time of the newest snapshot "
@@ -174,6 +278,33 @@ class DatasetsCollector(RefreshingCollector):
             count.samples.append(("", key, found.count if found else 0))
             if found and found.newest is not None:
                 newest.samples.append(("", key, found.newest))
-        families = (count.freeze(), newest.freeze()) if newest.samples else (count.freeze(),)
-        self._snapshot_cache = (names, snapshots, families)
-        return families
+        return (count.freeze(), newest.freeze()) if newest.samples else (count.freeze(),)
+
+
+def _rendered(families: Iterable[Family]) -> list[Rendered]:
+    """Frozen families as the parse child sends them back: everything but their samples."""
+    return [(f.name, f.documentation, f.kind, f.labelnames, f.text or "", f.problems)
+            for f in families if isinstance(f, FrozenFamily)]
+
+
+def _batches(lines: Iterable[str], size: int = 4096) -> Iterator[bytes]:
+    """Lines as newline-terminated bytes, `size` lines at a time (the names as the command printed them)."""
+    batch: list[str] = []
+    for line in lines:
+        batch.append(line)
+        if len(batch) >= size:
+            yield ("\n".join(batch) + "\n").encode("utf-8", "surrogateescape")
+            batch.clear()
+    if batch:
+        yield ("\n".join(batch) + "\n").encode("utf-8", "surrogateescape")
+
+
+def _once(make: Callable[[], Any]) -> Callable[[], Any]:
+    """`make()` on the first call, its result on every later one."""
+    made: list = []
+
+    def get() -> Any:
+        if not made:
+            made.append(make())
+        return made[0]
+    return get

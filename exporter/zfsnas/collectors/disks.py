@@ -13,19 +13,24 @@ The device list is kept in a `DeviceInventory`: rescanned in the background ever
 between rescans by a pyudev monitor, so a disk that is pulled drops out and one plugged in
 appears without a restart. Pool membership for disks whose partitions carry no pool label
 (cache, spare) comes from `zpool status` vdev guids (`Context.vdevs()`) when the `pools` collector runs.
+The scan runs in a forked child process (`refresh.ForkedWork`): 4,000 disks are some 100,000 file
+reads, and in a thread each read would wait for the GIL behind the scrape. The identities (who each
+disk is, which pool) are kept until the device list or `zpool status` changes; only
+/proc/diskstats is read and rendered on every scrape.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from ..exposition import Families, Family
-from ..refresh import BackgroundRefresher
+from ..refresh import BackgroundRefresher, ForkedWork
 from ..sources.blockdevices import DeviceInventory, DiskIdentity, identify, scan_pyudev, scan_sysfs
 from ..sources.diskstats import SECTOR_BYTES, DiskStats, read_diskstats
 from .base import Context, RefreshingCollector, Report
@@ -33,6 +38,7 @@ from .base import Context, RefreshingCollector, Report
 DEFAULT_EXCLUDE = r"^(loop|ram|zram|dm-|sr|fd)\d+$|^nvme\d+c\d+n\d+$"
 MS = 0.001
 INFO_LABELS = ("device", "serial", "model", "wwn", "by_id", "rotational", "pool", "vdev_guid")
+SCAN_TIMEOUT = 300.0  # seconds: a scan that takes longer is hung (a dead disk's sysfs): killed and reported
 
 # (metric, DiskStats field, scale, kind, help); fields the kernel lacks (None) are left out.
 COUNTERS = (
@@ -60,6 +66,7 @@ class DisksCollector(RefreshingCollector):
     name = "disks"
     description = "per-disk I/O from /proc/diskstats with serial, model, by-id link and pool membership"
     needs_zfs = False
+    scan_in_child: ClassVar[bool] = True  # benchmarks/diskscan_bench.py --old sets False (the old way)
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
@@ -83,11 +90,22 @@ class DisksCollector(RefreshingCollector):
         self.inventory = DeviceInventory(self._scan)
         self.refresher = BackgroundRefresher("block_devices", self.inventory.rescan,
                                              getattr(args, "disks_rescan_interval", 60.0))
+        self.forked = ForkedWork(SCAN_TIMEOUT)
         self._context: Any = None
+        # (device list generation, zpool status value) -> identities, whole disk names, known names
+        self._identified: tuple[tuple[int, Any], list[DiskIdentity], set[str], set[str]] = ((-1, None), [], set(), set())
 
     def _scan(self):
-        if self.live:
-            return scan_pyudev(self._pyudev_context(), self.udev_data)
+        # pyudev is imported (and its context made) here, never in the child: a child that imports
+        # a module another thread was importing when it forked waits for that module's lock forever.
+        context = self._pyudev_context() if self.live else None
+        if self.scan_in_child:
+            return self.forked.run(lambda: self._scan_here(context), "scanning block devices")
+        return self._scan_here(context)
+
+    def _scan_here(self, context: Any):
+        if context is not None:
+            return scan_pyudev(context, self.udev_data)
         return scan_sysfs(self.sysfs, self.udev_data)
 
     def _pyudev_context(self):
@@ -108,28 +126,55 @@ class DisksCollector(RefreshingCollector):
 
     def stop(self) -> None:
         self.inventory.stop_monitor()
+        self.forked.close()  # a scan still running is killed, not waited for
         super().stop()
 
     def identities(self, devices=None) -> list[DiskIdentity]:
         devices = self.inventory.devices() if devices is None else devices
         return [i for i in identify(devices, self.ctx.vdevs()) if not self.exclude.search(i.device)]
 
+    def _current_identities(self) -> tuple[list[DiskIdentity], set[str], set[str]]:
+        """Identities, whole disk names and every known name; worked out again only when the device
+        list (a rescan or hotplug event) or the `zpool status` value changed since the last scrape."""
+        status = self.ctx.zpool_status.state().value if self.ctx.zpool_status is not None else None
+        generation, devices = self.inventory.snapshot()
+        (known_generation, known_status), identities, whole, known = self._identified
+        if known_generation != generation or known_status is not status:  # `is`: the value is kept, its id not reused
+            identities = self.identities(devices)
+            whole, known = {i.device for i in identities}, {d.name for d in devices}
+            self._identified = ((generation, status), identities, whole, known)
+        return identities, whole, known
+
     def collect(self, report: Report) -> Iterable[Family]:
         self.current(self.refresher, report)  # the inventory itself holds the devices
         families = Families()
-        devices = self.inventory.devices()
-        identities = []
+        identities: list[DiskIdentity] = []
+        whole: set[str] = set()
+        known: set[str] = set()
         with report.guard("identifying disks"):
-            identities = self.identities(devices)
-        whole = {i.device for i in identities}
-        known = {d.name for d in devices}
+            identities, whole, known = self._current_identities()
         with report.guard("reading diskstats"):
-            for stats in read_diskstats(self.procfs) or ():
-                if stats.device in whole or (stats.device not in known and self._new_whole_disk(stats.device)):
-                    self._counters(families, stats)
-        for identity in identities:
-            families.gauge("zfs_disk_info", "Identity of a whole disk and the pool it belongs to; 1.",
-                           {label: getattr(identity, label) for label in INFO_LABELS}, 1)
+            listed: set[str] | None = None  # /sys/block, listed once a scrape if a device is new
+
+            def counted(device: str) -> bool:
+                """A whole disk we know, or one plugged in since the last scan, before its event."""
+                nonlocal listed
+                if device in whole:
+                    return True
+                if device in known or self.exclude.search(device):
+                    return False
+                if listed is None:
+                    listed = self._block_devices()
+                return device in listed
+
+            counters: dict[str, Family] = {}
+            for stats in read_diskstats(self.procfs, counted) or ():
+                self._counters(families, counters, stats)
+        if identities:
+            info = families.family("gauge", "zfs_disk_info", "Identity of a whole disk and the pool it belongs to; 1.",
+                                   INFO_LABELS)
+            info.samples.extend(("", tuple(getattr(identity, label) for label in INFO_LABELS), 1)
+                                for identity in identities)
         sources = Counter(i.source for i in identities)
         for source in ("udev", "sysfs"):
             families.gauge("zfs_disk_identity_source",
@@ -137,14 +182,19 @@ class DisksCollector(RefreshingCollector):
                            {"source": source}, sources[source])
         return families
 
-    def _new_whole_disk(self, device: str) -> bool:
-        """A disk plugged in since the last scan, before its hotplug event was seen."""
-        return not self.exclude.search(device) and (Path(self.sysfs) / "block" / device).exists()
+    def _block_devices(self) -> set[str]:
+        try:
+            return set(os.listdir(Path(self.sysfs) / "block"))
+        except OSError:
+            return set()
 
     @staticmethod
-    def _counters(families: Families, stats: DiskStats) -> None:
-        labels = {"device": stats.device}
+    def _counters(families: Families, counters: dict[str, Family], stats: DiskStats) -> None:
+        key = (stats.device,)
         for metric, attr, scale, kind, help_text in COUNTERS:
             raw = getattr(stats, attr)
             if raw is not None:
-                families.add(kind, metric, help_text, labels, raw * scale if scale != 1 else raw)
+                family = counters.get(metric)
+                if family is None:
+                    family = counters[metric] = families.family(kind, metric, help_text, ("device",))
+                family.samples.append(("", key, raw * scale if scale != 1 else raw))

@@ -7,7 +7,8 @@ current one), `zfs_vdev_state{pool,vdev,vdev_guid,role,parent,state}` (1, one se
 `zfs_pool_scan_*{pool,function}` for the latest scrub/resilver and `zfs_pool_data_errors{pool}`.
 
 Both commands run in the background (sources `zpool_list` and `zpool_status`, every
-`--pools.refresh-interval` seconds), never on the scrape path. The `zpool_status` refresher is
+`--pools.refresh-interval` seconds), never on the scrape path; each refresh also builds and renders
+its families (`refresh.frozen`), so a scrape copies their text. The `zpool_status` refresher is
 set as `Context.zpool_status`; its value is a `sources.zpool.ZpoolStatus` (a `list[VdevStatus]`
 with `.pools`), which `disks` and `vdevlatency` read through `Context.vdevs()`.
 """
@@ -15,10 +16,11 @@ with `.pools`), which `disks` and `vdevlatency` read through `Context.vdevs()`.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
-from ..exposition import Families, Family
-from ..refresh import BackgroundRefresher
+from ..exposition import Families, Family, FrozenFamily
+from ..refresh import BackgroundRefresher, frozen
 from ..sources.zpool import HEALTH_STATES, Pool, PoolStatus, ZpoolStatus, read_pools, read_status
 from .base import Context, RefreshingCollector, Report
 from .datasets import compile_pattern, pool_selected
@@ -65,13 +67,41 @@ class PoolsCollector(RefreshingCollector):
         interval = getattr(args, "pools_refresh_interval", 60.0)
         self.pool_list = BackgroundRefresher("zpool_list", self._read_list, interval)
         self.status = BackgroundRefresher("zpool_status", self._read_status, interval)
+        self._frozen: list[tuple[Any, list[FrozenFamily]]] = []  # (source value, its rendered families)
         ctx.zpool_status = self.status
 
     def _read_list(self) -> list[Pool]:
-        return read_pools(self.ctx.commands.run)
+        pools = read_pools(self.ctx.commands.run)
+        self._families_of(pools, self._list_families)
+        return pools
 
     def _read_status(self) -> ZpoolStatus:
-        return read_status(self.ctx.commands.run)
+        status = read_status(self.ctx.commands.run)
+        self._families_of(status, self._status_families)
+        return status
+
+    def _families_of(self, value: Any, build: Callable[[Any, Families], None]) -> list[FrozenFamily]:
+        """The rendered families of one source's value: made by its refresh (before the value is
+        published) or, for a value the scrape sees first, then; kept for the last two values."""
+        for known, families in self._frozen:
+            if known is value:
+                return families
+        built = Families()
+        build(value, built)
+        families = frozen(built)
+        self._frozen = [*self._frozen[-3:], (value, families)]
+        return families
+
+    def _list_families(self, pools: list[Pool], families: Families) -> None:
+        for pool in pools:
+            if self._selected(pool.name):
+                self._pool(families, pool)
+
+    def _status_families(self, status: ZpoolStatus, families: Families) -> None:
+        for pool_status in status.pools:
+            if self._selected(pool_status.name):
+                self._vdevs(families, pool_status)
+                self._scans(families, pool_status)
 
     def sources(self) -> Sequence[BackgroundRefresher]:
         return (self.pool_list, self.status)
@@ -80,16 +110,14 @@ class PoolsCollector(RefreshingCollector):
         return pool_selected(pool, self.include, self.exclude)
 
     def collect(self, report: Report) -> Iterable[Family]:
-        families = Families()
-        for pool in self.current(self.pool_list, report) or ():
-            if self._selected(pool.name):
-                self._pool(families, pool)
+        out: list[Family] = []
+        pools = self.current(self.pool_list, report)
+        if pools is not None:
+            out.extend(self._families_of(pools, self._list_families))
         status = self.current(self.status, report)
-        for pool_status in (status.pools if status is not None else ()):
-            if self._selected(pool_status.name):
-                self._vdevs(families, pool_status)
-                self._scans(families, pool_status)
-        return families
+        if status is not None:
+            out.extend(self._families_of(status, self._status_families))
+        return out
 
     def _pool(self, families: Families, pool: Pool) -> None:
         labels = {"pool": pool.name}

@@ -18,7 +18,7 @@ import math
 from collections.abc import Iterable, Sequence
 
 from ..exposition import Families, Family, FrozenFamily
-from ..refresh import BackgroundRefresher
+from ..refresh import BackgroundRefresher, frozen
 from ..sources.model import SourceError
 from ..sources.zpool_iostat import (
     LATENCY_HISTOGRAMS,
@@ -67,8 +67,7 @@ class VdevLatencyCollector(RefreshingCollector):
     def _fetch(self) -> list[FrozenFamily]:
         """Thousands of bucket samples that change once a refresh: built and rendered here, in the
         refresh thread, so a scrape only copies their text."""
-        families = self._families(*self._read())
-        return [_frozen(family) for family in families.families()]
+        return frozen(self._families(*self._read()))
 
     def sources(self) -> Sequence[BackgroundRefresher]:
         return (self.refresher,)
@@ -99,8 +98,3 @@ class VdevLatencyCollector(RefreshingCollector):
                                {"pool": queue.pool, "vdev": queue.vdev, "class": cls}, value)
         return families
 
-
-def _frozen(family: Family) -> FrozenFamily:
-    frozen = FrozenFamily(family.name, family.documentation, family.kind, family.labelnames)
-    frozen.samples = family.samples
-    return frozen.freeze()

@@ -302,6 +302,7 @@ class DeviceInventory:
         self._lock = threading.Lock()
         self._devices: dict[str, BlockDevice] = {}
         self._during_scan: list[tuple[str, BlockDevice | None, str]] | None = None
+        self._generation = 0  # counts changes of the device list, for those who keep what they derived from it
         self.scanned = False
         self._monitor_thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -322,11 +323,17 @@ class DeviceInventory:
             for event in replay:
                 self._apply(*event)
             self.scanned = True
+            self._generation += 1
         return len(devices)
 
     def devices(self) -> list[BlockDevice]:
         with self._lock:
             return list(self._devices.values())
+
+    def snapshot(self) -> tuple[int, list[BlockDevice]]:
+        """(generation, devices): the generation changes whenever the list may have."""
+        with self._lock:
+            return self._generation, list(self._devices.values())
 
     def apply(self, action: str, device: BlockDevice | None, name: str = "") -> None:
         """One hotplug event: add/change/bind/online put the device in, remove takes it (and its partitions) out."""
@@ -336,6 +343,7 @@ class DeviceInventory:
             self._apply(action, device, name)
 
     def _apply(self, action: str, device: BlockDevice | None, name: str) -> None:
+        self._generation += 1
         name = device.name if device is not None else name
         if action == "remove":
             self._devices.pop(name, None)

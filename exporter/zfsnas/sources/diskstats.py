@@ -8,6 +8,7 @@ than serve zeros. Reading the file and choosing devices is the collector's busin
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,32 +41,35 @@ class DiskStats:
     flush_ms: int | None = None
 
 
+# DiskStats' fields after the device name, in the file's column order.
 _COUNTERS = ("reads", "reads_merged", "sectors_read", "read_ms", "writes", "writes_merged", "sectors_written",
              "write_ms", "in_progress", "io_ms", "weighted_io_ms", "discards", "discards_merged",
              "sectors_discarded", "discard_ms", "flushes", "flush_ms")
 
 
-def parse_diskstats(text: str) -> list[DiskStats]:
-    """Every well-formed line; a line of another length is skipped, not guessed at."""
+def parse_diskstats(text: str, keep: Callable[[str], bool] | None = None) -> list[DiskStats]:
+    """Every well-formed line (of the devices `keep` accepts: the others are not converted at all);
+    a line of another length is skipped, not guessed at."""
     out = []
     for line in text.splitlines():
         fields = line.split()
-        if len(fields) not in (14, 18, 20):
+        if len(fields) not in (14, 18, 20) or (keep is not None and not keep(fields[2])):
             continue
         try:
             numbers = [int(f) for f in fields[3:]]
             major, minor = int(fields[0]), int(fields[1])
         except ValueError:
             continue
-        out.append(DiskStats(major, minor, fields[2], **dict(zip(_COUNTERS, numbers))))
+        out.append(DiskStats(major, minor, fields[2], *numbers))  # fields in _COUNTERS order
     return out
 
 
-def read_diskstats(procfs: str | Path = "/proc") -> list[DiskStats] | None:
-    """The parsed file; None where there is none (FreeBSD, a procfs tree without disks)."""
+def read_diskstats(procfs: str | Path = "/proc", keep: Callable[[str], bool] | None = None) -> list[DiskStats] | None:
+    """The parsed file (the devices `keep` accepts); None where there is none (FreeBSD, a procfs
+    tree without disks)."""
     path = Path(procfs) / "diskstats"
     try:
-        return parse_diskstats(read_bounded(path, encoding="ascii"))
+        return parse_diskstats(read_bounded(path, encoding="ascii"), keep)
     except FileNotFoundError:
         return None
     except OSError as exc:
