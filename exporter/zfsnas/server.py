@@ -15,16 +15,15 @@ How a connection is served, and why no client can hold the exporter up:
 - A scrape's deadline comes from Prometheus' `X-Prometheus-Scrape-Timeout-Seconds` (minus
   `SCRAPE_TIMEOUT_OFFSET`), as blackbox_exporter does: collectors not reached by then report
   `success 0` instead of making Prometheus give up on the whole scrape.
-TLS (and so `ssl`) is loaded only when the web config asks for it. Owns nothing about ZFS.
+- Workers start as they are needed, up to `WORKERS`: a Prometheus scraping one request at a time
+  keeps one worker (and one malloc arena) rather than eight taking turns.
+TLS (and so `ssl`) is loaded only when the web config asks for it; gzip, base64 and html when a
+request first needs them: start-up is imports (docs/performance.md). Owns nothing about ZFS.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import collections
-import gzip
-import html
 import inspect
 import logging
 import queue
@@ -33,10 +32,13 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from . import __version__
 from .exposition import CONTENT_TYPE
-from .webconfig import WebConfig
+
+if TYPE_CHECKING:
+    from .webconfig import WebConfig
 
 log = logging.getLogger("zfsnas")
 
@@ -83,7 +85,7 @@ class _Pending:
 class Server:
     """Listening socket, event loop and workers; `serve_forever` in one thread, `shutdown` from another."""
 
-    def __init__(self, address: tuple[str, int], answer: Callable[[bytes, str], bytes], web: WebConfig,
+    def __init__(self, address: tuple[str, int], answer: Callable[[bytes, str], bytes], web: WebConfig | None,
                  workers: int = WORKERS):
         family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self.socket = socket.socket(family, socket.SOCK_STREAM)
@@ -97,17 +99,18 @@ class Server:
         self.socket.setblocking(False)
         self.server_address = self.socket.getsockname()
         self._answer = answer
-        self._tls = web.tls
+        self._tls = web.tls if web else None
         self._pending: collections.OrderedDict[int, _Pending] = collections.OrderedDict()
         self._selector = selectors.DefaultSelector()
         self._requests: queue.Queue = queue.Queue()
         self._stop = threading.Event()
         self._stopped = threading.Event()
-        self._workers = [threading.Thread(target=self._work, name=f"http-{i}", daemon=True) for i in range(workers)]
+        self._max_workers = workers
+        self._workers: list[threading.Thread] = []   # started by the event loop, as requests need them
+        self._idle = 0                                # workers done with their request and not yet given another
+        self._idle_lock = threading.Lock()
 
     def serve_forever(self) -> None:
-        for worker in self._workers:
-            worker.start()
         self._selector.register(self.socket, selectors.EVENT_READ)
         try:
             while not self._stop.is_set():
@@ -191,6 +194,13 @@ class Server:
     def _hand_over(self, pending: _Pending) -> None:
         self._selector.unregister(pending.sock)
         del self._pending[id(pending)]
+        with self._idle_lock:
+            if self._idle:
+                self._idle -= 1
+            elif len(self._workers) < self._max_workers:
+                worker = threading.Thread(target=self._work, name=f"http-{len(self._workers)}", daemon=True)
+                self._workers.append(worker)
+                worker.start()
         self._requests.put(pending)
 
     def _drop(self, pending: _Pending) -> None:
@@ -229,21 +239,22 @@ class Server:
                 log.exception("answering %s failed", pending.address[0])
             finally:
                 sock.close()
+            with self._idle_lock:
+                self._idle += 1
 
 
 def make_server(address: str, render: Callable[..., str], telemetry_path: str = "/metrics",
                 web: WebConfig | None = None) -> Server:
     """An HTTP server whose telemetry path answers with `render()` (Prometheus text format);
     `render(deadline=...)` is given the scrape's monotonic deadline when it takes one."""
-    web = web or WebConfig()
     host, port = parse_listen_address(address)
-    landing = _landing_page(telemetry_path).encode()
+    extra_headers = web.headers if web else {}
     takes_deadline = "deadline" in inspect.signature(render).parameters
 
     def reply(code: int, content_type: str, body: bytes, headers: dict | None = None, head: bool = False) -> bytes:
         lines = [f"HTTP/1.1 {code} {_REASONS[code]}", f"Content-Type: {content_type}",
                  f"Content-Length: {len(body)}", "Connection: close", f"Server: zfsnas-exporter/{__version__}"]
-        lines += [f"{key}: {value}" for key, value in {**web.headers, **(headers or {})}.items()]
+        lines += [f"{key}: {value}" for key, value in {**extra_headers, **(headers or {})}.items()]
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (b"" if head else body)
 
     def answer(raw: bytes, client: str) -> bytes:
@@ -270,10 +281,12 @@ def make_server(address: str, render: Callable[..., str], telemetry_path: str = 
                 log.error("rendering metrics failed: %s", str(exc)[:500])
                 return reply(500, "text/plain; charset=utf-8", b"rendering metrics failed\n")
             if "gzip" in headers.get("accept-encoding", ""):
+                import gzip
+
                 return reply(200, CONTENT_TYPE, gzip.compress(body, 1), {"Content-Encoding": "gzip"}, head)
             return reply(200, CONTENT_TYPE, body, head=head)
         if path == "/":
-            return reply(200, "text/html; charset=utf-8", landing, head=head)
+            return reply(200, "text/html; charset=utf-8", _landing_page(telemetry_path).encode(), head=head)
         return reply(404, "text/plain; charset=utf-8", b"404 page not found\n", head=head)
 
     return Server((host, port), answer, web)
@@ -295,9 +308,12 @@ def _parse_request(raw: bytes) -> tuple[str, str, dict[str, str]] | int:
     return parts[0], parts[1], headers
 
 
-def _authorized(web: WebConfig, headers: dict[str, str]) -> bool:
-    if not web.users:
+def _authorized(web: WebConfig | None, headers: dict[str, str]) -> bool:
+    if web is None or not web.users:
         return True
+    import base64
+    import binascii
+
     scheme, _, encoded = headers.get("authorization", "").partition(" ")
     if scheme.lower() != "basic":
         return False
@@ -315,6 +331,8 @@ def serve_in_thread(server: Server) -> threading.Thread:
 
 
 def _landing_page(telemetry_path: str) -> str:
+    import html
+
     path = html.escape(telemetry_path)
     return f"""<!DOCTYPE html>
 <html><head><title>zfsnas exporter</title></head>

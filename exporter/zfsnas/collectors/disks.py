@@ -22,13 +22,15 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..exposition import Families, Family
 from ..refresh import BackgroundRefresher
-from ..sources.blockdevices import DeviceInventory, DiskIdentity, identify, scan_pyudev, scan_sysfs
 from ..sources.diskstats import SECTOR_BYTES, DiskStats, read_diskstats
 from .base import Context, RefreshingCollector, Report
+
+if TYPE_CHECKING:
+    from ..sources.blockdevices import DiskIdentity
 
 DEFAULT_EXCLUDE = r"^(loop|ram|zram|dm-|sr|fd)\d+$|^nvme\d+c\d+n\d+$"
 MS = 0.001
@@ -80,12 +82,16 @@ class DisksCollector(RefreshingCollector):
         self.hotplug = getattr(args, "disks_hotplug", True)
         # pyudev reads the real /sys; a tree given with --path.sysfs is read directly.
         self.live = Path(self.sysfs).resolve() == Path("/sys")
+        from ..sources.blockdevices import DeviceInventory  # when the collector is built, not at every start
+
         self.inventory = DeviceInventory(self._scan)
         self.refresher = BackgroundRefresher("block_devices", self.inventory.rescan,
                                              getattr(args, "disks_rescan_interval", 60.0))
         self._context: Any = None
 
     def _scan(self):
+        from ..sources.blockdevices import scan_pyudev, scan_sysfs
+
         if self.live:
             return scan_pyudev(self._pyudev_context(), self.udev_data)
         return scan_sysfs(self.sysfs, self.udev_data)
@@ -111,6 +117,8 @@ class DisksCollector(RefreshingCollector):
         super().stop()
 
     def identities(self, devices=None) -> list[DiskIdentity]:
+        from ..sources.blockdevices import identify
+
         devices = self.inventory.devices() if devices is None else devices
         return [i for i in identify(devices, self.ctx.vdevs()) if not self.exclude.search(i.device)]
 

@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from ..exposition import Families, Family
 from ..refresh import BackgroundRefresher
-from ..sources.zpool import HEALTH_STATES, Pool, PoolStatus, ZpoolStatus, read_pools, read_status
 from .base import Context, RefreshingCollector, Report
 from .datasets import compile_pattern, pool_selected
+
+if TYPE_CHECKING:
+    from ..sources.zpool import Pool, PoolStatus, ZpoolStatus
 
 SPACE = (
     ("size", "zfs_pool_size_bytes", "Total size of the pool (zpool list size)."),
@@ -68,9 +71,13 @@ class PoolsCollector(RefreshingCollector):
         ctx.zpool_status = self.status
 
     def _read_list(self) -> list[Pool]:
+        from ..sources.zpool import read_pools  # in the refresh thread, not at start-up
+
         return read_pools(self.ctx.commands.run)
 
     def _read_status(self) -> ZpoolStatus:
+        from ..sources.zpool import read_status
+
         return read_status(self.ctx.commands.run)
 
     def sources(self) -> Sequence[BackgroundRefresher]:
@@ -92,6 +99,8 @@ class PoolsCollector(RefreshingCollector):
         return families
 
     def _pool(self, families: Families, pool: Pool) -> None:
+        from ..sources.zpool import HEALTH_STATES
+
         labels = {"pool": pool.name}
         for attr, name, documentation in SPACE:
             if (number := getattr(pool, attr)) is not None:
