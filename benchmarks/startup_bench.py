@@ -9,6 +9,9 @@ round), each timed from spawn to its first complete /metrics answer, scrapes eac
 times and reads VmRSS, then stops both. Printed: median start-up of each, their ratio, median
 RSS of each and the ratio, with [min..max] over the rounds. `--importtime N` also prints the N
 modules with the largest own import time in one plain start of ours (`-X importtime`).
+The package's bytecode is compiled first (compileall), as pip does on install and Python on a
+first run: with PYTHONDONTWRITEBYTECODE set (as on our CI machines) every start would otherwise
+compile our modules anew (about 40 ms here), which no installed exporter pays.
 """
 
 from __future__ import annotations
@@ -74,6 +77,7 @@ def main() -> int:
     parser.add_argument("--sets", nargs="+", default=["kstat", "default"], choices=["kstat", "default"])
     parser.add_argument("--importtime", type=int, default=0, metavar="N", help="also the N slowest imports")
     args = parser.parse_args()
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(bench.ROOT / "exporter/zfsnas")], check=True)
     print("| tree | zfsnas collectors | start-up ms ours | theirs | ratio | RSS MB ours | theirs | ratio |")
     print("|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
