@@ -10,7 +10,7 @@ times and reads VmRSS, then stops both. Printed: median start-up of each, their 
 RSS of each and the ratio, with [min..max] over the rounds. `--importtime N` also prints the N
 modules with the largest own import time in one plain start of ours (`-X importtime`).
 The package's bytecode is compiled first (compileall), as pip does on install and Python on a
-first run: with PYTHONDONTWRITEBYTECODE set (as on our CI machines) every start would otherwise
+first run: with PYTHONDONTWRITEBYTECODE set (as in this machine's environment) every start would otherwise
 compile our modules anew (about 40 ms here), which no installed exporter pays.
 """
 

@@ -16,7 +16,8 @@ LATE = ("zfsnas.replay", "zfsnas.capture", "tarfile", "urllib.request", "ssl", "
         "prometheus_client", "http.server", "zfsnas.webconfig", "hashlib", "_hashlib", "platform", "json",
         "sqlite3", "zfsnas.bench.config", "gzip", "html", "base64", "zfsnas.sources.freebsd")
 # Needed by the first command or refresh (in a refresh thread), not to build or serve.
-FIRST_REFRESH = ("subprocess", "tempfile", "shlex", "zfsnas.sources.zpool", "zfsnas.sources.zpool_iostat")
+FIRST_REFRESH = ("subprocess", "tempfile", "shlex", "zfsnas.sources.zpool", "zfsnas.sources.zpool_iostat",
+                 "zfsnas.sources.benchdb")
 KSTAT_ONLY = ("--no-collector.datasets", "--no-collector.pools", "--no-collector.disks", "--no-collector.bench")
 
 # Our modules a start loads: the collectors' registry (every collector's flags are in --help),
@@ -26,7 +27,7 @@ OURS = {"zfsnas", "zfsnas.cli", "zfsnas.collectors", "zfsnas.collectors.arc", "z
         "zfsnas.collectors.objset", "zfsnas.collectors.pools", "zfsnas.collectors.poolstats",
         "zfsnas.collectors.tunables", "zfsnas.collectors.txg", "zfsnas.collectors.vdevlatency",
         "zfsnas.exposition", "zfsnas.process", "zfsnas.refresh", "zfsnas.scrape", "zfsnas.server",
-        "zfsnas.sources", "zfsnas.sources.benchdb", "zfsnas.sources.commands", "zfsnas.sources.diskstats",
+        "zfsnas.sources", "zfsnas.sources.commands", "zfsnas.sources.diskstats",
         "zfsnas.sources.kstat", "zfsnas.sources.linux", "zfsnas.sources.model", "zfsnas.sources.zfs_datasets"}
 
 SCRIPT = """
