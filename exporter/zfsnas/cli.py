@@ -10,7 +10,6 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from . import __version__
@@ -115,16 +114,17 @@ def kstat_source(args: argparse.Namespace, runner: CommandRunner) -> KstatSource
     return ProcfsKstatSource(args.procfs, args.sysfs)
 
 
-@dataclass
 class Exporter:
     """`render` is what the server serves; `registry` offers the same to prometheus_client users.
     `owned_runner` is the command runner this exporter created (None when the caller passed its
     own): `stop` closes it, once, after every collector has been told to stop."""
 
-    collectors: list[Collector]
-    scrape: ScrapeCollector
-    process_metrics: bool = True
-    owned_runner: CommandRunner | None = None
+    def __init__(self, collectors: list[Collector], scrape: ScrapeCollector, process_metrics: bool = True,
+                 owned_runner: CommandRunner | None = None):
+        self.collectors = collectors
+        self.scrape = scrape
+        self.process_metrics = process_metrics
+        self.owned_runner = owned_runner
 
     def render(self, deadline: float | None = None) -> str:
         """The page; `deadline` (time.monotonic()) is the scrape's, from Prometheus' timeout header."""

@@ -71,12 +71,14 @@ def command_failed(argv: Sequence[str], returncode: int, stderr: str) -> SourceE
     return SourceError(f"{_show(argv)} exited with status {returncode}: {detail}")
 
 
-@dataclass
 class _Exit:
     """How a command ended, filled in by `_chunks` for `complete`."""
 
-    returncode: int = 0
-    stderr: str = ""
+    __slots__ = ("returncode", "stderr")
+
+    def __init__(self) -> None:
+        self.returncode = 0
+        self.stderr = ""
 
 
 class CommandRunner:
