@@ -197,11 +197,21 @@ class Server:
         with self._idle_lock:
             if self._idle:
                 self._idle -= 1
-            elif len(self._workers) < self._max_workers:
-                worker = threading.Thread(target=self._work, name=f"http-{len(self._workers)}", daemon=True)
-                self._workers.append(worker)
-                worker.start()
+            elif len(self._workers) < self._max_workers and not self._start_worker():
+                if not self._workers:  # no thread at all to answer it: refuse rather than queue forever
+                    pending.sock.close()
+                    return
         self._requests.put(pending)
+
+    def _start_worker(self) -> bool:
+        worker = threading.Thread(target=self._work, name=f"http-{len(self._workers)}", daemon=True)
+        try:
+            worker.start()
+        except RuntimeError as exc:  # out of threads: the request waits for a running worker
+            log.warning("cannot start another HTTP worker: %s", exc)
+            return False
+        self._workers.append(worker)
+        return True
 
     def _drop(self, pending: _Pending) -> None:
         self._pending.pop(id(pending), None)
