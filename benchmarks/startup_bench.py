@@ -8,10 +8,11 @@ and `default` collector sets). A round starts ours, then node_exporter (the orde
 round), each timed from spawn to its first complete /metrics answer, scrapes each `--scrapes`
 times and reads VmRSS, then stops both. Printed: median start-up of each, their ratio, median
 RSS of each and the ratio, with [min..max] over the rounds. `--importtime N` also prints the N
-modules with the largest own import time in one plain start of ours (`-X importtime`).
+modules with the largest own import time in the first second of ours with the default collectors
+(`-X importtime`: the start and the background sources' first refreshes, in their threads).
 The package's bytecode is compiled first (compileall), as pip does on install and Python on a
-first run: with PYTHONDONTWRITEBYTECODE set (as in this machine's environment) every start would otherwise
-compile our modules anew (about 40 ms here), which no installed exporter pays.
+first run: with PYTHONDONTWRITEBYTECODE set (as in this machine's environment) every start would
+otherwise compile our modules anew (40-70 ms here), which no installed exporter pays.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def rounds(tree: Path, commands: str, collectors: str, count: int, scrapes: int)
 
 
 def importtime(tree: Path, top: int) -> None:
-    """The modules with the largest own import time in one start of ours (until it is stopped)."""
+    """The modules with the largest own import time in the first second of ours (then it is stopped)."""
     argv = bench.ours_argv(tree, "2.3", "default", bench.free_port())
     code = ("import sys, threading; sys.argv = sys.argv[:1] + sys.argv[2:]; from zfsnas import cli; "
             "threading.Timer(1.0, lambda: __import__('os').kill(__import__('os').getpid(), 15)).start(); cli.main()")
