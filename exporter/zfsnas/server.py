@@ -15,8 +15,9 @@ How a connection is served, and why no client can hold the exporter up:
 - A scrape's deadline comes from Prometheus' `X-Prometheus-Scrape-Timeout-Seconds` (minus
   `SCRAPE_TIMEOUT_OFFSET`), as blackbox_exporter does: collectors not reached by then report
   `success 0` instead of making Prometheus give up on the whole scrape.
-- Workers start as they are needed, up to `WORKERS`: a Prometheus scraping one request at a time
-  keeps one worker (and one malloc arena) rather than eight taking turns.
+- Workers start as they are needed, up to `WORKERS`: the first with the first request, another
+  whenever a request has waited `WORKER_PATIENCE` for a free one. A client scraping one request
+  at a time (even back to back) keeps one worker and one malloc arena, not eight taking turns.
 TLS (and so `ssl`) is loaded only when the web config asks for it; gzip, base64 and html when a
 request first needs them: start-up is imports (docs/performance.md). Owns nothing about ZFS.
 """
@@ -52,6 +53,7 @@ READ_TIMEOUT = 10.0       # seconds from accept to a complete request (TLS hands
 WRITE_TIMEOUT = 30.0      # seconds a single send of the answer may block
 WORKERS = 8
 MAX_PENDING = 1024        # connections still handshaking or sending their request
+WORKER_PATIENCE = 0.01    # seconds a complete request waits for a free worker before another starts
 SCRAPE_TIMEOUT_OFFSET = 0.5
 
 
@@ -107,19 +109,20 @@ class Server:
         self._stopped = threading.Event()
         self._max_workers = workers
         self._workers: list[threading.Thread] = []   # started by the event loop, as requests need them
-        self._idle = 0                                # workers done with their request and not yet given another
-        self._idle_lock = threading.Lock()
+        self._waiting_since: float | None = None      # when the oldest request not yet taken was queued
 
     def serve_forever(self) -> None:
         self._selector.register(self.socket, selectors.EVENT_READ)
         try:
             while not self._stop.is_set():
-                for key, _ in self._selector.select(timeout=0.5):
+                for key, _ in self._selector.select(timeout=self._select_timeout()):
                     if key.fileobj is self.socket:
                         self._accept()
                     else:
                         self._advance(key.data)
-                self._expire(time.monotonic())
+                now = time.monotonic()
+                self._grow(now)
+                self._expire(now)
         finally:
             for pending in list(self._pending.values()):
                 self._drop(pending)
@@ -194,14 +197,28 @@ class Server:
     def _hand_over(self, pending: _Pending) -> None:
         self._selector.unregister(pending.sock)
         del self._pending[id(pending)]
-        with self._idle_lock:
-            if self._idle:
-                self._idle -= 1
-            elif len(self._workers) < self._max_workers and not self._start_worker():
-                if not self._workers:  # no thread at all to answer it: refuse rather than queue forever
-                    pending.sock.close()
-                    return
+        if not self._workers and not self._start_worker():
+            pending.sock.close()  # no thread at all to answer it: refused rather than queued forever
+            return
+        if self._waiting_since is None or self._requests.empty():
+            self._waiting_since = time.monotonic()
         self._requests.put(pending)
+
+    def _select_timeout(self) -> float:
+        if self._waiting_since is None:
+            return 0.5
+        return max(0.0, self._waiting_since + WORKER_PATIENCE - time.monotonic())
+
+    def _grow(self, now: float) -> None:
+        """Another worker when a request has waited WORKER_PATIENCE for a free one."""
+        if self._waiting_since is None:
+            return
+        if self._requests.empty():
+            self._waiting_since = None
+        elif now - self._waiting_since >= WORKER_PATIENCE:
+            if len(self._workers) < self._max_workers:
+                self._start_worker()
+            self._waiting_since = now
 
     def _start_worker(self) -> bool:
         worker = threading.Thread(target=self._work, name=f"http-{len(self._workers)}", daemon=True)
@@ -249,8 +266,6 @@ class Server:
                 log.exception("answering %s failed", pending.address[0])
             finally:
                 sock.close()
-            with self._idle_lock:
-                self._idle += 1
 
 
 def make_server(address: str, render: Callable[..., str], telemetry_path: str = "/metrics",
