@@ -5,12 +5,11 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
-import platform
+import os
 import signal
 import sys
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from . import __version__
@@ -21,14 +20,16 @@ from .process import process_families
 from .scrape import ScrapeCollector
 from .server import make_server, serve_in_thread
 from .sources.commands import DEFAULT_MAX_OUTPUT, CommandRunner
-from .sources.freebsd import SysctlKstatSource
-from .sources.linux import ProcfsKstatSource
-from .webconfig import WebConfigError, load_web_config
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
     from .replay import ReplayExporter
+    from .sources.model import KstatSource
+    from .webconfig import WebConfig
+
+# Start-up is imports (docs/performance.md): what only some runs need (the FreeBSD source, the web
+# config's parser, replay and capture) is imported where those runs begin, not here.
 
 log = logging.getLogger("zfsnas")
 DEFAULT_LISTEN = ":9923"
@@ -98,26 +99,32 @@ def enabled_collectors(args: argparse.Namespace) -> list[type[Collector]]:
 def kstat_source_kind(args: argparse.Namespace) -> str:
     kind = args.kstat_source
     if kind == "auto":
-        kind = "sysctl" if args.sysctl_file or platform.system() == "FreeBSD" else "procfs"
+        # os.uname() is what platform.system() reads, without importing platform
+        kind = "sysctl" if args.sysctl_file or os.uname().sysname == "FreeBSD" else "procfs"
     return kind
 
 
-def kstat_source(args: argparse.Namespace, runner: CommandRunner):
+def kstat_source(args: argparse.Namespace, runner: CommandRunner) -> KstatSource:
     if kstat_source_kind(args) == "sysctl":
+        from .sources.freebsd import SysctlKstatSource
+
         return SysctlKstatSource(runner, path=args.sysctl_file)
+    from .sources.linux import ProcfsKstatSource
+
     return ProcfsKstatSource(args.procfs, args.sysfs)
 
 
-@dataclass
 class Exporter:
     """`render` is what the server serves; `registry` offers the same to prometheus_client users.
     `owned_runner` is the command runner this exporter created (None when the caller passed its
     own): `stop` closes it, once, after every collector has been told to stop."""
 
-    collectors: list[Collector]
-    scrape: ScrapeCollector
-    process_metrics: bool = True
-    owned_runner: CommandRunner | None = None
+    def __init__(self, collectors: list[Collector], scrape: ScrapeCollector, process_metrics: bool = True,
+                 owned_runner: CommandRunner | None = None):
+        self.collectors = collectors
+        self.scrape = scrape
+        self.process_metrics = process_metrics
+        self.owned_runner = owned_runner
 
     def render(self, deadline: float | None = None) -> str:
         """The page; `deadline` (time.monotonic()) is the scrape's, from Prometheus' timeout header."""
@@ -168,11 +175,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=LOG_LEVELS[args.log_level],
                         format="%(asctime)s level=%(levelname)s %(message)s", stream=sys.stderr)
-    try:
-        web = load_web_config(args.web_config_file)
-    except WebConfigError as exc:
-        log.error("invalid web config: %s", exc)
-        return 2
+    web: WebConfig | None = None
+    if args.web_config_file:
+        from .webconfig import WebConfigError, load_web_config
+
+        try:
+            web = load_web_config(args.web_config_file)
+        except WebConfigError as exc:
+            log.error("invalid web config: %s", exc)
+            return 2
     exporter: Exporter | ReplayExporter
     if args.replay:
         from . import replay
@@ -196,7 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     exporter.start()
     # Long-lived objects made so far never become garbage: keep the collector from rescanning them.
     gc.freeze()
-    log.info("listening on %s%s, metrics at %s", "https://" if web.tls else "http://",
+    log.info("listening on %s%s, metrics at %s", "https://" if web and web.tls else "http://",
              args.listen_address, args.telemetry_path)
     stopped = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -18,7 +18,6 @@ hundreds of milliseconds, so families built by collectors are rendered here dire
 from __future__ import annotations
 
 import functools
-import hashlib
 import math
 import re
 import sys
@@ -199,6 +198,8 @@ def _clean_label_value(value: Any, issues: list[str]) -> str:
     if len(value) > MAX_LABEL_VALUE:
         # The marker carries a digest of the whole value: two long names that share their first
         # kilobyte still make two series.
+        import hashlib  # here, not at the top: it loads OpenSSL (3.8 MB of RSS) for a rare case
+
         digest = hashlib.blake2b(value.encode("utf-8", "backslashreplace"), digest_size=4).hexdigest()
         marker = CUT_MARKER.format(digest=digest)
         value = value[:MAX_LABEL_VALUE - len(marker)] + marker

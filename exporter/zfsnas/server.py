@@ -15,16 +15,16 @@ How a connection is served, and why no client can hold the exporter up:
 - A scrape's deadline comes from Prometheus' `X-Prometheus-Scrape-Timeout-Seconds` (minus
   `SCRAPE_TIMEOUT_OFFSET`), as blackbox_exporter does: collectors not reached by then report
   `success 0` instead of making Prometheus give up on the whole scrape.
-TLS (and so `ssl`) is loaded only when the web config asks for it. Owns nothing about ZFS.
+- Workers start as they are needed, up to `WORKERS`: the first with the first request, another
+  whenever a request has waited `WORKER_PATIENCE` for a free one. A client scraping one request
+  at a time (even back to back) keeps one worker and one malloc arena, not eight taking turns.
+TLS (and so `ssl`) is loaded only when the web config asks for it; gzip, base64 and html when a
+request first needs them: start-up is imports (docs/performance.md). Owns nothing about ZFS.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import collections
-import gzip
-import html
 import inspect
 import logging
 import queue
@@ -33,10 +33,13 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from . import __version__
 from .exposition import CONTENT_TYPE
-from .webconfig import WebConfig
+
+if TYPE_CHECKING:
+    from .webconfig import WebConfig
 
 log = logging.getLogger("zfsnas")
 
@@ -50,6 +53,7 @@ READ_TIMEOUT = 10.0       # seconds from accept to a complete request (TLS hands
 WRITE_TIMEOUT = 30.0      # seconds a single send of the answer may block
 WORKERS = 8
 MAX_PENDING = 1024        # connections still handshaking or sending their request
+WORKER_PATIENCE = 0.01    # seconds a complete request waits for a free worker before another starts
 SCRAPE_TIMEOUT_OFFSET = 0.5
 
 
@@ -83,7 +87,7 @@ class _Pending:
 class Server:
     """Listening socket, event loop and workers; `serve_forever` in one thread, `shutdown` from another."""
 
-    def __init__(self, address: tuple[str, int], answer: Callable[[bytes, str], bytes], web: WebConfig,
+    def __init__(self, address: tuple[str, int], answer: Callable[[bytes, str], bytes], web: WebConfig | None,
                  workers: int = WORKERS):
         family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self.socket = socket.socket(family, socket.SOCK_STREAM)
@@ -97,26 +101,28 @@ class Server:
         self.socket.setblocking(False)
         self.server_address = self.socket.getsockname()
         self._answer = answer
-        self._tls = web.tls
+        self._tls = web.tls if web else None
         self._pending: collections.OrderedDict[int, _Pending] = collections.OrderedDict()
         self._selector = selectors.DefaultSelector()
         self._requests: queue.Queue = queue.Queue()
         self._stop = threading.Event()
         self._stopped = threading.Event()
-        self._workers = [threading.Thread(target=self._work, name=f"http-{i}", daemon=True) for i in range(workers)]
+        self._max_workers = workers
+        self._workers: list[threading.Thread] = []   # started by the event loop, as requests need them
+        self._waiting_since: float | None = None      # when the oldest request not yet taken was queued
 
     def serve_forever(self) -> None:
-        for worker in self._workers:
-            worker.start()
         self._selector.register(self.socket, selectors.EVENT_READ)
         try:
             while not self._stop.is_set():
-                for key, _ in self._selector.select(timeout=0.5):
+                for key, _ in self._selector.select(timeout=self._select_timeout()):
                     if key.fileobj is self.socket:
                         self._accept()
                     else:
                         self._advance(key.data)
-                self._expire(time.monotonic())
+                now = time.monotonic()
+                self._grow(now)
+                self._expire(now)
         finally:
             for pending in list(self._pending.values()):
                 self._drop(pending)
@@ -191,7 +197,38 @@ class Server:
     def _hand_over(self, pending: _Pending) -> None:
         self._selector.unregister(pending.sock)
         del self._pending[id(pending)]
+        if not self._workers and not self._start_worker():
+            pending.sock.close()  # no thread at all to answer it: refused rather than queued forever
+            return
+        if self._waiting_since is None or self._requests.empty():
+            self._waiting_since = time.monotonic()
         self._requests.put(pending)
+
+    def _select_timeout(self) -> float:
+        if self._waiting_since is None:
+            return 0.5
+        return max(0.0, self._waiting_since + WORKER_PATIENCE - time.monotonic())
+
+    def _grow(self, now: float) -> None:
+        """Another worker when a request has waited WORKER_PATIENCE for a free one."""
+        if self._waiting_since is None:
+            return
+        if self._requests.empty():
+            self._waiting_since = None
+        elif now - self._waiting_since >= WORKER_PATIENCE:
+            if len(self._workers) < self._max_workers:
+                self._start_worker()
+            self._waiting_since = now
+
+    def _start_worker(self) -> bool:
+        worker = threading.Thread(target=self._work, name=f"http-{len(self._workers)}", daemon=True)
+        try:
+            worker.start()
+        except RuntimeError as exc:  # out of threads: the request waits for a running worker
+            log.warning("cannot start another HTTP worker: %s", exc)
+            return False
+        self._workers.append(worker)
+        return True
 
     def _drop(self, pending: _Pending) -> None:
         self._pending.pop(id(pending), None)
@@ -235,15 +272,14 @@ def make_server(address: str, render: Callable[..., str], telemetry_path: str = 
                 web: WebConfig | None = None) -> Server:
     """An HTTP server whose telemetry path answers with `render()` (Prometheus text format);
     `render(deadline=...)` is given the scrape's monotonic deadline when it takes one."""
-    web = web or WebConfig()
     host, port = parse_listen_address(address)
-    landing = _landing_page(telemetry_path).encode()
+    extra_headers = web.headers if web else {}
     takes_deadline = "deadline" in inspect.signature(render).parameters
 
     def reply(code: int, content_type: str, body: bytes, headers: dict | None = None, head: bool = False) -> bytes:
         lines = [f"HTTP/1.1 {code} {_REASONS[code]}", f"Content-Type: {content_type}",
                  f"Content-Length: {len(body)}", "Connection: close", f"Server: zfsnas-exporter/{__version__}"]
-        lines += [f"{key}: {value}" for key, value in {**web.headers, **(headers or {})}.items()]
+        lines += [f"{key}: {value}" for key, value in {**extra_headers, **(headers or {})}.items()]
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (b"" if head else body)
 
     def answer(raw: bytes, client: str) -> bytes:
@@ -270,10 +306,12 @@ def make_server(address: str, render: Callable[..., str], telemetry_path: str = 
                 log.error("rendering metrics failed: %s", str(exc)[:500])
                 return reply(500, "text/plain; charset=utf-8", b"rendering metrics failed\n")
             if "gzip" in headers.get("accept-encoding", ""):
+                import gzip
+
                 return reply(200, CONTENT_TYPE, gzip.compress(body, 1), {"Content-Encoding": "gzip"}, head)
             return reply(200, CONTENT_TYPE, body, head=head)
         if path == "/":
-            return reply(200, "text/html; charset=utf-8", landing, head=head)
+            return reply(200, "text/html; charset=utf-8", _landing_page(telemetry_path).encode(), head=head)
         return reply(404, "text/plain; charset=utf-8", b"404 page not found\n", head=head)
 
     return Server((host, port), answer, web)
@@ -295,9 +333,12 @@ def _parse_request(raw: bytes) -> tuple[str, str, dict[str, str]] | int:
     return parts[0], parts[1], headers
 
 
-def _authorized(web: WebConfig, headers: dict[str, str]) -> bool:
-    if not web.users:
+def _authorized(web: WebConfig | None, headers: dict[str, str]) -> bool:
+    if web is None or not web.users:
         return True
+    import base64
+    import binascii
+
     scheme, _, encoded = headers.get("authorization", "").partition(" ")
     if scheme.lower() != "basic":
         return False
@@ -315,6 +356,8 @@ def serve_in_thread(server: Server) -> threading.Thread:
 
 
 def _landing_page(telemetry_path: str) -> str:
+    import html
+
     path = html.escape(telemetry_path)
     return f"""<!DOCTYPE html>
 <html><head><title>zfsnas exporter</title></head>

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from ..exposition import Families, Family
 from ..refresh import BackgroundRefresher
-from ..sources.benchdb import BenchConfig, default_bench_db, read_bench_db
 from .base import Context, RefreshingCollector, Report
+
+if TYPE_CHECKING:
+    from ..sources.benchdb import BenchConfig
 
 # (metric, type, help, BenchConfig attribute)
 FAMILIES = (
@@ -48,9 +51,15 @@ class BenchCollector(RefreshingCollector):
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
-        path = getattr(ctx.args, "bench_db", None) or default_bench_db()
+        self.path = getattr(ctx.args, "bench_db", None)
         interval = getattr(ctx.args, "bench_refresh_interval", 15.0)
-        self.refresher = BackgroundRefresher("bench_db", lambda: read_bench_db(path), interval)
+        self.refresher = BackgroundRefresher("bench_db", self._read, interval)
+
+    def _read(self) -> list[BenchConfig]:
+        # The reader is imported here, in the refresh thread: nothing of it is needed to start.
+        from ..sources.benchdb import default_bench_db, read_bench_db
+
+        return read_bench_db(self.path or default_bench_db())
 
     def sources(self) -> Sequence[BackgroundRefresher]:
         return (self.refresher,)

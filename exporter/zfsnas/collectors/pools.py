@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..exposition import Families, Family, FrozenFamily
 from ..refresh import BackgroundRefresher, frozen
-from ..sources.zpool import HEALTH_STATES, Pool, PoolStatus, ZpoolStatus, read_pools, read_status
 from .base import Context, RefreshingCollector, Report
 from .datasets import compile_pattern, pool_selected
+
+if TYPE_CHECKING:
+    from ..sources.zpool import Pool, PoolStatus, ZpoolStatus
 
 SPACE = (
     ("size", "zfs_pool_size_bytes", "Total size of the pool (zpool list size)."),
@@ -71,11 +73,15 @@ class PoolsCollector(RefreshingCollector):
         ctx.zpool_status = self.status
 
     def _read_list(self) -> list[Pool]:
+        from ..sources.zpool import read_pools  # in the refresh thread, not at start-up
+
         pools = read_pools(self.ctx.commands.run)
         self._families_of(pools, self._list_families)
         return pools
 
     def _read_status(self) -> ZpoolStatus:
+        from ..sources.zpool import read_status
+
         status = read_status(self.ctx.commands.run)
         self._families_of(status, self._status_families)
         return status
@@ -120,6 +126,8 @@ class PoolsCollector(RefreshingCollector):
         return out
 
     def _pool(self, families: Families, pool: Pool) -> None:
+        from ..sources.zpool import HEALTH_STATES
+
         labels = {"pool": pool.name}
         for attr, name, documentation in SPACE:
             if (number := getattr(pool, attr)) is not None:

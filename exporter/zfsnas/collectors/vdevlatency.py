@@ -16,19 +16,15 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from ..exposition import Families, Family, FrozenFamily
 from ..refresh import BackgroundRefresher, frozen
 from ..sources.model import SourceError
-from ..sources.zpool_iostat import (
-    LATENCY_HISTOGRAMS,
-    QUEUE_DEPTHS,
-    VdevLatency,
-    VdevQueues,
-    parse_latency_histograms,
-    parse_queue_depths,
-)
 from .base import Context, RefreshingCollector, Report
+
+if TYPE_CHECKING:
+    from ..sources.zpool_iostat import VdevLatency, VdevQueues
 
 NS = 1e-9
 
@@ -53,6 +49,13 @@ class VdevLatencyCollector(RefreshingCollector):
         return {v.pool for v in self.ctx.vdevs() if v.pool} or None
 
     def _read(self) -> tuple[list[VdevLatency], list[VdevQueues]]:
+        from ..sources.zpool_iostat import (  # in the refresh thread, not at start-up
+            LATENCY_HISTOGRAMS,
+            QUEUE_DEPTHS,
+            parse_latency_histograms,
+            parse_queue_depths,
+        )
+
         run = self.ctx.commands.run
         pools = self._known_pools()
         try:

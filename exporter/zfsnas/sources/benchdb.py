@@ -13,10 +13,17 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..bench.config import Configuration, legacy_configuration
 from .model import SourceError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from ..bench.config import Configuration
+
+# The configuration module (hashlib, json), pathlib and sqlite3 are imported only when there is a
+# database to read: the `bench` collector is on by default and most exporters never see one.
 
 DEFAULT_BENCH_DB = "/var/lib/zfsnas/bench.sqlite"
 
@@ -35,16 +42,20 @@ class BenchConfig:
 
 
 def _configuration(row: dict, runs: dict[str, dict]) -> Configuration:
+    from ..bench.config import Configuration, legacy_configuration
+
     if row.get("config"):
         return Configuration.from_json(row["config"])
     return legacy_configuration(row, runs.get(row["run_id"]))
 
 
 def read_bench_db(path: str | Path) -> list[BenchConfig]:
-    path = Path(path)
-    if not path.exists():
+    if not os.path.exists(path):
         return []
-    import sqlite3  # only when there is a database: keeps the exporter small otherwise
+    import sqlite3
+    from pathlib import Path
+
+    path = Path(path)
 
     # A WAL database is read through its -shm file, which the runner deletes when it closes the store,
     # and a reader without write access to the directory (the systemd unit, a read-only mount) cannot

@@ -24,18 +24,21 @@ from __future__ import annotations
 
 import os
 import select
-import shlex
 import signal
-import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Collection, Generator, Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from .model import SourceError
+
+if TYPE_CHECKING:
+    import subprocess
+
+# subprocess, tempfile and shlex are imported by the first command, not at start-up: on Linux the
+# kstat collectors run none, and the refreshers that do run off the scrape path (docs/performance.md).
 
 DEFAULT_MAX_OUTPUT = 16 * 1024 * 1024
 MAX_LINE_BYTES = 64 * 1024
@@ -68,12 +71,14 @@ def command_failed(argv: Sequence[str], returncode: int, stderr: str) -> SourceE
     return SourceError(f"{_show(argv)} exited with status {returncode}: {detail}")
 
 
-@dataclass
 class _Exit:
     """How a command ended, filled in by `_chunks` for `complete`."""
 
-    returncode: int = 0
-    stderr: str = ""
+    __slots__ = ("returncode", "stderr")
+
+    def __init__(self) -> None:
+        self.returncode = 0
+        self.stderr = ""
 
 
 class CommandRunner:
@@ -82,7 +87,7 @@ class CommandRunner:
 
     def __init__(self, prefix: Sequence[str] | str = (), timeout: float = 30.0,
                  max_output: int = DEFAULT_MAX_OUTPUT, one_at_a_time: Collection[str] = ONE_AT_A_TIME):
-        self.prefix = shlex.split(prefix) if isinstance(prefix, str) else list(prefix)
+        self.prefix = _split(prefix) if isinstance(prefix, str) else list(prefix)
         self.timeout = timeout
         self.max_output = max_output
         self.one_at_a_time = frozenset(one_at_a_time)
@@ -173,6 +178,8 @@ class CommandRunner:
             yield
 
     def _start(self, full: list[str], err: IO[bytes]) -> subprocess.Popen:
+        import subprocess
+
         with self._state_lock:
             if self._closed:
                 raise SourceError("exporter shutting down: command not started")
@@ -196,6 +203,8 @@ class CommandRunner:
 
     def _stream(self, argv: Sequence[str], timeout: float | None,
                 status: _Exit | None) -> Generator[bytes, None, None]:
+        import tempfile
+
         full = [*self.prefix, *argv]
         limit = self.timeout if timeout is None else timeout
         with tempfile.TemporaryFile() as err:  # a file, not a pipe: stderr can never block stdout
@@ -250,6 +259,8 @@ def _wait_exit(proc: subprocess.Popen, deadline: float) -> bool:
     """Wait for the command to exit until `deadline`; True if it did. A pidfd wakes us the moment it
     exits (Popen.wait with a timeout polls in sleeps of up to 50 ms, which a runner of many short
     commands pays every time)."""
+    import subprocess
+
     try:
         pidfd = os.pidfd_open(proc.pid)
     except (AttributeError, OSError):  # no pidfd (old kernel, FreeBSD) or already reaped
@@ -269,7 +280,17 @@ def _wait_exit(proc: subprocess.Popen, deadline: float) -> bool:
             os.close(pidfd)
 
 
+def _split(prefix: str) -> list[str]:
+    if not prefix:
+        return []
+    import shlex
+
+    return shlex.split(prefix)
+
+
 def _show(argv: Sequence[str]) -> str:
+    import shlex
+
     text = shlex.join(argv)
     return text if len(text) <= 200 else text[:200] + "..."
 
@@ -277,6 +298,8 @@ def _show(argv: Sequence[str]) -> str:
 def _kill_group(proc: subprocess.Popen) -> None:
     """SIGKILL the command's whole process group (whatever it started), then reap it, briefly:
     a process stuck in the kernel is left to subprocess' own later reaping rather than waited for."""
+    import subprocess
+
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
