@@ -27,13 +27,15 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..exposition import Families, Family
 from ..refresh import BackgroundRefresher, ForkedWork
-from ..sources.blockdevices import DeviceInventory, DiskIdentity, identify, scan_pyudev, scan_sysfs
 from ..sources.diskstats import SECTOR_BYTES, DiskStats, read_diskstats
 from .base import Context, RefreshingCollector, Report
+
+if TYPE_CHECKING:
+    from ..sources.blockdevices import DiskIdentity
 
 DEFAULT_EXCLUDE = r"^(loop|ram|zram|dm-|sr|fd)\d+$|^nvme\d+c\d+n\d+$"
 MS = 0.001
@@ -87,6 +89,8 @@ class DisksCollector(RefreshingCollector):
         self.hotplug = getattr(args, "disks_hotplug", True)
         # pyudev reads the real /sys; a tree given with --path.sysfs is read directly.
         self.live = Path(self.sysfs).resolve() == Path("/sys")
+        from ..sources.blockdevices import DeviceInventory  # when the collector is built, not at every start
+
         self.inventory = DeviceInventory(self._scan)
         self.refresher = BackgroundRefresher("block_devices", self.inventory.rescan,
                                              getattr(args, "disks_rescan_interval", 60.0))
@@ -104,6 +108,9 @@ class DisksCollector(RefreshingCollector):
         return self._scan_here(context)
 
     def _scan_here(self, context: Any):
+        # blockdevices is already loaded (by __init__): this import only looks it up, in the child too
+        from ..sources.blockdevices import scan_pyudev, scan_sysfs
+
         if context is not None:
             return scan_pyudev(context, self.udev_data)
         return scan_sysfs(self.sysfs, self.udev_data)
@@ -131,6 +138,8 @@ class DisksCollector(RefreshingCollector):
 
     def identities(self, devices=None) -> list[DiskIdentity]:
         devices = self.inventory.devices() if devices is None else devices
+        from ..sources.blockdevices import identify
+
         return [i for i in identify(devices, self.ctx.vdevs()) if not self.exclude.search(i.device)]
 
     def _current_identities(self) -> tuple[list[DiskIdentity], set[str], set[str]]:
