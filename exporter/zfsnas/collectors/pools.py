@@ -88,7 +88,8 @@ class PoolsCollector(RefreshingCollector):
 
     def _families_of(self, value: Any, build: Callable[[Any, Families], None]) -> list[FrozenFamily]:
         """The rendered families of one source's value: made by its refresh (before the value is
-        published) or, for a value the scrape sees first, then; kept for the last two values."""
+        published) or, for a value the scrape sees first, then; the last four values of either source
+        are kept (for each, the published one and the one its refresh is about to publish)."""
         for known, families in self._frozen:
             if known is value:
                 return families

@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterable, Sequence
 
-from ..exposition import Family, FrozenFamily
-from ..refresh import BackgroundRefresher
+from ..exposition import Families, Family, FrozenFamily
+from ..refresh import BackgroundRefresher, frozen
 from .base import Context, RefreshingCollector, Report
 
 
@@ -38,7 +38,7 @@ class TunablesCollector(RefreshingCollector):
         super().__init__(ctx)
         interval = getattr(ctx.args, "tunables_refresh_interval", 30.0)
         self.refresher = BackgroundRefresher("module_parameters", self._read, interval)
-        self._frozen: tuple[object, list[Family]] = (None, [])  # (the read, its families)
+        self._frozen: tuple[object, list[FrozenFamily]] = (None, [])  # (the read, its families)
 
     def _read(self) -> tuple[str | None, dict[str, int]]:
         kstat = self.ctx.kstat
@@ -58,14 +58,10 @@ class TunablesCollector(RefreshingCollector):
         return self._frozen[1]
 
 
-def frozen_families(version: str | None, parameters: dict[str, int]) -> list[Family]:
-    families: list[Family] = []
+def frozen_families(version: str | None, parameters: dict[str, int]) -> list[FrozenFamily]:
+    families = Families()
     if version:
-        info = FrozenFamily("zfs_version_info", "OpenZFS kernel module version.", "gauge", ("version",))
-        info.samples.append(("", (version,), 1))
-        families.append(info.freeze())
-    if parameters:
-        values = FrozenFamily("zfs_module_parameter", "Numeric OpenZFS module parameter (tunable).", "gauge", ("name",))
-        values.samples.extend(("", (name,), value) for name, value in parameters.items())
-        families.append(values.freeze())
-    return families
+        families.gauge("zfs_version_info", "OpenZFS kernel module version.", {"version": version}, 1)
+    for name, value in parameters.items():
+        families.gauge("zfs_module_parameter", "Numeric OpenZFS module parameter (tunable).", {"name": name}, value)
+    return frozen(families)
