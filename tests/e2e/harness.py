@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -319,8 +320,34 @@ def main() -> int:
             failures.append(flavour)
         elif args.capture_fixtures:
             capture_fixtures(flavour, work / flavour / "share" / "results")
+    for flavour in failures:   # last, where a CI log's tail shows it
+        said = guest_failures(work / flavour / "share" / "results")
+        if said:
+            log(f"[{flavour}] what the guest said went wrong:\n{said}")
     log(f"done in {time.time() - started:.0f} s; failed: {', '.join(failures) or 'none'}")
     return 1 if failures else 0
+
+
+def guest_failures(results: Path, limit: int = 4000) -> str:
+    """The guest scenario's own failure reports: each `... failed:` block of scenario.log (phases
+    that went wrong, with their tracebacks), then the container step's error.txt."""
+    blocks = []
+    log_file = results / "scenario.log"
+    if log_file.exists():
+        current: list[str] | None = None
+        for line in log_file.read_text(errors="replace").splitlines():
+            if line.rstrip().endswith("failed:"):
+                current = [line]
+                blocks.append(current)
+            elif current is not None and not re.match(r"\s*\d+\.\d\d ", line):   # not a new log line
+                current.append(line)
+            else:
+                current = None
+    error = results / "container" / "error.txt"
+    text = "\n".join("\n".join(b) for b in blocks)
+    if error.exists():
+        text += "\ncontainer/error.txt:\n" + error.read_text(errors="replace")
+    return text.strip()[-limit:]
 
 
 if __name__ == "__main__":

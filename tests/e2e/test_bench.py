@@ -100,10 +100,20 @@ def test_fio_dies_with_a_sigkilled_runner(configs):
 
 def test_crystaldiskmark_4k_writes_pay_for_a_16k_volblocksize(results, configs):
     """Laid out first, a 4K random write into a 16K block is a read-modify-write (the FreeNAS zvol
-    study: 6.0 MB/s at 16K/4K against 88.9 MB/s at 4K/4K)."""
+    study: 6.0 MB/s at 16K/4K against 88.9 MB/s at 4K/4K). The reads it costs show in the pool's
+    disks whatever the host's load (seen: 3.1 bytes read per byte fio wrote at 16K, 1.3 at 4K);
+    the lower throughput shows only where the disks, not the emulated CPU, are the bottleneck
+    (seen: 1.5 against 1.9 MB/s with the guest's CPU 97 % busy on a loaded host)."""
     assert configs["cdm_run"]["rc"] == 0, configs["cdm_run"]
     rows = {r["recordsize"]: r for r in stored(results, "e2e-cdm")}
     assert set(rows) == {"4K", "16K"} and all(r["status"] == "complete" for r in rows.values())
     assert all(r["prefill_seconds"] > 0 for r in rows.values())      # the zvol was laid out first
-    small, large = rows["4K"]["throughput_bytes_per_second"], rows["16K"]["throughput_bytes_per_second"]
-    assert large < 0.75 * small, f"16K/4K {large / 1e6:.1f} MB/s is not clearly below 4K/4K {small / 1e6:.1f} MB/s"
+
+    def read_per_written(row: dict) -> float:
+        return sum(d["read_bytes"] for d in json.loads(row["disks"]).values()) / row["bytes"]
+
+    small, large = read_per_written(rows["4K"]), read_per_written(rows["16K"])
+    assert large > 1.5 * small, f"16K/4K reads {large:.2f} bytes per byte written, 4K/4K {small:.2f}: no read-modify-write seen"
+    if max(r["cpu_busy_ratio"] for r in rows.values()) < 0.9:
+        small, large = rows["4K"]["throughput_bytes_per_second"], rows["16K"]["throughput_bytes_per_second"]
+        assert large < 0.75 * small, f"16K/4K {large / 1e6:.1f} MB/s is not clearly below 4K/4K {small / 1e6:.1f} MB/s"

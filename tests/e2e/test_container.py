@@ -15,6 +15,7 @@ from tests.conftest import samples
 pytestmark = pytest.mark.e2e
 
 SOURCES = ("zpool_list", "zpool_status", "zfs_datasets", "zpool_iostat")
+VARIANTS = ("compose", "no_device_rule", "as_nobody")
 
 
 @pytest.fixture(scope="module")
@@ -22,9 +23,21 @@ def served(results):
     if os.environ.get("ZFSNAS_E2E_FLAVOUR") != "2.3":
         pytest.skip("the container step runs in the 2.3 guest only")
     out = results / "container"
-    if not (out / "compose.txt").exists():
-        pytest.fail(f"the guest's container step recorded nothing: see {results / 'scenario.log'} and {out}")
-    return {variant: samples((out / f"{variant}.txt").read_text()) for variant in ("compose", "no_device_rule", "as_nobody")}
+    missing = [v for v in VARIANTS if not (out / f"{v}.txt").exists()]
+    if missing:
+        pytest.fail(f"the guest's container step recorded nothing for {missing}: {why_not(results)}")
+    return {variant: samples((out / f"{variant}.txt").read_text()) for variant in VARIANTS}
+
+
+def why_not(results) -> str:
+    """What the guest said about its container step (CI shows this message, not the guest's files)."""
+    timeline = json.loads((results / "timeline.json").read_text()) if (results / "timeline.json").exists() else {}
+    if "container_seconds" not in timeline:
+        return f"the step did not run; the scenario ended before it (see {results / 'scenario.log'})"
+    error = results / "container" / "error.txt"
+    if error.exists():
+        return "\n" + error.read_text()[-4000:]
+    return f"no error recorded; see {results / 'scenario.log'}"
 
 
 def series(data: dict, metric: str, **labels) -> list[dict]:
@@ -65,3 +78,14 @@ def test_container_step_cost(results, served):   # `served`: skipped where no co
     timings = json.loads((results / "container" / "timings.json").read_text())
     assert set(timings) >= {"install_seconds", "dockerd_seconds", "load_seconds", "compose_seconds"}
     print(f"container step in the guest: {timings}")
+
+
+def test_exporter_stops_promptly_on_sigterm(results):
+    """Before the container step the scenario stops the guest's exporter with SIGTERM, as `docker
+    stop` does: it must exit well inside docker's 10 s grace period, or every container stop
+    would end in SIGKILL."""
+    if os.environ.get("ZFSNAS_E2E_FLAVOUR") != "2.3":
+        pytest.skip("the container step runs in the 2.3 guest only")
+    timeline = json.loads((results / "timeline.json").read_text())
+    assert "exporter_stop_seconds" in timeline, why_not(results)
+    assert timeline["exporter_stop_seconds"] < 10, timeline

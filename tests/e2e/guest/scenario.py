@@ -19,6 +19,7 @@ go on. Standard library only: it runs on the guest's python3 before anything els
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import shutil
@@ -488,7 +489,7 @@ def container_metrics(timeout: float, want_success: bool) -> str:
         try:
             with urllib.request.urlopen("http://127.0.0.1:9923/metrics", timeout=10) as response:
                 text = response.read().decode()
-        except OSError:
+        except (OSError, http.client.HTTPException):   # not listening yet, or a cut answer: ask again
             time.sleep(1)
             continue
         states = {}
@@ -505,21 +506,58 @@ def container_metrics(timeout: float, want_success: bool) -> str:
 def docker_debs(debs: Path) -> list[str]:
     """The .debs docker.io needs on this guest: its dependencies resolved against what is installed
     (names and what they provide), the first alternative otherwise; the host resolved them against
-    an empty system, so most are here already."""
-    installed = set(run(["dpkg-query", "-W", "-f", "${Package} ${Provides}\n"]).stdout.replace(",", " ").split())
+    an empty system, so most are here already. An installed package too old for a versioned
+    dependency (the guest image was built before the host's apt lists moved on) is upgraded from
+    the carried .debs, whose own dependencies are then resolved too."""
+    installed: dict[str, str] = {}
+    for line in run(["dpkg-query", "-W", "-f", "${Package} ${Version} ${Provides}\n"]).stdout.splitlines():
+        name, version, *provides = line.replace(",", " ").split()
+        installed[name] = version
+        for virtual in provides:
+            installed.setdefault(virtual.split("(")[0], "")
     available = {deb.name.split("_")[0]: deb for deb in debs.glob("*.deb")}
-    chosen, todo = {}, ["docker.io"]
+
+    def satisfied(alternative: str, chosen: dict) -> bool:
+        name, _, constraint = alternative.partition("(")
+        name = name.split(":")[0].strip()
+        if name in chosen:
+            return True
+        if name not in installed:
+            return False
+        if not constraint or not installed[name]:
+            return True
+        op, version = constraint.split(")")[0].split()
+        key = (installed[name], op, version)
+        if key not in compared:
+            compared[key] = run(["dpkg", "--compare-versions", *key], check=False).returncode == 0
+        return compared[key]
+
+    compared: dict[tuple[str, str, str], bool] = {}
+
+    chosen: dict[str, Path] = {}
+    todo = ["docker.io"]
     while todo:
         name = todo.pop()
-        if name in chosen or name in installed:
+        if name in chosen:
             continue
         chosen[name] = available[name]
         fields = run(["dpkg-deb", "-f", str(available[name]), "Pre-Depends", "Depends"]).stdout
         for dep in " ".join(line.split(":", 1)[-1] for line in fields.splitlines()).split(","):
-            alternatives = [alt.split("(")[0].split(":")[0].strip() for alt in dep.split("|") if alt.strip()]
-            if alternatives and not any(alt in installed or alt in chosen for alt in alternatives):
-                todo.append(next(alt for alt in alternatives if alt in available))
+            alternatives = [alt.strip() for alt in dep.split("|") if alt.strip()]
+            if alternatives and not any(satisfied(alt, chosen) for alt in alternatives):
+                names = [alt.split("(")[0].split(":")[0].strip() for alt in alternatives]
+                todo.append(next(n for n in names if n in available))
     return sorted(str(deb) for deb in chosen.values())
+
+
+def record_error(out: Path, what: str) -> None:
+    """Append what failed, its traceback and dockerd's last words to container/error.txt, which
+    the host's test prints (the scenario log stays in the guest's results, out of CI's sight)."""
+    dockerd = out / "dockerd.log"
+    tail = dockerd.read_text(errors="replace").splitlines()[-15:] if dockerd.exists() else []
+    with open(out / "error.txt", "a") as f:
+        f.write(f"{what} failed at {time.time() - T0:.0f} s:\n{traceback.format_exc()}")
+        f.write("dockerd.log, last lines:\n" + "\n".join(tail) + "\n\n")
 
 
 def container_phase() -> dict:
@@ -543,7 +581,7 @@ def container_phase() -> dict:
     dockerd = subprocess.Popen(["dockerd", "--data-root=/tmp/docker", "--iptables=false", "--bridge=none"],
                                stdout=dockerd_log, stderr=dockerd_log)
     try:
-        deadline = time.time() + 120
+        deadline = time.time() + 300   # seconds here; minutes have been seen under TCG on a busy host
         while run(["docker", "info"], check=False).returncode:
             if time.time() > deadline or dockerd.poll() is not None:
                 raise RuntimeError("dockerd did not start; see container/dockerd.log")
@@ -555,13 +593,19 @@ def container_phase() -> dict:
         for variant, args in spec["variants"].items():
             mark = time.time()
             name = f"zfsnas-{variant.replace('_', '-')}"
-            run(["docker", "run", "-d", f"--name={name}", *args, spec["image"], *spec["command"]])
-            text = container_metrics(180 if variant == "compose" else 90, want_success=variant == "compose")
-            (out / f"{variant}.txt").write_text(text)
+            try:   # one variant failing must not cost the others their record
+                run(["docker", "run", "-d", f"--name={name}", *args, spec["image"], *spec["command"]])
+                text = container_metrics(180 if variant == "compose" else 90, want_success=variant == "compose")
+                (out / f"{variant}.txt").write_text(text)
+            except Exception:
+                record_error(out, f"variant {variant}")
             (out / f"{variant}.log").write_text(run(["docker", "logs", name], check=False).stderr)
             run(["docker", "rm", "-f", name], check=False)
             timings[f"{variant}_seconds"] = time.time() - mark
-            log(f"container {variant}: {len(text.splitlines())} lines served in {timings[f'{variant}_seconds']:.0f} s")
+            log(f"container {variant}: served in {timings[f'{variant}_seconds']:.0f} s")
+    except Exception:
+        record_error(out, "container step")
+        raise
     finally:
         dockerd.terminate()
         try:
@@ -572,6 +616,20 @@ def container_phase() -> dict:
         dockerd_log.close()
     (out / "timings.json").write_text(json.dumps(timings, indent=1))
     return timings
+
+
+def stop_exporter(exporter: subprocess.Popen) -> float:
+    """SIGTERM, as `docker stop` sends; the seconds until the exporter exited (killed after 20 s:
+    the host's test then says so, and the container step still gets port 9923)."""
+    mark = time.time()
+    exporter.terminate()
+    try:
+        exporter.wait(20)
+    except subprocess.TimeoutExpired:
+        log("exporter still running 20 s after SIGTERM: killed")
+        exporter.kill()
+        exporter.wait()
+    return time.time() - mark
 
 
 def optional_phase(name: str, phase) -> float:
@@ -643,8 +701,7 @@ def main() -> int:
         # Last, so that on a slow host it can only cut itself short, never the moments before it.
         timeline["capture_roundtrip_seconds"] = optional_phase("capture round trip", capture_roundtrip)
         if (SHARE / "container" / "run.json").exists():   # the stack's exporter container (port 9923 too)
-            exporter.terminate()
-            exporter.wait(20)
+            timeline["exporter_stop_seconds"] = stop_exporter(exporter)
             exporter = None
             timeline["container_seconds"] = optional_phase("container phase", container_phase)
     except Exception:
