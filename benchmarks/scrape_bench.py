@@ -24,17 +24,17 @@ Method (docs/performance.md):
 - Floor: the time Python needs only to open and read, as text, every file under the tree's
   /proc/spl/kstat/zfs once; "x floor" is our p50 over that.
 - Start-up: from spawn to the first complete /metrics answer, median of 5, interleaved.
-- `--perturbation`: fio sequential 1 MiB and random 4 KiB writes on a tmpfs file, runs alternating
-  quiet and with our exporter (default collectors) scraped every second; each scraped run against
-  the mean of its two quiet neighbours, median of `--fio-pairs` with a 95 % bootstrap interval,
-  beside the same estimator on quiet runs alone (the noise).
+- `--perturbation`: fio sequential 1 MiB and random 4 KiB writes on a tmpfs file, each one
+  `--fio-seconds` run whose 2 s blocks alternate quiet and with our exporter (default collectors)
+  scraped once a second; fio's bandwidth log (0.5 s windows) gives each block's throughput, each
+  scraped block is set against the mean of its two quiet neighbours; median of those differences
+  with a 95 % bootstrap interval, beside the same estimator on quiet blocks alone (the noise).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import random
 import shlex
 import shutil
@@ -48,6 +48,7 @@ import time
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -345,12 +346,38 @@ def bench_tree(label: str, tree: Path, commands: str, sets: list[str], reps: int
 
 # --- perturbation ------------------------------------------------------------------------------
 
-def fio_write(directory: Path, rw: str, bs: str, seconds: int) -> float:
-    """Bytes per second of one fio write job on a file in `directory`."""
-    out = subprocess.run(["fio", "--name=perturb", f"--directory={directory}", f"--rw={rw}", f"--bs={bs}",
-                          "--size=256M", "--ioengine=psync", f"--runtime={seconds}", "--time_based",
-                          "--output-format=json"], capture_output=True, text=True, check=True).stdout
-    return float(json.loads(out)["jobs"][0]["write"]["bw_bytes"])
+def fio_windows(directory: Path, rw: str, bs: str, seconds: int, during: Callable[[float], None]) -> tuple[float, list]:
+    """One time-based fio write job on a file in `directory`, `during(start)` run in a thread beside it.
+    Returns the job's start (epoch seconds) and its bandwidth log: (window end in seconds since
+    the start, bytes per second) for every WINDOW of the run."""
+    log, marker = directory / "bw", directory / "started"
+    marker.unlink(missing_ok=True)
+    # fio runs the prerun command just before the job starts: its file marks fio's time zero
+    argv = ["fio", "--name=perturb", f"--directory={directory}", f"--rw={rw}", f"--bs={bs}", "--size=256M",
+            "--ioengine=psync", f"--runtime={seconds}", "--time_based", "--output-format=json",
+            f"--write_bw_log={log}", f"--log_avg_msec={int(WINDOW * 1000)}", f"--exec_prerun=touch {marker}"]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, cwd=directory)   # cwd: fio writes <job>.prerun.txt there
+    while not marker.exists():
+        if proc.poll() is not None:
+            raise SystemExit(f"fio failed: {shlex.join(argv)}")
+        time.sleep(0.001)
+    started = time.time()
+    thread = threading.Thread(target=during, args=(started,), daemon=True)
+    thread.start()
+    proc.wait()
+    thread.join()
+    if proc.returncode:
+        raise SystemExit(f"fio failed: {shlex.join(argv)}")
+    windows = []
+    for line in Path(f"{log}_bw.1.log").read_text().splitlines():
+        ms, kib_per_s = line.split(",")[:2]
+        windows.append((int(ms) / 1e3, int(kib_per_s) * 1024.0))
+    Path(f"{log}_bw.1.log").unlink()
+    return started, windows
+
+
+WINDOW = 0.5        # seconds per fio bandwidth sample
+BLOCK = 2           # seconds per block: blocks alternate quiet and scraped (once a second)
 
 
 def bootstrap_ci(values: list[float], rounds: int = 2000) -> tuple[float, float]:
@@ -360,38 +387,69 @@ def bootstrap_ci(values: list[float], rounds: int = 2000) -> tuple[float, float]
     return medians[int(rounds * 0.025)], medians[int(rounds * 0.975) - 1]
 
 
-def scrape_every_second(exporter: Exporter, stop: threading.Event) -> None:
-    while not stop.wait(1.0):
-        exporter.scrape()
+def block_means(started: float, windows: list, scrapes: list[float], seconds: int) -> list[tuple[float, bool]]:
+    """(mean bytes per second, scraped?) of each whole BLOCK of the run, in order. A block is scraped
+    if a scrape began in it; its windows are those ending inside it (the first block, fio's warm-up,
+    and a block cut by the run's end are left out)."""
+    blocks = []
+    scraped = {int((t - started) // BLOCK) for t in scrapes}
+    for b in range(1, seconds // BLOCK):
+        values = [bw for end, bw in windows if b * BLOCK < end <= (b + 1) * BLOCK]
+        if len(values) == round(BLOCK / WINDOW):
+            blocks.append((statistics.fmean(values), b in scraped))
+    return blocks
 
 
-def perturbation(tree: Path, pairs: int, seconds: int) -> None:
-    """Print one table row per fio job. Runs alternate quiet, scraped, quiet, ... (`pairs` scraped
-    runs between `pairs + 1` quiet ones); each scraped run is compared with the mean of the quiet
-    runs either side of it, which takes slow drift (page cache, CPU clock) out of the difference.
-    The noise band is the same estimator on quiet runs only (each inner quiet run against its two
-    neighbours): what "no difference" looks like on this machine."""
+def paired(blocks: list[tuple[float, bool]]) -> tuple[list[float], list[float]]:
+    """Per cent differences: each scraped block against the mean of the quiet blocks either side,
+    and the same estimator on quiet blocks alone (a quiet block against the quiet blocks two
+    before and two after it): the noise."""
+    diffs, noise = [], []
+    for i in range(1, len(blocks) - 1):
+        (before, q1), (value, s), (after, q2) = blocks[i - 1], blocks[i], blocks[i + 1]
+        if s and not q1 and not q2:
+            diffs.append(100 * (value / ((before + after) / 2) - 1))
+        elif not s and 2 <= i < len(blocks) - 2 and not (blocks[i - 2][1] or blocks[i + 2][1]):
+            noise.append(100 * (value / ((blocks[i - 2][0] + blocks[i + 2][0]) / 2) - 1))
+    return diffs, noise
+
+
+def scrape_odd_blocks(exporter: Exporter, seconds: int, scrapes: list[float], go: float) -> None:
+    """Scrape `exporter` a quarter second into every second of the odd BLOCKs after `go`; the
+    moment of each scrape goes to `scrapes`."""
+    for second in range(seconds):
+        time.sleep(max(0.0, go + second + 0.25 - time.time()))
+        if (second // BLOCK) % 2:
+            scrapes.append(time.time())
+            exporter.scrape()
+
+
+def perturbation(tree: Path, seconds: int) -> None:
+    """Print one table row per fio job. During one `seconds`-long fio run, BLOCK-second blocks
+    alternate quiet and scraped (our exporter, default collectors, scraped once a second, as
+    Prometheus would at a 1 s interval); each scraped block is compared with the mean of the quiet
+    blocks either side of it, which takes drift (CPU clock, page cache, the exporter's own
+    background refreshes, which run in both) out of the difference. Printed: the median of those
+    differences with a 95 % bootstrap interval, beside the same estimator on quiet blocks alone
+    (what "no difference" looks like on this machine)."""
     ours = ours_exporter(tree, "2.3", "default")
     with tempfile.TemporaryDirectory(dir="/dev/shm") as shm:
         ours.start()
         try:
             for rw, bs in (("write", "1M"), ("randwrite", "4k")):
-                quiet, scraped = [fio_write(Path(shm), rw, bs, seconds)], []
-                for _ in range(pairs):
-                    stop = threading.Event()
-                    thread = threading.Thread(target=scrape_every_second, args=(ours, stop), daemon=True)
-                    thread.start()
-                    scraped.append(fio_write(Path(shm), rw, bs, seconds))
-                    stop.set()
-                    thread.join()
-                    quiet.append(fio_write(Path(shm), rw, bs, seconds))
-                diffs = [100 * (s / ((quiet[i] + quiet[i + 1]) / 2) - 1) for i, s in enumerate(scraped)]
-                noise = [100 * (quiet[i] / ((quiet[i - 1] + quiet[i + 1]) / 2) - 1) for i in range(1, len(quiet) - 1)]
+                fio_windows(Path(shm), rw, bs, 2, lambda _: None)   # lays the file out: first touches are slow
+                scrapes: list[float] = []
+                started, windows = fio_windows(Path(shm), rw, bs, seconds + 1,   # + 1: the last block's last window
+                                               partial(scrape_odd_blocks, ours, seconds, scrapes))
+                blocks = block_means(started, windows, scrapes, seconds)
+                diffs, noise = paired(blocks)
                 lo, hi = bootstrap_ci(diffs)
                 nlo, nhi = bootstrap_ci(noise)
-                print(f"| fio {rw} {bs} on tmpfs | {statistics.median(quiet) / 2**20:.0f} MiB/s "
-                      f"| {statistics.median(scraped) / 2**20:.0f} MiB/s | {statistics.median(diffs):+.2f} % "
-                      f"[{lo:+.2f}..{hi:+.2f}] | {statistics.median(noise):+.2f} % [{nlo:+.2f}..{nhi:+.2f}] |", flush=True)
+                quiet = statistics.median(v for v, s in blocks if not s)
+                loud = statistics.median(v for v, s in blocks if s)
+                print(f"| fio {rw} {bs} on tmpfs | {quiet / 2**20:.0f} MiB/s | {loud / 2**20:.0f} MiB/s "
+                      f"| {statistics.median(diffs):+.2f} % [{lo:+.2f}..{hi:+.2f}] ({len(diffs)} blocks) "
+                      f"| {statistics.median(noise):+.2f} % [{nlo:+.2f}..{nhi:+.2f}] ({len(noise)}) |", flush=True)
         finally:
             ours.stop()
 
@@ -405,8 +463,8 @@ def main() -> int:
     parser.add_argument("--static", action="store_true",
                         help="do not change the tree between scrapes (files a live NAS rewrites stay as they are)")
     parser.add_argument("--perturbation", action="store_true", help="also the fio perturbation test")
-    parser.add_argument("--fio-seconds", type=int, default=2, help="seconds per fio run (default 2)")
-    parser.add_argument("--fio-pairs", type=int, default=12, help="scraped fio runs per job, each between quiet ones")
+    parser.add_argument("--fio-seconds", type=int, default=120,
+                        help=f"seconds of each fio job, in {BLOCK} s blocks alternating quiet and scraped (default 120)")
     args = parser.parse_args()
     # Bytecode as an installed exporter has it (pip compiles on install, Python on first import):
     # with PYTHONDONTWRITEBYTECODE set, every start would compile our modules again.
@@ -423,10 +481,10 @@ def main() -> int:
             bench_tree(label, tree, commands, ["kstat"] if label == "large" else ["kstat", "default"],
                        args.reps, scrapes, churn)
         if args.perturbation:
-            print("\n| fio job | unscraped (median) | scraped every 1 s (median) | difference, median of pairs "
-                  "[95 % interval] | quiet against quiet: the noise [95 % interval] |")
+            print(f"\n| fio job | quiet {BLOCK} s blocks (median) | scraped blocks (median) | difference, median "
+                  "[95 % interval] (pairs) | quiet against quiet: the noise [95 % interval] (pairs) |")
             print("|---|---|---|---|---|")
-            perturbation(live_tree(Path(tmp) / "perturb", "2.3.2"), args.fio_pairs, args.fio_seconds)
+            perturbation(live_tree(Path(tmp) / "perturb", "2.3.2"), args.fio_seconds)
     return 0
 
 
