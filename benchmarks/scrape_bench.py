@@ -389,12 +389,13 @@ def bootstrap_ci(values: list[float], rounds: int = 2000) -> tuple[float, float]
 
 def block_means(started: float, windows: list, scrapes: list[float], seconds: int) -> list[tuple[float, bool]]:
     """(mean bytes per second, scraped?) of each whole BLOCK of the run, in order. A block is scraped
-    if a scrape began in it; its windows are those ending inside it (the first block, fio's warm-up,
-    and a block cut by the run's end are left out)."""
+    if a scrape began in it; its windows are those whose middle falls in it (fio stamps a window at
+    its end, a few ms late). The first block, fio's warm-up, and a block that lost a window (fio
+    stalled, or the run ended) are left out."""
     blocks = []
     scraped = {int((t - started) // BLOCK) for t in scrapes}
     for b in range(1, seconds // BLOCK):
-        values = [bw for end, bw in windows if b * BLOCK < end <= (b + 1) * BLOCK]
+        values = [bw for end, bw in windows if int((end - WINDOW / 2) // BLOCK) == b]
         if len(values) == round(BLOCK / WINDOW):
             blocks.append((statistics.fmean(values), b in scraped))
     return blocks
