@@ -36,8 +36,31 @@ LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARN
               "warning": logging.WARNING, "error": logging.ERROR}
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, sized as argparse sizes it, without importing shutil (and its bz2 and
+    lzma) for every flag: `add_argument` makes a formatter to check each one, and a plain start
+    never formats help (about 3 ms of start-up)."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None):
+        super().__init__(prog, indent_increment, max_help_position, terminal_columns() - 2 if width is None else width)
+
+
+def terminal_columns() -> int:
+    """What `shutil.get_terminal_size().columns` says: $COLUMNS, else the terminal on stdout, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns if columns > 0 else 80
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="zfsnas-exporter",
+    parser = argparse.ArgumentParser(prog="zfsnas-exporter", formatter_class=_HelpFormatter,
                                      description="Prometheus exporter for ZFS: ARC/L2ARC, txgs and dirty data, "
                                                  "datasets, pools and disks.")
     parser.add_argument("--version", action="version", version=f"zfsnas-exporter {__version__}")

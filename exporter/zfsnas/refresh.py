@@ -22,13 +22,11 @@ from __future__ import annotations
 import gc
 import logging
 import os
-import pickle
 import select
 import signal
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from .exposition import Family, FrozenFamily
@@ -37,12 +35,22 @@ T = TypeVar("T")
 log = logging.getLogger("zfsnas")
 
 
-@dataclass(frozen=True)
 class SourceState(Generic[T]):
-    value: T | None
-    success: bool
-    age_seconds: float
-    error: str | None
+    """A source's last good value (None before the first), whether its last refresh succeeded, the
+    seconds since that value was read (or since the source was made), and the last error. (A plain
+    class: a frozen dataclass costs about half a millisecond of every start.)"""
+
+    __slots__ = ("value", "success", "age_seconds", "error")
+
+    def __init__(self, value: T | None, success: bool, age_seconds: float, error: str | None):
+        self.value = value
+        self.success = success
+        self.age_seconds = age_seconds
+        self.error = error
+
+    def __repr__(self) -> str:
+        return (f"SourceState(value={self.value!r}, success={self.success!r}, "
+                f"age_seconds={self.age_seconds!r}, error={self.error!r})")
 
 
 class BackgroundRefresher(Generic[T]):
@@ -152,6 +160,8 @@ class ForkedWork:
         With `feed`, the child runs `work(reader)`: `reader` is a binary file that yields the bytes
         of `feed` as this thread writes them (a command's output, passed on as it comes). An error
         raised by `feed` kills the child and is raised here."""
+        import pickle  # here, not at start-up: only a forked refresh needs it; imported before the fork
+
         from .sources.model import SourceError
 
         read_end, write_end = os.pipe()
@@ -210,6 +220,8 @@ class ForkedWork:
 def _child(work: Callable[[], object], write_end: int, keep: tuple[int, ...]) -> None:  # pragma: no cover
     """The child's whole life: run `work`, write (ok, result or exception) pickled, exit at once
     (no atexit handlers, no flushing of buffers copied from the parent)."""
+    import pickle  # already imported by `ForkedWork.run` before the fork: a lookup, no import lock
+
     status = 0
     try:
         _close_inherited(keep)
