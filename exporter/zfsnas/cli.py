@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("zfsnas")
 DEFAULT_LISTEN = ":9923"
+START_HOLD = 1.0  # seconds zfs/zpool commands wait at start-up for the first scrape to be answered
 LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING,
               "warning": logging.WARNING, "error": logging.ERROR}
 
@@ -147,10 +148,24 @@ class Exporter:
         self.scrape = scrape
         self.process_metrics = process_metrics
         self.owned_runner = owned_runner
+        self._holding: CommandRunner | None = None
 
     def render(self, deadline: float | None = None) -> str:
         """The page; `deadline` (time.monotonic()) is the scrape's, from Prometheus' timeout header."""
-        return self.scrape.render(process_families().families() if self.process_metrics else (), deadline)
+        page = self.scrape.render(process_families().families() if self.process_metrics else (), deadline)
+        runner = self._holding
+        if runner is not None:  # the first page: held commands may run now (releasing twice is harmless)
+            self._holding = None
+            runner.release()
+        return page
+
+    def hold_commands(self, seconds: float) -> None:
+        """Start-up: the runner this exporter owns starts no command until the first page is rendered
+        or `seconds` pass (`CommandRunner.hold`): that page comes sooner, and it could not have held
+        what those commands read anyway."""
+        if self.owned_runner is not None:
+            self._holding = self.owned_runner
+            self._holding.hold(seconds)
 
     @property
     def registry(self) -> CollectorRegistry:
@@ -235,6 +250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.info("replaying %s: %s", args.replay, replay.describe(capture))
     else:
         exporter = build_exporter(args)
+        exporter.hold_commands(START_HOLD)
     names = ", ".join(c.name for c in exporter.collectors) or "none"
     log.info("zfsnas-exporter %s: collectors %s", __version__, names)
     try:

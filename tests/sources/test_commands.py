@@ -136,3 +136,44 @@ def test_close_kills_the_running_command_and_refuses_the_waiting_ones():
     assert sum("exited with status -9" in str(r) for r in results) == 1  # the hung one, killed
     with pytest.raises(SourceError, match="exporter shutting down"):
         runner.run(["true"])
+
+
+def test_held_commands_start_at_release_or_when_the_hold_ends_and_not_after_close(tmp_path):
+    import threading
+
+    marker = tmp_path / "ran"
+    touch = [sys.executable, "-c", f"open({str(marker)!r}, 'a').write('x'); print('ok')"]
+
+    def run_in_thread(runner: CommandRunner) -> tuple[threading.Thread, list]:
+        out: list = []
+
+        def run() -> None:
+            try:
+                out.append(runner.run(touch))
+            except SourceError as exc:
+                out.append(exc)
+        thread = threading.Thread(target=run)
+        thread.start()
+        return thread, out
+
+    runner = CommandRunner(timeout=30)
+    runner.hold(60)
+    thread, out = run_in_thread(runner)
+    time.sleep(0.5)
+    assert not marker.exists() and out == []  # held: not started
+    runner.release()
+    thread.join(30)
+    assert out == ["ok\n"] and marker.read_text() == "x"
+
+    runner.hold(0.3)  # nobody releases: the hold ends by itself
+    started = time.monotonic()
+    thread, out = run_in_thread(runner)
+    thread.join(30)
+    assert out == ["ok\n"] and 0.25 <= time.monotonic() - started < 10 and marker.read_text() == "xx"
+
+    runner.hold(60)
+    thread, out = run_in_thread(runner)
+    time.sleep(0.2)
+    runner.close()  # shutdown while held: the command gives up at once, never starts
+    thread.join(5)
+    assert [str(e) for e in out] == ["exporter shutting down: command not started"] and marker.read_text() == "xx"
