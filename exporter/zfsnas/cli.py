@@ -16,6 +16,7 @@ from .collectors import ALL
 from .collectors.base import Collector, Context
 from .exposition import ClientCollector
 from .process import process_families
+from .refresh import START
 from .scrape import ScrapeCollector
 from .server import make_server, serve_in_thread
 from .sources.commands import DEFAULT_MAX_OUTPUT, CommandRunner
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("zfsnas")
 DEFAULT_LISTEN = ":9923"
-START_HOLD = 1.0  # seconds zfs/zpool commands wait at start-up for the first scrape to be answered
+START_HOLD = 1.0  # seconds background refreshes wait at start-up for the first scrape to be answered
 LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING,
               "warning": logging.WARNING, "error": logging.ERROR}
 
@@ -148,24 +149,21 @@ class Exporter:
         self.scrape = scrape
         self.process_metrics = process_metrics
         self.owned_runner = owned_runner
-        self._holding: CommandRunner | None = None
+        self._holding = False
 
     def render(self, deadline: float | None = None) -> str:
         """The page; `deadline` (time.monotonic()) is the scrape's, from Prometheus' timeout header."""
         page = self.scrape.render(process_families().families() if self.process_metrics else (), deadline)
-        runner = self._holding
-        if runner is not None:  # the first page: held commands may run now (releasing twice is harmless)
-            self._holding = None
-            runner.release()
+        if self._holding:  # the first page: held refreshes may run now (releasing twice is harmless)
+            self._holding = False
+            START.release()
         return page
 
-    def hold_commands(self, seconds: float) -> None:
-        """Start-up: the runner this exporter owns starts no command until the first page is rendered
-        or `seconds` pass (`CommandRunner.hold`): that page comes sooner, and it could not have held
-        what those commands read anyway."""
-        if self.owned_runner is not None:
-            self._holding = self.owned_runner
-            self._holding.hold(seconds)
+    def hold_refreshes(self, seconds: float) -> None:
+        """Start-up: background refreshes start once the first page is rendered, or after `seconds`
+        (`refresh.START`): that page comes sooner, and it could not have held their values anyway."""
+        self._holding = True
+        START.hold(seconds)
 
     @property
     def registry(self) -> CollectorRegistry:
@@ -183,6 +181,9 @@ class Exporter:
     def stop(self) -> None:
         """Stop every collector's threads; the runner is closed first so that a hung command is killed
         at once rather than waited for, and a collector that stops early cannot close it for the others."""
+        if self._holding:  # stopped before the first page: held refresh threads wake up and end
+            self._holding = False
+            START.release()
         runner, self.owned_runner = self.owned_runner, None
         if runner is not None:
             runner.close()
@@ -250,7 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.info("replaying %s: %s", args.replay, replay.describe(capture))
     else:
         exporter = build_exporter(args)
-        exporter.hold_commands(START_HOLD)
+        exporter.hold_refreshes(START_HOLD)
     names = ", ".join(c.name for c in exporter.collectors) or "none"
     log.info("zfsnas-exporter %s: collectors %s", __version__, names)
     try:

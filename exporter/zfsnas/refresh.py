@@ -53,6 +53,33 @@ class SourceState(Generic[T]):
                 f"age_seconds={self.age_seconds!r}, error={self.error!r})")
 
 
+class StartGate:
+    """Holds the first refresh of every refresh thread until `release()` or for at most the
+    `seconds` given to `hold`. The exporter holds it from its start until its first page is
+    rendered: refreshes (their imports, `zfs`/`zpool` forks, parses, the first disk scan) would
+    otherwise compete for the GIL and the CPU with that first answer, which cannot hold their
+    values anyway. Open unless held, so a refresher made elsewhere (tests, capture) is unaffected."""
+
+    def __init__(self) -> None:
+        self._open = threading.Event()
+        self._open.set()
+        self._until = 0.0
+
+    def hold(self, seconds: float) -> None:
+        self._until = time.monotonic() + seconds
+        self._open.clear()
+
+    def release(self) -> None:
+        self._open.set()
+
+    def wait(self) -> None:
+        if not self._open.is_set():
+            self._open.wait(max(0.0, self._until - time.monotonic()))
+
+
+START = StartGate()  # one per process: the exporter's own start
+
+
 class BackgroundRefresher(Generic[T]):
     def __init__(self, name: str, fetch: Callable[[], T], interval: float,
                  clock: Callable[[], float] = time.monotonic):
@@ -105,6 +132,7 @@ class BackgroundRefresher(Generic[T]):
             self._thread.join(timeout=timeout)
 
     def _loop(self) -> None:
+        START.wait()
         while not self._stop.is_set():
             started = self._clock()
             self.refresh_now()

@@ -94,20 +94,6 @@ class CommandRunner:
         self._state_lock = threading.Lock()  # guards _running and _closed: close() races starts
         self._running: set[subprocess.Popen] = set()
         self._closed = False
-        self._go = threading.Event()  # cleared while `hold` holds commands back
-        self._go.set()
-        self._held_until = 0.0
-
-    def hold(self, seconds: float) -> None:
-        """Start-up: commands wait until `release()` or for at most `seconds`. The exporter holds them
-        until its first answer: a `zfs`/`zpool` run (and its fork, exec and parse) competes for the
-        CPU with that answer, which reports those sources as not read yet either way."""
-        self._held_until = time.monotonic() + seconds
-        self._go.clear()
-
-    def release(self) -> None:
-        """Let held commands run."""
-        self._go.set()
 
     @property
     def closed(self) -> bool:
@@ -119,7 +105,6 @@ class CommandRunner:
         with self._state_lock:
             self._closed = True
             running = list(self._running)
-        self._go.set()  # a held command starts no more: it finds the runner closed
         for proc in running:
             _kill_group(proc)
 
@@ -212,8 +197,6 @@ class CommandRunner:
         """The command's stdout as it comes. The command is killed and reaped whenever this ends,
         early or not; a timeout raises SourceError after the last chunk, and so does a non-zero exit
         status unless `status` is given to receive it (with the stderr tail)."""
-        if not self._go.is_set():
-            self._go.wait(max(0.0, self._held_until - time.monotonic()))
         with self._turn(argv):
             yield from self._stream(argv, timeout, status)
 
