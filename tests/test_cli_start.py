@@ -1,6 +1,6 @@
-"""What `zfsnas-exporter` does between its start and its first answer: background refreshes wait
+"""What `zfsnas-exporter` does between its start and its first answer: the zfs/zpool refreshes wait
 for that answer (`Exporter.hold_refreshes`, `refresh.START`), so it is not slowed by their imports,
-commands and parses; and it stops on SIGTERM however early."""
+commands and parses, while in-process sources are read at once; and it stops on SIGTERM however early."""
 
 import threading
 import time
@@ -20,10 +20,15 @@ def kstat_exporter():
 def test_refreshes_wait_for_the_first_page_and_run_once_it_is_rendered():
     exporter = kstat_exporter()
     fetched = threading.Event()
-    refresher = BackgroundRefresher("probe", lambda: fetched.set() or 1, interval=60)
+    refresher = BackgroundRefresher("probe", lambda: fetched.set() or 1, interval=60, wait_for_start=True)
     try:
         exporter.hold_refreshes(60)
         refresher.start()
+        unheld = threading.Event()
+        other = BackgroundRefresher("in-process", lambda: unheld.set() or 2, interval=60)
+        other.start()
+        assert unheld.wait(10)  # a source not made to wait is read at once
+        other.stop()
         assert not fetched.wait(0.5)  # held
         assert "\nzfs_arc_size_bytes 11811160064\n" in exporter.render()
         assert fetched.wait(10)
@@ -39,7 +44,7 @@ def test_a_hold_ends_by_itself_and_stopping_the_exporter_releases_it():
     exporter.hold_refreshes(0.3)  # nobody renders: the refresh starts when the hold ends
     started = time.monotonic()
     fetched = threading.Event()
-    refresher = BackgroundRefresher("probe", lambda: fetched.set() or 1, interval=60)
+    refresher = BackgroundRefresher("probe", lambda: fetched.set() or 1, interval=60, wait_for_start=True)
     refresher.start()
     try:
         assert fetched.wait(10) and 0.25 <= time.monotonic() - started < 10
@@ -48,7 +53,7 @@ def test_a_hold_ends_by_itself_and_stopping_the_exporter_releases_it():
         exporter.stop()
     exporter = kstat_exporter()
     exporter.hold_refreshes(60)
-    refresher = BackgroundRefresher("probe", lambda: 1, interval=60)
+    refresher = BackgroundRefresher("probe", lambda: 1, interval=60, wait_for_start=True)
     refresher.start()
     started = time.monotonic()
     exporter.stop()  # stopped before its first page: the held thread wakes and ends at once

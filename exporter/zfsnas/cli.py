@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("zfsnas")
 DEFAULT_LISTEN = ":9923"
-START_HOLD = 1.0  # seconds background refreshes wait at start-up for the first scrape to be answered
+START_HOLD = 1.0  # seconds zfs/zpool refreshes wait at start-up for the first scrape to be answered
 LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING,
               "warning": logging.WARNING, "error": logging.ERROR}
 
@@ -160,7 +160,7 @@ class Exporter:
         return page
 
     def hold_refreshes(self, seconds: float) -> None:
-        """Start-up: background refreshes start once the first page is rendered, or after `seconds`
+        """Start-up: the zfs/zpool refreshes start once the first page is rendered, or after `seconds`
         (`refresh.START`): that page comes sooner, and it could not have held their values anyway."""
         self._holding = True
         START.hold(seconds)

@@ -54,11 +54,13 @@ class SourceState(Generic[T]):
 
 
 class StartGate:
-    """Holds the first refresh of every refresh thread until `release()` or for at most the
-    `seconds` given to `hold`. The exporter holds it from its start until its first page is
-    rendered: refreshes (their imports, `zfs`/`zpool` forks, parses, the first disk scan) would
-    otherwise compete for the GIL and the CPU with that first answer, which cannot hold their
-    values anyway. Open unless held, so a refresher made elsewhere (tests, capture) is unaffected."""
+    """Holds the first refresh of the refreshers made with `wait_for_start` until `release()` or
+    for at most the `seconds` given to `hold`. The exporter holds it from its start until its first
+    page is rendered: the command sources' refreshes (their imports, `zfs`/`zpool` forks and
+    parses) would otherwise compete for the GIL and the CPU with that first answer, which cannot
+    hold their values anyway (a command takes longer). In-process sources (module parameters, the
+    disk scan) are not held: a scrape right after the first one finds them read, as before.
+    Open unless held, so a refresher made elsewhere (tests, capture) is unaffected."""
 
     def __init__(self) -> None:
         self._open = threading.Event()
@@ -82,8 +84,10 @@ START = StartGate()  # one per process: the exporter's own start
 
 class BackgroundRefresher(Generic[T]):
     def __init__(self, name: str, fetch: Callable[[], T], interval: float,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, wait_for_start: bool = False):
+        """`wait_for_start`: the thread's first refresh waits for the exporter's first answer (`START`)."""
         self.name = name
+        self.wait_for_start = wait_for_start
         self.interval = interval
         self._fetch = fetch
         self._clock = clock
@@ -132,7 +136,8 @@ class BackgroundRefresher(Generic[T]):
             self._thread.join(timeout=timeout)
 
     def _loop(self) -> None:
-        START.wait()
+        if self.wait_for_start:
+            START.wait()
         while not self._stop.is_set():
             started = self._clock()
             self.refresh_now()
