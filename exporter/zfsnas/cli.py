@@ -181,9 +181,6 @@ class Exporter:
     def stop(self) -> None:
         """Stop every collector's threads; the runner is closed first so that a hung command is killed
         at once rather than waited for, and a collector that stops early cannot close it for the others."""
-        if self._holding:  # stopped before the first page: held refresh threads wake up and end
-            self._holding = False
-            START.release()
         runner, self.owned_runner = self.owned_runner, None
         if runner is not None:
             runner.close()

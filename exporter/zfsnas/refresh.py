@@ -74,9 +74,12 @@ class StartGate:
     def release(self) -> None:
         self._open.set()
 
-    def wait(self) -> None:
-        if not self._open.is_set():
-            self._open.wait(max(0.0, self._until - time.monotonic()))
+    def wait(self, stop: threading.Event) -> None:
+        """Until released, the hold ends, or `stop` is set (looked at every 50 ms: a refresher
+        stopped while held ends without a refresh)."""
+        while not self._open.wait(min(0.05, max(0.0, self._until - time.monotonic()))):
+            if stop.is_set() or time.monotonic() >= self._until:
+                return
 
 
 START = StartGate()  # one per process: the exporter's own start
@@ -137,7 +140,7 @@ class BackgroundRefresher(Generic[T]):
 
     def _loop(self) -> None:
         if self.wait_for_start:
-            START.wait()
+            START.wait(self._stop)
         while not self._stop.is_set():
             started = self._clock()
             self.refresh_now()
