@@ -1,7 +1,8 @@
 """Start-up stays light: a plain start imports none of what only some runs or a first use need
 (replay and capture with tarfile and urllib, TLS, basic auth's bcrypt and hashlib, YAML web
 configs, prometheus_client, subprocess before the first command, sqlite3 and the benchmark
-configuration without a database, the parsers of command output before the first refresh).
+configuration without a database, the parsers of command output before the first refresh, pickle
+before the first forked refresh, shutil (with bz2 and lzma) for argparse's terminal width).
 Start-up to the first scrape is mostly imports, and each of these cost it once
 (docs/performance.md). The exact set of our own modules a plain start loads is pinned too, so a
 new module-level import on the start path shows up here and is a decision, not an accident."""
@@ -14,7 +15,8 @@ from tests.conftest import linux_tree
 # Never on the start path: each is loaded by the one run, request or refresh that needs it.
 LATE = ("zfsnas.replay", "zfsnas.capture", "tarfile", "urllib.request", "ssl", "bcrypt", "yaml",
         "prometheus_client", "http.server", "zfsnas.webconfig", "hashlib", "_hashlib", "platform", "json",
-        "sqlite3", "zfsnas.bench.config", "gzip", "html", "base64", "zfsnas.sources.freebsd")
+        "sqlite3", "zfsnas.bench.config", "gzip", "html", "base64", "zfsnas.sources.freebsd", "pickle",
+        "shutil", "bz2", "lzma")
 # Needed by the first command or refresh (in a refresh thread), not to build or serve.
 FIRST_REFRESH = ("subprocess", "tempfile", "shlex", "zfsnas.sources.zpool", "zfsnas.sources.zpool_iostat",
                  "zfsnas.sources.benchdb")

@@ -8,7 +8,6 @@ import logging
 import os
 import signal
 import sys
-import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -17,6 +16,7 @@ from .collectors import ALL
 from .collectors.base import Collector, Context
 from .exposition import ClientCollector
 from .process import process_families
+from .refresh import START
 from .scrape import ScrapeCollector
 from .server import make_server, serve_in_thread
 from .sources.commands import DEFAULT_MAX_OUTPUT, CommandRunner
@@ -33,12 +33,36 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("zfsnas")
 DEFAULT_LISTEN = ":9923"
+START_HOLD = 1.0  # seconds zfs/zpool refreshes wait at start-up for the first scrape to be answered
 LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING,
               "warning": logging.WARNING, "error": logging.ERROR}
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, sized as argparse sizes it, without importing shutil (and its bz2 and
+    lzma) for every flag: `add_argument` makes a formatter to check each one, and a plain start
+    never formats help (about 3 ms of start-up)."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None):
+        super().__init__(prog, indent_increment, max_help_position, terminal_columns() - 2 if width is None else width)
+
+
+def terminal_columns() -> int:
+    """What `shutil.get_terminal_size().columns` says: $COLUMNS, else the terminal on stdout, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns if columns > 0 else 80
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="zfsnas-exporter",
+    parser = argparse.ArgumentParser(prog="zfsnas-exporter", formatter_class=_HelpFormatter,
                                      description="Prometheus exporter for ZFS: ARC/L2ARC, txgs and dirty data, "
                                                  "datasets, pools and disks.")
     parser.add_argument("--version", action="version", version=f"zfsnas-exporter {__version__}")
@@ -125,10 +149,21 @@ class Exporter:
         self.scrape = scrape
         self.process_metrics = process_metrics
         self.owned_runner = owned_runner
+        self._holding = False
 
     def render(self, deadline: float | None = None) -> str:
         """The page; `deadline` (time.monotonic()) is the scrape's, from Prometheus' timeout header."""
-        return self.scrape.render(process_families().families() if self.process_metrics else (), deadline)
+        page = self.scrape.render(process_families().families() if self.process_metrics else (), deadline)
+        if self._holding:  # the first page: held refreshes may run now (releasing twice is harmless)
+            self._holding = False
+            START.release()
+        return page
+
+    def hold_refreshes(self, seconds: float) -> None:
+        """Start-up: the zfs/zpool refreshes start once the first page is rendered, or after `seconds`
+        (`refresh.START`): that page comes sooner, and it could not have held their values anyway."""
+        self._holding = True
+        START.hold(seconds)
 
     @property
     def registry(self) -> CollectorRegistry:
@@ -166,6 +201,22 @@ def build_exporter(args: argparse.Namespace, process_metrics: bool = True,
     return Exporter(collectors, ScrapeCollector(collectors, kstat), process_metrics, owned)
 
 
+def catch_stop_signals() -> int:
+    """A pipe's read end that yields a byte once SIGTERM or SIGINT arrives. The Python handlers do
+    nothing: the signal's number reaches the reader through the wakeup pipe, written by the
+    interpreter's C-level handler in whichever thread the kernel picked. (Waiting on a
+    `threading.Event` set by the handler can hang for good: when the signal goes to one of the
+    worker or refresh threads, the main thread asleep in the Event's lock is never woken to run
+    the handler. Seen under the start-up benchmark, which stops the exporter right after its
+    first answer.)"""
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    signal.set_wakeup_fd(write_end)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: None)
+    return read_end
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["capture"]:
@@ -197,6 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.info("replaying %s: %s", args.replay, replay.describe(capture))
     else:
         exporter = build_exporter(args)
+        exporter.hold_refreshes(START_HOLD)
     names = ", ".join(c.name for c in exporter.collectors) or "none"
     log.info("zfsnas-exporter %s: collectors %s", __version__, names)
     try:
@@ -209,11 +261,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     gc.freeze()
     log.info("listening on %s%s, metrics at %s", "https://" if web and web.tls else "http://",
              args.listen_address, args.telemetry_path)
-    stopped = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stopped.set())
+    stop_signals = catch_stop_signals()
     serve_in_thread(server)
-    stopped.wait()
+    os.read(stop_signals, 1)
     log.info("shutting down")
     server.shutdown()
     exporter.stop()

@@ -22,13 +22,11 @@ from __future__ import annotations
 import gc
 import logging
 import os
-import pickle
 import select
 import signal
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from .exposition import Family, FrozenFamily
@@ -37,18 +35,62 @@ T = TypeVar("T")
 log = logging.getLogger("zfsnas")
 
 
-@dataclass(frozen=True)
 class SourceState(Generic[T]):
-    value: T | None
-    success: bool
-    age_seconds: float
-    error: str | None
+    """A source's last good value (None before the first), whether its last refresh succeeded, the
+    seconds since that value was read (or since the source was made), and the last error. (A plain
+    class: a frozen dataclass costs about half a millisecond of every start.)"""
+
+    __slots__ = ("value", "success", "age_seconds", "error")
+
+    def __init__(self, value: T | None, success: bool, age_seconds: float, error: str | None):
+        self.value = value
+        self.success = success
+        self.age_seconds = age_seconds
+        self.error = error
+
+    def __repr__(self) -> str:
+        return (f"SourceState(value={self.value!r}, success={self.success!r}, "
+                f"age_seconds={self.age_seconds!r}, error={self.error!r})")
+
+
+class StartGate:
+    """Holds the first refresh of the refreshers made with `wait_for_start` until `release()` or
+    for at most the `seconds` given to `hold`. The exporter holds it from its start until its first
+    page is rendered: the command sources' refreshes (their imports, `zfs`/`zpool` forks and
+    parses) would otherwise compete for the GIL and the CPU with that first answer, which cannot
+    hold their values anyway (a command takes longer). In-process sources (module parameters, the
+    disk scan) are not held: a scrape right after the first one finds them read, as before.
+    Open unless held, so a refresher made elsewhere (tests, capture) is unaffected."""
+
+    def __init__(self) -> None:
+        self._open = threading.Event()
+        self._open.set()
+        self._until = 0.0
+
+    def hold(self, seconds: float) -> None:
+        self._until = time.monotonic() + seconds
+        self._open.clear()
+
+    def release(self) -> None:
+        self._open.set()
+
+    def wait(self, stop: threading.Event) -> None:
+        """Until released, the hold ends, or `stop` is set (looked at every 50 ms: a refresher
+        stopped while held ends without a refresh)."""
+        while not self._open.wait(min(0.05, max(0.0, self._until - time.monotonic()))):
+            if stop.is_set() or time.monotonic() >= self._until:
+                return
+
+
+START = StartGate()  # one per process: the exporter's own start
 
 
 class BackgroundRefresher(Generic[T]):
     def __init__(self, name: str, fetch: Callable[[], T], interval: float,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, wait_for_start: bool = False):
+        """`wait_for_start`: the thread's first refresh waits for the exporter's first answer (`START`)."""
         self.name = name
+        self.wait_for_start = wait_for_start
         self.interval = interval
         self._fetch = fetch
         self._clock = clock
@@ -97,6 +139,8 @@ class BackgroundRefresher(Generic[T]):
             self._thread.join(timeout=timeout)
 
     def _loop(self) -> None:
+        if self.wait_for_start:
+            START.wait(self._stop)
         while not self._stop.is_set():
             started = self._clock()
             self.refresh_now()
@@ -152,6 +196,8 @@ class ForkedWork:
         With `feed`, the child runs `work(reader)`: `reader` is a binary file that yields the bytes
         of `feed` as this thread writes them (a command's output, passed on as it comes). An error
         raised by `feed` kills the child and is raised here."""
+        import pickle  # here, not at start-up: only a forked refresh needs it; imported before the fork
+
         from .sources.model import SourceError
 
         read_end, write_end = os.pipe()
@@ -210,6 +256,8 @@ class ForkedWork:
 def _child(work: Callable[[], object], write_end: int, keep: tuple[int, ...]) -> None:  # pragma: no cover
     """The child's whole life: run `work`, write (ok, result or exception) pickled, exit at once
     (no atexit handlers, no flushing of buffers copied from the parent)."""
+    import pickle  # already imported by `ForkedWork.run` before the fork: a lookup, no import lock
+
     status = 0
     try:
         _close_inherited(keep)

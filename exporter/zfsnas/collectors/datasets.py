@@ -165,11 +165,12 @@ class DatasetsCollector(RefreshingCollector):
         self.include_pool = compile_pattern(getattr(args, "pool_include", None), "--pool.include")
         self.exclude_pool = compile_pattern(getattr(args, "pool_exclude", None), "--pool.exclude")
         self.datasets = BackgroundRefresher("zfs_datasets", self._read_datasets,
-                                            getattr(args, "datasets_refresh_interval", 60.0))
+                                            getattr(args, "datasets_refresh_interval", 60.0), wait_for_start=True)
         self.snapshots = None
         if getattr(args, "datasets_snapshots", "count") == "count":
             self.snapshots = BackgroundRefresher("zfs_snapshots", self._read_snapshots,
-                                                 getattr(args, "datasets_snapshot_interval", 900.0))
+                                                 getattr(args, "datasets_snapshot_interval", 900.0),
+                                                 wait_for_start=True)
         # (dataset names, snapshots, their families) of the last pairs rendered, compared by identity
         self._snapshot_cache: list[tuple[list[str], dict[str, Snapshots], tuple[Family, ...]]] = []
         # One parse child at a time; each renders the snapshot families for the other source's

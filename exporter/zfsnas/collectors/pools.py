@@ -67,8 +67,9 @@ class PoolsCollector(RefreshingCollector):
         self.include = compile_pattern(getattr(args, "pool_include", None), "--pool.include")
         self.exclude = compile_pattern(getattr(args, "pool_exclude", None), "--pool.exclude")
         interval = getattr(args, "pools_refresh_interval", 60.0)
-        self.pool_list = BackgroundRefresher("zpool_list", self._read_list, interval)
-        self.status = BackgroundRefresher("zpool_status", self._read_status, interval)
+        # zpool runs after the exporter's first answer (refresh.START): that answer comes sooner
+        self.pool_list = BackgroundRefresher("zpool_list", self._read_list, interval, wait_for_start=True)
+        self.status = BackgroundRefresher("zpool_status", self._read_status, interval, wait_for_start=True)
         self._frozen: list[tuple[Any, list[FrozenFamily]]] = []  # (source value, its rendered families)
         ctx.zpool_status = self.status
 

@@ -42,7 +42,7 @@ class VdevLatencyCollector(RefreshingCollector):
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         interval = getattr(ctx.args, "vdevlatency_refresh_interval", 60.0)
-        self.refresher = BackgroundRefresher("zpool_iostat", self._fetch, interval)
+        self.refresher = BackgroundRefresher("zpool_iostat", self._fetch, interval, wait_for_start=True)
 
     def _known_pools(self) -> set[str] | None:
         """The pools of the `pools` collector's last `zpool status`, None when it is not known."""

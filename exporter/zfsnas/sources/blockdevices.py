@@ -26,9 +26,9 @@ import os
 import re
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from .model import SourceError, read_bounded
 
@@ -40,8 +40,12 @@ _LINK_RANK = ("ata-", "nvme-", "scsi-", "virtio-", "usb-", "mmc-", "ieee1394-", 
 _ID_LIKE = re.compile(r"^(scsi-[238]|nvme-eui\.|nvme-nvme\.)")
 
 
-@dataclass(frozen=True)
-class BlockDevice:
+_NO_PROPERTIES: Mapping[str, str] = MappingProxyType({})
+
+
+# NamedTuples, not frozen dataclasses: this module comes with the disks collector at start-up, and
+# a frozen dataclass costs about half a millisecond to make, a NamedTuple a tenth of that.
+class BlockDevice(NamedTuple):
     """One entry of the block subsystem, in the shape both pyudev and the udev database give."""
 
     name: str                     # kernel name: sdb, nvme0n1, sdb1, dm-2
@@ -49,7 +53,7 @@ class BlockDevice:
     parent: str                   # the whole disk of a partition, "" for a disk
     major: int
     minor: int
-    properties: Mapping[str, str] = field(default_factory=dict)  # udev properties (E: lines)
+    properties: Mapping[str, str] = _NO_PROPERTIES  # udev properties (E: lines)
     links: tuple[str, ...] = ()   # udev symlinks relative to /dev: "disk/by-id/ata-..."
     serial: str = ""              # sysfs attributes, "" when absent
     model: str = ""
@@ -62,8 +66,7 @@ class BlockDevice:
         return "USEC_INITIALIZED" in self.properties or any(k.startswith("ID_") for k in self.properties)
 
 
-@dataclass(frozen=True)
-class DiskIdentity:
+class DiskIdentity(NamedTuple):
     device: str
     serial: str
     model: str

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, NamedTuple
 
-from .kstat import NamedKstat, Txg
+if TYPE_CHECKING:  # KstatSource is a type only: a Protocol class costs start-up and checks nothing at run time
+    from typing import Protocol
+
+    from .kstat import NamedKstat, Txg
 
 
 class SourceError(RuntimeError):
@@ -40,8 +42,9 @@ def read_bounded(path: str | os.PathLike, limit: int = MAX_FILE_BYTES, encoding:
     return data.decode(encoding, "surrogateescape")
 
 
-@dataclass(frozen=True)
-class Objset:
+# NamedTuple rather than a frozen dataclass: made at import on the start path, a frozen dataclass costs
+# about half a millisecond of start-up (its methods are generated and compiled); this is a few microseconds.
+class Objset(NamedTuple):
     """Per-dataset I/O counters from `<pool>/objset-0x<id>`."""
 
     objset_id: str
@@ -49,8 +52,7 @@ class Objset:
     values: dict[str, int]
 
 
-@dataclass(frozen=True)
-class VdevStatus:
+class VdevStatus(NamedTuple):
     """One vdev of `zpool status`, shared by the `pools`, `disks` and `vdevlatency` collectors.
 
     `name` is what `zpool status -P` prints (`raidz2-0`, `mirror-1`, `/dev/disk/by-id/ata-X-part1`),
@@ -70,38 +72,39 @@ class VdevStatus:
     is_leaf: bool
 
 
-class KstatSource(Protocol):
-    """What the kstat-based collectors need, whatever the platform."""
+if TYPE_CHECKING:
+    class KstatSource(Protocol):
+        """What the kstat-based collectors need, whatever the platform."""
 
-    kind: str
+        kind: str
 
-    def refresh(self) -> None:
-        """Take a fresh snapshot where the platform reads everything at once (sysctl)."""
+        def refresh(self) -> None:
+            """Take a fresh snapshot where the platform reads everything at once (sysctl)."""
 
-    def zfs_loaded(self) -> bool: ...
+        def zfs_loaded(self) -> bool: ...
 
-    def arcstats(self) -> NamedKstat: ...
+        def arcstats(self) -> NamedKstat: ...
 
-    def dmu_tx(self) -> NamedKstat: ...
+        def dmu_tx(self) -> NamedKstat: ...
 
-    def pools(self) -> list[str]: ...
+        def pools(self) -> list[str]: ...
 
-    def txgs(self, pool: str) -> list[Txg]: ...
+        def txgs(self, pool: str) -> list[Txg]: ...
 
-    def tx_assign(self, pool: str) -> NamedKstat | None: ...
+        def tx_assign(self, pool: str) -> NamedKstat | None: ...
 
-    def pool_state(self, pool: str) -> str: ...
+        def pool_state(self, pool: str) -> str: ...
 
-    def pool_iostats(self, pool: str) -> NamedKstat | None: ...
+        def pool_iostats(self, pool: str) -> NamedKstat | None: ...
 
-    def pool_io(self, pool: str) -> dict[str, int] | None: ...
+        def pool_io(self, pool: str) -> dict[str, int] | None: ...
 
-    def objsets(self, pool: str) -> list[Objset]: ...
+        def objsets(self, pool: str) -> list[Objset]: ...
 
-    def tunables(self) -> dict[str, str]: ...
+        def tunables(self) -> dict[str, str]: ...
 
-    def version(self) -> str | None: ...
+        def version(self) -> str | None: ...
 
-    def dirty_data_max(self) -> int | None: ...
+        def dirty_data_max(self) -> int | None: ...
 
-    def delay_min_dirty_percent(self) -> int | None: ...
+        def delay_min_dirty_percent(self) -> int | None: ...
