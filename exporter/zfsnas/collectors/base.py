@@ -44,6 +44,26 @@ class Context:
         # The `pools` collector's `zpool status` source, set when that collector is enabled; read
         # through `vdevs()` by `disks` (pool membership by vdev guid) and `vdevlatency` (pool names).
         self.zpool_status = zpool_status
+        self._scrape_pools: list[str] | None = None  # during a scrape: its pool list, once listed
+        self._in_scrape = False
+
+    @contextmanager
+    def scrape(self) -> Iterator[None]:
+        """One scrape of every collector: `pools()` lists the pools once for all of them (three
+        collectors read per-pool kstats), not once each."""
+        self._in_scrape, self._scrape_pools = True, None
+        try:
+            yield
+        finally:
+            self._in_scrape, self._scrape_pools = False, None
+
+    def pools(self) -> list[str]:
+        """The pools with kstats: listed once per scrape inside `scrape()`, on every call outside it."""
+        if not self._in_scrape:
+            return self.kstat.pools()
+        if self._scrape_pools is None:
+            self._scrape_pools = self.kstat.pools()
+        return list(self._scrape_pools)
 
     def vdevs(self) -> list[VdevStatus]:
         """Every vdev of the last good `zpool status`: [] without the `pools` collector or before its first read."""
@@ -126,7 +146,7 @@ class Collector:
     def list_pools(self, report: Report) -> list[str]:
         """The pools with kstats; a failure to list them is reported and means none."""
         with report.guard("listing pools"):
-            return self.ctx.kstat.pools()
+            return self.ctx.pools()
         return []
 
     def sources(self) -> Sequence[BackgroundRefresher]:
