@@ -23,6 +23,7 @@ import re
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -80,7 +81,9 @@ class Families:
         """`buckets` are (upper bound, cumulative count), the last one +Inf; `total` None leaves out _sum."""
         samples = self.family("histogram", name, documentation, labels).samples
         values = tuple(labels.values())
-        samples.extend(("_bucket", (*values, format_le(bound)), count) for bound, count in buckets)
+        if buckets:
+            bounds, counts = zip(*buckets)
+            samples.extend(zip(repeat("_bucket"), _bucket_labels(values, bounds), counts))
         samples.append(("_count", values, buckets[-1][1] if buckets else 0))
         if total is not None:
             samples.append(("_sum", values, total))
@@ -133,6 +136,11 @@ def format_value(value: float) -> str:
 @functools.lru_cache(maxsize=1024)  # histograms repeat the same few bounds every scrape
 def format_le(bound: float) -> str:
     return "+Inf" if bound == math.inf else repr(float(bound))
+
+
+@functools.lru_cache(maxsize=1024)  # and the same label values: a pool's bucket label sets are built once
+def _bucket_labels(values: tuple[str, ...], bounds: tuple[float, ...]) -> tuple[tuple[str, ...], ...]:
+    return tuple((*values, format_le(bound)) for bound in bounds)
 
 
 # Label values longer than this are cut (a dataset name is at most 255 bytes, a by-id path about

@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING
 
 from .collectors.base import Collector, Report, one_line
@@ -76,6 +76,12 @@ class ScrapeCollector:
             self._lock.release()
 
     def _scrape(self, deadline: float | None = None) -> tuple[list[tuple[str, list[Family]]], Families]:
+        with ExitStack() as scrape:
+            for ctx in {id(c.ctx): c.ctx for c in self.collectors}.values():
+                scrape.enter_context(ctx.scrape())
+            return self._scrape_each(deadline)
+
+    def _scrape_each(self, deadline: float | None) -> tuple[list[tuple[str, list[Family]]], Families]:
         out: list[tuple[str, list[Family]]] = []
         families = Families()
         zfs_missing = self._zfs_missing()

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..exposition import Families, Family
+from ..exposition import Family
 from .base import Collector, Report
 
 
@@ -131,19 +131,35 @@ demand_hit_prescient_prefetch demand_iohit_prescient_prefetch l2_evict_l1cached
 """.split())
 
 
-@functools.lru_cache(maxsize=1024)
-def _sample_spec(field: str) -> tuple[str, str, str, tuple[str, ...], tuple[str, ...], float]:
-    """arc_metric's answer as the family builder takes it: kind, name, help, label names and values, scale."""
-    spec = arc_metric(field)
-    return (spec.kind, spec.name, spec.help, tuple(k for k, _ in spec.labels), tuple(v for _, v in spec.labels),
-            spec.scale)
+class _Layout:
+    """How one arcstats field list becomes families: each family's (kind, name, help, label names),
+    and per field the index of its family, its label values and scale. arcstats has the same fields
+    in the same order on every read of a loaded module, so this is worked out once."""
+
+    __slots__ = ("families", "fields")
+
+    def __init__(self, fields: tuple[str, ...]):
+        index: dict[str, int] = {}
+        self.families: list[tuple[str, str, str, tuple[str, ...]]] = []
+        self.fields: list[tuple[int, tuple[str, ...], float]] = []
+        for field in fields:
+            spec = arc_metric(field)
+            if spec.name not in index:
+                index[spec.name] = len(self.families)
+                self.families.append((spec.name, spec.help, spec.kind, tuple(k for k, _ in spec.labels)))
+            self.fields.append((index[spec.name], tuple(v for _, v in spec.labels), spec.scale))
 
 
-def arc_families(values: dict[str, int]) -> Families:
-    families = Families()
-    for field, value in values.items():
-        kind, name, help_text, labelnames, labels, scale = _sample_spec(field)
-        families.family(kind, name, help_text, labelnames).samples.append(("", labels, value if scale == 1 else value * scale))
+@functools.lru_cache(maxsize=8)
+def _layout(fields: tuple[str, ...]) -> _Layout:
+    return _Layout(fields)
+
+
+def arc_families(values: dict[str, int]) -> list[Family]:
+    layout = _layout(tuple(values))
+    families = [Family(*spec) for spec in layout.families]
+    for (at, labels, scale), value in zip(layout.fields, values.values()):
+        families[at].samples.append(("", labels, value if scale == 1 else value * scale))
     return families
 
 

@@ -44,6 +44,26 @@ class Context:
         # The `pools` collector's `zpool status` source, set when that collector is enabled; read
         # through `vdevs()` by `disks` (pool membership by vdev guid) and `vdevlatency` (pool names).
         self.zpool_status = zpool_status
+        self._scrape_pools: list[str] | None = None  # during a scrape: its pool list, once listed
+        self._in_scrape = False
+
+    @contextmanager
+    def scrape(self) -> Iterator[None]:
+        """One scrape of every collector: `pools()` lists the pools once for all of them (three
+        collectors read per-pool kstats), not once each."""
+        self._in_scrape, self._scrape_pools = True, None
+        try:
+            yield
+        finally:
+            self._in_scrape, self._scrape_pools = False, None
+
+    def pools(self) -> list[str]:
+        """The pools with kstats: listed once per scrape inside `scrape()`, on every call outside it."""
+        if not self._in_scrape:
+            return self.kstat.pools()
+        if self._scrape_pools is None:
+            self._scrape_pools = self.kstat.pools()
+        return list(self._scrape_pools)
 
     def vdevs(self) -> list[VdevStatus]:
         """Every vdev of the last good `zpool status`: [] without the `pools` collector or before its first read."""
@@ -59,13 +79,9 @@ class Report:
         self.collector = collector
         self.errors: list[str] = []
 
-    @contextmanager
-    def guard(self, what: str) -> Iterator[None]:
+    def guard(self, what: str) -> _Guard:
         """Run a block; an exception becomes a recorded failure and the block's output is dropped."""
-        try:
-            yield
-        except Exception as exc:  # the exporter must outlive any bad input
-            self.fail(what, exc)
+        return _Guard(self, what)
 
     def fail(self, what: str, exc: BaseException | str) -> None:
         reason = exc[:MAX_REASON] if isinstance(exc, str) else one_line(exc)
@@ -76,6 +92,25 @@ class Report:
     @property
     def ok(self) -> bool:
         return not self.errors
+
+
+class _Guard:
+    """`Report.guard`'s context manager: a class rather than a generator, as a scrape enters a few
+    dozen of them and a generator-based one costs three times as much."""
+
+    __slots__ = ("report", "what")
+
+    def __init__(self, report: Report, what: str):
+        self.report, self.what = report, what
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> bool:
+        if not isinstance(exc, Exception):  # no exception, or one that must stop us (KeyboardInterrupt)
+            return False
+        self.report.fail(self.what, exc)  # the exporter must outlive any bad input
+        return True
 
 
 MAX_REASON = 500  # characters of an error kept and logged: a runaway line of input stays out of memory and logs
@@ -126,7 +161,7 @@ class Collector:
     def list_pools(self, report: Report) -> list[str]:
         """The pools with kstats; a failure to list them is reported and means none."""
         with report.guard("listing pools"):
-            return self.ctx.kstat.pools()
+            return self.ctx.pools()
         return []
 
     def sources(self) -> Sequence[BackgroundRefresher]:

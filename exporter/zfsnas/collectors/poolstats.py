@@ -61,7 +61,7 @@ class PoolstatsCollector(Collector):
                 samples = families.family("gauge", "zfs_pool_state",
                                           "1 for the pool's current state (from the state kstat), 0 for the others.",
                                           ("pool", "state")).samples
-                samples.extend(("", (pool, known), 1.0 if known == state else 0.0) for known in _states(state))
+                samples.extend(("", (pool, known), 1 if known == state else 0) for known in _states(state))
             with report.guard(f"pool {pool} iostats"):
                 named = kstat.pool_iostats(pool)
                 labels = (pool,)

@@ -10,7 +10,9 @@ twice, and txgs that fell out of the ring unseen are counted in `zfs_pool_txgs_m
 from __future__ import annotations
 
 import bisect
+import functools
 import logging
+import operator
 from collections.abc import Iterable, Sequence
 
 from ..exposition import Families, Family
@@ -23,6 +25,7 @@ SYNC_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 3
 DIRTY_RATIO_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 # tx-assign buckets published: 2**10 ns (1 us) .. 2**36 ns (69 s); lower ones fold into the first.
 TX_ASSIGN_POWERS = range(10, 37)
+_TXG_NUMBER = operator.attrgetter("txg")
 
 
 class Histogram:
@@ -68,13 +71,14 @@ class TxgAccumulator:
         self.dirty_ratio = Histogram(ratio_bounds)
 
     def update(self, txgs: Iterable[Txg], dirty_data_max: int | None) -> None:
-        ring = sorted(txgs, key=lambda t: t.txg)
-        committed = [t for t in ring if t.committed]
+        ring = sorted(txgs, key=_TXG_NUMBER)
         if self.last_txg is not None and ring and ring[-1].txg < self.last_txg:
             log.info("pool %s: txg numbers went back from %d to %d (pool re-created); starting over",
                      self.pool, self.last_txg, ring[-1].txg)
             self.last_txg = None
-        new = [t for t in committed if self.last_txg is None or t.txg > self.last_txg]
+        # Only the txgs after the last one counted are looked at: most of the ring was seen before.
+        start = 0 if self.last_txg is None else bisect.bisect_right(ring, self.last_txg, key=_TXG_NUMBER)
+        new = [t for t in ring[start:] if t.committed]
         if not new:
             return
         if self.last_txg is not None and new[0].txg > self.last_txg + 1:
@@ -93,16 +97,26 @@ class TxgAccumulator:
         self.last_dirty_bytes = new[-1].ndirty
 
 
+# (bound in ns, the same in seconds) of each published tx-assign bucket
+_TX_ASSIGN_BOUNDS = tuple((2 ** power, 2 ** power / 1e9) for power in TX_ASSIGN_POWERS)
+
+
 def tx_assign_buckets(raw: list[tuple[int, int]]) -> list[tuple[float, int]]:
     """Cumulative (seconds, count) buckets at fixed bounds from the kstat's power-of-two rows."""
-    out, running, index = [], 0, 0
-    for power in TX_ASSIGN_POWERS:
-        while index < len(raw) and raw[index][0] <= 2 ** power:
+    out, running, index, size = [], 0, 0, len(raw)
+    for bound, seconds in _TX_ASSIGN_BOUNDS:
+        while index < size and raw[index][0] <= bound:
             running += raw[index][1]
             index += 1
-        out.append((2 ** power / 1e9, running))
+        out.append((seconds, running))
     out.append((float("inf"), running + sum(count for _, count in raw[index:])))
     return out
+
+
+@functools.lru_cache(maxsize=256)
+def _dmu_tx_metric(field: str) -> tuple[str, str]:
+    """Name and help of a dmu_tx field's counter."""
+    return f"zfs_{field}_total", f"Transaction assignment events (dmu_tx {field})."
 
 
 class TxgCollector(Collector):
@@ -129,7 +143,7 @@ class TxgCollector(Collector):
                            "(zfs_delay_min_dirty_percent / 100).", {}, delay_percent / 100)
         with report.guard("dmu_tx"):
             for field, value in kstat.dmu_tx().values.items():
-                families.counter(f"zfs_{field}_total", f"Transaction assignment events (dmu_tx {field}).", {}, value)
+                families.family("counter", *_dmu_tx_metric(field), ()).samples.append(("", (), value))
         pools = self.list_pools(report)
         for pool in pools:
             with report.guard(f"pool {pool} txgs"):
