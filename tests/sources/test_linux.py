@@ -75,15 +75,16 @@ def test_pool_vanished_between_listing_and_reading(tmp_path):
 def test_objset_unmounted_between_listing_and_reading_is_skipped(tmp_path, monkeypatch):
     copy_tree(tmp_path / "t")
     src = ProcfsKstatSource(str(tmp_path / "t/proc"), str(tmp_path / "t/sys"))
-    original = src._optional
+    listdir = os.listdir
 
-    def vanish(path, pool=None):
-        if os.path.basename(path) == "objset-0x104":
-            os.unlink(path)
-        return original(path, pool)
+    def listed_then_unmounted(path):
+        names = listdir(path)
+        (tmp_path / "t/proc/spl/kstat/zfs/tank/objset-0x104").unlink(missing_ok=True)
+        return names
 
-    monkeypatch.setattr(src, "_optional", vanish)
-    assert "tank/media files" not in {o.dataset for o in src.objsets("tank")}
+    monkeypatch.setattr(os, "listdir", listed_then_unmounted)
+    datasets = {o.dataset for o in src.objsets("tank")}
+    assert "tank/media files" not in datasets and "tank" in datasets and len(datasets) == 3
 
 
 def _rewrite(path, old, new):
