@@ -179,7 +179,7 @@ class _ObjsetFamily(FrozenFamily):
 
     def __init__(self, field: str, text: str, rows: list[Row]):
         self._samples: list[Sample] | None = None
-        super().__init__(*objset_metric(field), "counter", LABELS)
+        super().__init__(*objset_metric(field), "counter", LABELS)  # sets samples to [] through the setter
         self._samples = None
         self._field = field
         self._rows = rows
