@@ -3,8 +3,8 @@
 import pytest
 
 from tests.conftest import LINUX_VERSIONS, linux_tree
-from zfsnas.sources.kstat import (KstatFormatError, histogram_buckets, parse_io_kstat, parse_named_kstat, parse_named_rows,
-                                  parse_txgs)
+from zfsnas.sources.kstat import (KstatFormatError, NamedKstat, histogram_buckets, named_kstat_body, named_kstat_rows,
+                                  parse_io_kstat, parse_named_body, parse_named_kstat, parse_named_rows, parse_txgs)
 
 KSTAT = "proc/spl/kstat/zfs"
 # Fields per version as OpenZFS publishes them: 2.1 has 123, 2.2 and later 147 (shared/NOTES.md).
@@ -138,6 +138,11 @@ def test_whole_body_parse_equals_the_row_by_row_parse_on_every_fixture(path):
     "hits 04 5\n", "hits 4 +5\n", "hits 4 ٣\n",     # what int() reads beyond plain digits
     "1 ns 4 3\nname 7 tank/a b\nc 0 x\n",          # a name with a space, strings, a char
     "",
+    "dataset_name 7 tank/a b\nwrites 4 5\nnread 4 6\n",  # one string row first (an objset): then one pass
+    "dataset_name 7\nwrites 4 5\n",                  # ... whose string is empty
+    "writes 4 1\n1 ns 4 5\n",                        # ... or a numeric row the one pass does not read
+    "writes 4 5\ndataset_name 7 tank\n",             # a string row last
+    "dataset_name 7 a\nwrites 4 5\nwrites 4 6\n",   # a name repeated after the first row
 ])
 def test_whole_body_parse_falls_back_to_rows_on_anything_unusual(body):
     text = "1 1 0x01 2 544 1 2\nname                            type data\n" + body
@@ -159,3 +164,23 @@ def test_txg_rows_seen_before_are_reused_and_the_memo_holds_only_the_last_read()
     assert len(known) == len(shorter) == len(first) - 1
     with pytest.raises(KstatFormatError, match="non-numeric"):
         parse_txgs(f"{head}\n{' '.join([*parts[:4], 'x', *parts[5:]])}\n", "txgs", known)
+
+
+def test_parse_named_body_reads_what_named_kstat_body_split_off():
+    text = "1 1 0x01 2 544 1 2\nname                            type data\ndataset_name 7 tank/x\nwrites 4 5\n"
+    assert parse_named_body(named_kstat_body(text), text) == NamedKstat({"writes": 5}, {"dataset_name": "tank/x"})
+    assert parse_named_body(None, text) == parse_named_kstat(text)  # None: the whole text, row by row
+    with pytest.raises(KstatFormatError, match="objset: field 'writes' has non-numeric value 'x'"):
+        parse_named_body("dataset_name 7 tank/x\nwrites 4 x\n", text, "objset")
+
+
+@pytest.mark.parametrize("data, rows", [
+    (b"23 1 0x01 24 6528 6183401374 1139722431937\nname type data\nwrites 4 5\n", b"name type data\nwrites 4 5\n"),
+    (b"23 1 0x01 24 6528 6183401374 1139722431937\n", b""),
+    (b"23  1 0x01 24 6528 6183401374 1139722431937\nname type data\n", None),  # valid, but not as the kernel prints it
+    (b"23 1 0x01 24 6528 6183401374 1139722431937", None),                     # no line end: no rows to compare
+    (b"name type data\nwrites 4 5\n", None),
+    (b"", None),
+])
+def test_named_kstat_rows_are_what_follows_a_kernel_header(data, rows):
+    assert named_kstat_rows(data) == rows

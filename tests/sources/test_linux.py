@@ -75,15 +75,16 @@ def test_pool_vanished_between_listing_and_reading(tmp_path):
 def test_objset_unmounted_between_listing_and_reading_is_skipped(tmp_path, monkeypatch):
     copy_tree(tmp_path / "t")
     src = ProcfsKstatSource(str(tmp_path / "t/proc"), str(tmp_path / "t/sys"))
-    original = src._optional
+    listdir = os.listdir
 
-    def vanish(path, pool=None):
-        if os.path.basename(path) == "objset-0x104":
-            os.unlink(path)
-        return original(path, pool)
+    def listed_then_unmounted(path):
+        names = listdir(path)
+        (tmp_path / "t/proc/spl/kstat/zfs/tank/objset-0x104").unlink(missing_ok=True)
+        return names
 
-    monkeypatch.setattr(src, "_optional", vanish)
-    assert "tank/media files" not in {o.dataset for o in src.objsets("tank")}
+    monkeypatch.setattr(os, "listdir", listed_then_unmounted)
+    datasets = {o.dataset for o in src.objsets("tank")}
+    assert "tank/media files" not in datasets and "tank" in datasets and len(datasets) == 3
 
 
 def _rewrite(path, old, new):
@@ -139,3 +140,36 @@ def test_read_bounded_reads_whole_files_and_refuses_larger_ones(tmp_path):
     empty = tmp_path / "empty"
     empty.write_bytes(b"")
     assert read_bounded(empty) == ""
+
+
+def test_objset_files_are_read_whole_bounded_and_undecoded_names_kept(tmp_path, monkeypatch):
+    copy_tree(tmp_path / "t")
+    tank = tmp_path / "t/proc/spl/kstat/zfs/tank"
+    src = ProcfsKstatSource(str(tmp_path / "t/proc"), str(tmp_path / "t/sys"))
+    media = tank / "objset-0x104"
+    rows = "".join(f"extra_{i:05d}_count                4    {i}\n" for i in range(1000))  # about 40 KB: several reads
+    media.write_bytes(media.read_bytes().replace(b"tank/media files", b"tank/caf\xe9") + rows.encode())
+    (objset,) = [o for o in src.objsets("tank") if o.objset_id == "0x104"]
+    assert objset.dataset == "tank/caf\udce9"
+    assert objset.values["nwritten"] == 73_014_444_032 and objset.values["extra_00999_count"] == 999
+    monkeypatch.setattr("zfsnas.sources.linux.MAX_FILE_BYTES", 30_000)
+    with pytest.raises(SourceError, match=r"objset-0x104: larger than 30000 bytes, not read"):
+        src.objsets("tank")
+    monkeypatch.undo()
+    media.unlink()
+    media.mkdir()  # not a file: an error naming it, not a crash
+    with pytest.raises(SourceError, match=r"objset-0x104: Is a directory"):
+        src.objsets("tank")
+
+
+def test_an_objset_header_the_kernel_does_not_print_is_parsed_at_every_read(tmp_path):
+    """Only a header in the kernel's own form lets the rows decide that nothing changed; any other
+    header (here with a doubled space, which the full check accepts) means a full parse each time."""
+    copy_tree(tmp_path / "t")
+    media = tmp_path / "t/proc/spl/kstat/zfs/tank/objset-0x104"
+    _rewrite(media, "24 1 0x01", "24  1 0x01")
+    src = ProcfsKstatSource(str(tmp_path / "t/proc"), str(tmp_path / "t/sys"))
+    first, second = ({o.objset_id: o for o in src.objsets("tank")} for _ in range(2))
+    assert first["0x104"] is not second["0x104"] and first["0x104"] == second["0x104"]
+    assert second["0x104"].values["nwritten"] == 73_014_444_032
+    assert first["0x36"] is second["0x36"]

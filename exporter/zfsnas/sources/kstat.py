@@ -113,13 +113,38 @@ _NUMERIC_BODY = re.compile(rf"(?:{_NUMERIC_ROW}\n)*(?:{_NUMERIC_ROW})?")
 
 def parse_named_kstat(text: str, where: str = "kstat") -> NamedKstat:
     """Parse a Linux named kstat file: kstat header, `name type data`, one row per stat."""
-    body = named_kstat_body(text, where)
+    return parse_named_body(named_kstat_body(text, where), text, where)
+
+
+def parse_named_body(body: str | None, text: str, where: str = "kstat") -> NamedKstat:
+    """Parse the rows `named_kstat_body` split off `text` (whose headers it checked); `body` None
+    (it could not split them off) reads the rows of the whole text line by line."""
     if body is None:
         return parse_named_rows(text.splitlines()[2:], where)
     if _NUMERIC_BODY.fullmatch(body):  # codes 1-6 are the numeric types, all read the same way
-        words = body.split()
-        return NamedKstat(dict(zip(words[0::3], map(int, words[2::3]))), {})
+        return NamedKstat(_numeric_rows(body), {})
+    first, _, rest = body.partition("\n")
+    if _NUMERIC_BODY.fullmatch(rest):  # one other row first: an objset's dataset_name
+        named = parse_named_rows([first], where)
+        return NamedKstat(named.values | _numeric_rows(rest), named.strings)
     return parse_named_rows(body.splitlines(), where)
+
+
+def _numeric_rows(body: str) -> dict[str, int]:
+    words = body.split()
+    return dict(zip(words[0::3], map(int, words[2::3])))
+
+
+_PLAIN_HEADER_BYTES = re.compile(_PLAIN_HEADER.pattern.encode())
+
+
+def named_kstat_rows(data: bytes) -> bytes | None:
+    """What follows a named kstat file's first line, when that line is a kstat header as the kernel
+    prints it: the part of the file that is the same in two reads of an unchanged kstat (the header
+    ends in the time of the read), so a memo of a file's parse can key on it without decoding the
+    file. None when the first line is anything else (only a full parse can then say what it is)."""
+    head, newline, rest = data.partition(b"\n")
+    return rest if newline and _PLAIN_HEADER_BYTES.fullmatch(head) else None
 
 
 def named_kstat_body(text: str, where: str = "kstat") -> str | None:
