@@ -227,8 +227,9 @@ def _escape_help(text: str) -> str:
     return text.replace("\\", "\\\\").replace("\n", "\\n")
 
 
-def _format_labels(keys: tuple[str, ...], values: tuple[str, ...], issues: list[str] | None = None) -> str:
-    """Label text; a value that is not short, valid UTF-8 text is fixed and noted in `issues`."""
+def format_labels(keys: tuple[str, ...], values: tuple[str, ...], issues: list[str] | None = None) -> str:
+    """Label text (`{k="v",...}`); a value that is not short, valid UTF-8 text is fixed and noted in
+    `issues`. Public for collectors that keep their own sample lines (objset)."""
     for value in values:
         if type(value) is not str or len(value) > MAX_LABEL_VALUE or not value.isascii():
             if issues is None:
@@ -353,7 +354,7 @@ def _sample_line(family: Family, suffix: str, values: tuple[str, ...], value: fl
         line = lines.get(values)
         if line is None:
             names = (*family.labelnames, "le") if suffix == "_bucket" else family.labelnames
-            labels = _format_labels(names, values, issues) if values else ""
+            labels = format_labels(names, values, issues) if values else ""
             line = f"{name}{suffix}{labels} "
             if not issues and cache is not None:  # a rewritten set is not kept: it is counted on every render
                 cache.keep(lines, values, line)

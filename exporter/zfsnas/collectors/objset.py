@@ -18,7 +18,7 @@ import functools
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ..exposition import Families, Family, FrozenFamily, Sample, Unrepresentable, _format_labels, format_value, render_family
+from ..exposition import Families, Family, FrozenFamily, Sample, Unrepresentable, format_labels, format_value, render_family
 from .base import Collector, Report
 
 if TYPE_CHECKING:
@@ -161,7 +161,7 @@ class _TextFamilies:
             text = last.labels
         else:
             issues: list[str] = []
-            text = _format_labels(LABELS, labels, issues)
+            text = format_labels(LABELS, labels, issues)
             if issues:  # rewritten label values are counted at every render: render_family does that
                 return None
         try:
