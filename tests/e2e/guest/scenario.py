@@ -712,13 +712,7 @@ def main() -> int:
         timeline["uptime_at_end"] = float(Path("/proc/uptime").read_text().split()[0])
         (RESULTS / "timeline.json").write_text(json.dumps(timeline, indent=1))
         if exporter:
-            exporter.terminate()
-            try:
-                exporter.wait(20)
-            except subprocess.TimeoutExpired:
-                log("exporter did not stop within 20 s of SIGTERM: killed")
-                exporter.kill()
-                exporter.wait()
+            stop_exporter(exporter)
     log(f"scenario done, status {status}")
     return status
 
