@@ -4,6 +4,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -197,3 +198,36 @@ def test_the_runner_gone_means_fio_and_its_workers_gone(tmp_path):
     finally:
         proc.stop()
         proc.proc.communicate()
+
+
+def test_stop_says_it_again_until_fio_ends(tmp_path):
+    """A SIGTERM that reaches fio while it is still starting can be lost (no handler yet, no jobs to
+    end): stop() sends it again every RESTOP_SECONDS while `wait` waits. The stand-in fio lets the
+    first SIGTERM pass, as a starting fio can, and ends on the second; it gives up by itself after
+    20 s (a run that went on to its end)."""
+    ready = tmp_path / "ready"
+    standin = tmp_path / "fio.py"
+    standin.write_text(
+        "import signal, sys, time\n"
+        "terms = []\n"
+        "def term(*_):\n"
+        "    terms.append(time.monotonic())\n"
+        "    if len(terms) == 2:\n"
+        "        print(f'terms={len(terms)}', flush=True)\n"
+        "        sys.exit(0)\n"
+        "signal.signal(signal.SIGTERM, term)\n"
+        f"open({str(ready)!r}, 'w').close()\n"
+        "deadline = time.monotonic() + 20\n"
+        "while time.monotonic() < deadline:\n"
+        "    time.sleep(0.05)\n"
+        "print(f'terms={len(terms)}', flush=True)\n")
+    proc = FioProcess([sys.executable, str(standin)], {}, CLEARED, "run-restop")
+    deadline = time.monotonic() + 20
+    while not ready.exists():
+        assert time.monotonic() < deadline, "the stand-in never started"
+        time.sleep(0.02)
+    started = time.monotonic()
+    proc.stop()
+    code, out, _err = proc.wait()
+    assert (code, out.strip()) == (0, "terms=2")
+    assert time.monotonic() - started < 10

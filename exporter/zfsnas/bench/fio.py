@@ -102,6 +102,9 @@ def pattern_warning(version: tuple[int, int] | None, job_text: str) -> str | Non
     return None
 
 
+RESTOP_SECONDS = 1.0
+
+
 class FioProcess:
     """A running fio under its watchdog, in a session of its own; `stop()` ends it (and its
     workers) from a signal handler. `cleared` is the guard's proof for the scratch dataset."""
@@ -109,6 +112,7 @@ class FioProcess:
     def __init__(self, argv: list[str], env: dict[str, str], cleared: Cleared, run_id: str):
         if not isinstance(cleared, Cleared):
             raise TypeError("FioProcess needs the guard's Cleared for the scratch dataset")
+        self._stopping = False
         # The write end of this pipe stays here: the watchdog reads EOF when this process dies.
         self._alive_r, self._alive_w = os.pipe()
         watchdog = [sys.executable, "-m", "zfsnas.bench.fiowatch", str(self._alive_r), *argv]
@@ -124,12 +128,25 @@ class FioProcess:
 
     def wait(self) -> tuple[int, str, str]:
         try:
-            out, err = self.proc.communicate()
+            while True:
+                try:
+                    out, err = self.proc.communicate(timeout=RESTOP_SECONDS)
+                    break
+                except subprocess.TimeoutExpired:   # retrying loses no output
+                    if self._stopping:
+                        self._terminate()
         finally:
             os.close(self._alive_w)
         return self.proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
     def stop(self) -> None:
+        """SIGTERM to the watchdog's group (fio stops its workers itself), and again every
+        RESTOP_SECONDS while `wait` waits: a SIGTERM that reaches fio while it is still starting (its
+        handler not yet there, its jobs not yet made) can be lost, and the run would go on to its end."""
+        self._stopping = True
+        self._terminate()
+
+    def _terminate(self) -> None:
         if self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGTERM)
