@@ -25,7 +25,6 @@ request first needs them: start-up is imports (docs/performance.md). Owns nothin
 from __future__ import annotations
 
 import collections
-import inspect
 import logging
 import queue
 import selectors
@@ -274,7 +273,7 @@ def make_server(address: str, render: Callable[..., str], telemetry_path: str = 
     `render(deadline=...)` is given the scrape's monotonic deadline when it takes one."""
     host, port = parse_listen_address(address)
     extra_headers = web.headers if web else {}
-    takes_deadline = "deadline" in inspect.signature(render).parameters
+    takes_deadline = _takes_deadline(render)
 
     def reply(code: int, content_type: str, body: bytes, headers: dict | None = None, head: bool = False) -> bytes:
         lines = [f"HTTP/1.1 {code} {_REASONS[code]}", f"Content-Type: {content_type}",
@@ -315,6 +314,13 @@ def make_server(address: str, render: Callable[..., str], telemetry_path: str = 
         return reply(404, "text/plain; charset=utf-8", b"404 page not found\n", head=head)
 
     return Server((host, port), answer, web)
+
+
+def _takes_deadline(render: Callable[..., str]) -> bool:
+    """Whether `render` has a `deadline` parameter. Read from its code object (a bound method
+    lends its function's): `inspect.signature` would import inspect, with dis and ast, at start-up."""
+    code = getattr(render, "__code__", None)
+    return code is not None and "deadline" in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
 
 
 def _parse_request(raw: bytes) -> tuple[str, str, dict[str, str]] | int:

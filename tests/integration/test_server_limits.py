@@ -108,6 +108,21 @@ def test_scrape_deadline_comes_from_prometheus_header(serving):
     assert seen[1:] == [None, None]
 
 
+def test_deadline_is_given_only_to_renders_that_take_it(serving):
+    class Page:
+        def render(self, deadline=None):
+            return f"deadline_given {int(deadline is not None)}\n"
+
+    def local_named_deadline():
+        deadline = 1  # a local of that name is not a parameter
+        return f"up {deadline}\n"
+
+    header = {"X-Prometheus-Scrape-Timeout-Seconds": "10"}
+    assert get(serving(Page().render), headers=header)[0] == b"deadline_given 1\n"  # a bound method
+    assert get(serving(local_named_deadline), headers=header)[0] == b"up 1\n"
+    assert get(serving(lambda: "up 2\n"), headers=header)[0] == b"up 2\n"
+
+
 class Sleeper(Collector):
     name = "sleeper"
     needs_zfs = False
