@@ -22,7 +22,7 @@ def process_families() -> Families:
     families.counter("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.", {},
                      times.user + times.system)
     try:
-        stat = open("/proc/self/stat").read()
+        stat = _read_self_stat()
         fields = stat[stat.rindex(")") + 2:].split()
         families.gauge("process_virtual_memory_bytes", "Virtual memory size in bytes.", {}, int(fields[20]))
         families.gauge("process_resident_memory_bytes", "Resident memory size in bytes.", {}, int(fields[21]) * _PAGE)
@@ -34,6 +34,15 @@ def process_families() -> Families:
     families.gauge("process_max_fds", "Maximum number of open file descriptors.", {},
                    resource.getrlimit(resource.RLIMIT_NOFILE)[0])
     return families
+
+
+def _read_self_stat() -> str:
+    # From the descriptor: a Python file object costs twice the read of this one small file.
+    fd = os.open("/proc/self/stat", os.O_RDONLY)
+    try:
+        return os.read(fd, 4096).decode("ascii", "replace")
+    finally:
+        os.close(fd)
 
 
 def _read_start_time(fields: list[str]) -> float:
