@@ -28,7 +28,9 @@ Method (docs/performance.md):
   `--fio-seconds` run whose 2 s blocks alternate quiet and with our exporter (default collectors)
   scraped once a second; fio's bandwidth log (0.5 s windows) gives each block's throughput, each
   scraped block is set against the mean of its two quiet neighbours; median of those differences
-  with a 95 % bootstrap interval, beside the same estimator on quiet blocks alone (the noise).
+  with a 95 % bootstrap interval, beside the same estimator on quiet blocks alone (the noise),
+  and a bound the noise cannot blur: the CPU the exporter took (all of it, over the whole run) as
+  a share of one core during the scraped blocks, with the scraping client's beside it.
 """
 
 from __future__ import annotations
@@ -415,14 +417,26 @@ def paired(blocks: list[tuple[float, bool]]) -> tuple[list[float], list[float]]:
     return diffs, noise
 
 
-def scrape_odd_blocks(exporter: Exporter, seconds: int, scrapes: list[float], go: float) -> None:
+def scrape_odd_blocks(exporter: Exporter, seconds: int, scrapes: list[float], client_cpu: list[float],
+                      go: float) -> None:
     """Scrape `exporter` a quarter second into every second of the odd BLOCKs after `go`; the
-    moment of each scrape goes to `scrapes`."""
+    moment of each scrape goes to `scrapes`, the CPU seconds this client spent on it to `client_cpu`."""
     for second in range(seconds):
         time.sleep(max(0.0, go + second + 0.25 - time.time()))
         if (second // BLOCK) % 2:
             scrapes.append(time.time())
+            cpu = time.thread_time()
             exporter.scrape()
+            client_cpu.append(time.thread_time() - cpu)
+
+
+def cpu_share(exporter_cpu: float, client_cpu: float, scraped_seconds: float) -> tuple[float, float]:
+    """Per cent of one core taken while scraped: by the exporter (all of its CPU over the whole run,
+    background threads included, counted against the scraped seconds alone) and by the scraping
+    client. fio on tmpfs is one CPU-bound thread: work beside it can slow it by at most the CPU
+    time it takes from fio's core, so these bound the scrape's effect on its throughput (the
+    bound says nothing of caches or memory bandwidth: the measured difference covers those)."""
+    return 100 * exporter_cpu / scraped_seconds, 100 * client_cpu / scraped_seconds
 
 
 def perturbation(tree: Path, seconds: int) -> None:
@@ -440,8 +454,12 @@ def perturbation(tree: Path, seconds: int) -> None:
             for rw, bs in (("write", "1M"), ("randwrite", "4k")):
                 fio_windows(Path(shm), rw, bs, 2, lambda _: None)   # lays the file out: first touches are slow
                 scrapes: list[float] = []
+                client_cpu: list[float] = []
+                cpu0 = ours.cpu_seconds()
                 started, windows = fio_windows(Path(shm), rw, bs, seconds + 1,   # + 1: the last block's last window
-                                               partial(scrape_odd_blocks, ours, seconds, scrapes))
+                                               partial(scrape_odd_blocks, ours, seconds, scrapes, client_cpu))
+                exporter_share, client_share = cpu_share(ours.cpu_seconds() - cpu0, sum(client_cpu),
+                                                         BLOCK * len({int((t - started) // BLOCK) for t in scrapes}))
                 blocks = block_means(started, windows, scrapes, seconds)
                 diffs, noise = paired(blocks)
                 lo, hi = bootstrap_ci(diffs)
@@ -450,7 +468,8 @@ def perturbation(tree: Path, seconds: int) -> None:
                 loud = statistics.median(v for v, s in blocks if s)
                 print(f"| fio {rw} {bs} on tmpfs | {quiet / 2**20:.0f} MiB/s | {loud / 2**20:.0f} MiB/s "
                       f"| {statistics.median(diffs):+.2f} % [{lo:+.2f}..{hi:+.2f}] ({len(diffs)} blocks) "
-                      f"| {statistics.median(noise):+.2f} % [{nlo:+.2f}..{nhi:+.2f}] ({len(noise)}) |", flush=True)
+                      f"| {statistics.median(noise):+.2f} % [{nlo:+.2f}..{nhi:+.2f}] ({len(noise)}) "
+                      f"| {exporter_share:.2f} % ({exporter_share + client_share:.2f} %) |", flush=True)
         finally:
             ours.stop()
 
@@ -483,8 +502,9 @@ def main() -> int:
                        args.reps, scrapes, churn)
         if args.perturbation:
             print(f"\n| fio job | quiet {BLOCK} s blocks (median) | scraped blocks (median) | difference, median "
-                  "[95 % interval] (pairs) | quiet against quiet: the noise [95 % interval] (pairs) |")
-            print("|---|---|---|---|---|")
+                  "[95 % interval] (pairs) | quiet against quiet: the noise [95 % interval] (pairs) "
+                  "| bound: CPU share of a core while scraped, exporter (with the scraping client) |")
+            print("|---|---|---|---|---|---|")
             perturbation(live_tree(Path(tmp) / "perturb", "2.3.2"), args.fio_seconds)
     return 0
 

@@ -36,3 +36,26 @@ def test_scraped_blocks_against_quiet_neighbours_and_the_noise_of_quiet_ones():
     assert diffs == pytest.approx([-1.0, -2.970297, 1.0], rel=1e-5)   # 99/100, 98/101, 101/100
     # quiet blocks 2 and 4 against the quiet blocks two either side: 100 vs (100+102)/2, 102 vs (100+98)/2
     assert noise == pytest.approx([100 * (100 / 101 - 1), 100 * (102 / 99 - 1)], rel=1e-5)
+
+
+def test_cpu_bound_counts_every_exporter_second_against_the_scraped_seconds_alone():
+    # 60 scraped seconds of a 120 s run: the exporter's 0.3 s (refreshes in quiet blocks included)
+    # and the client's 0.12 s are shares of one core over those 60 s
+    assert bench.cpu_share(0.3, 0.12, 60) == pytest.approx((0.5, 0.2))
+
+
+def test_the_scraper_notes_each_scrape_and_the_cpu_it_spent_in_odd_blocks_only(monkeypatch):
+    class Counting:
+        def __init__(self):
+            self.scrapes = 0
+
+        def scrape(self):
+            self.scrapes += 1
+            sum(range(20000))   # some CPU for thread_time to see
+
+    monkeypatch.setattr(bench.time, "sleep", lambda seconds: None)
+    exporter, scrapes, cpu = Counting(), [], []
+    bench.scrape_odd_blocks(exporter, 8, scrapes, cpu, bench.time.time())
+    # seconds 0..7 in 2 s blocks: blocks 1 and 3 (seconds 2, 3, 6, 7) are scraped
+    assert exporter.scrapes == len(scrapes) == len(cpu) == 4
+    assert all(c > 0 for c in cpu)
