@@ -23,9 +23,7 @@ from .kstat import (
     parse_named_kstat,
     parse_txgs,
 )
-from .model import MAX_FILE_BYTES, Objset, SourceError, read_bounded
-
-_OBJSET_READ = 16384  # bytes asked for per read of an objset file: they hold about 1.3 KB
+from .model import MAX_FILE_BYTES, Objset, SourceError, read_bounded, read_bounded_bytes
 
 
 class ProcfsKstatSource:
@@ -155,31 +153,16 @@ class ProcfsKstatSource:
         return objsets
 
     def _objset_bytes(self, path: str, pool: str) -> bytes | None:
-        """`_optional` for the objset files, thousands of which a big NAS's scrape reads: read
-        straight from the file descriptor (a Python file object costs more than a small file's
-        read), with the same size bound and errors; decoded only when parsed."""
+        """`_optional` for the objset files, thousands of which a big NAS's scrape reads: the same
+        size bound and errors, the bytes decoded only when parsed."""
         try:
-            fd = os.open(path, os.O_RDONLY)
+            # MAX_FILE_BYTES looked up at every call: a test lowers it in this module
+            return read_bounded_bytes(path, MAX_FILE_BYTES)
         except FileNotFoundError:
             self._check_pool(pool)
             return None
         except OSError as exc:
             raise SourceError(f"{path}: {exc.strerror or exc}") from None
-        chunks, size = [], 0
-        try:
-            while size <= MAX_FILE_BYTES:  # until end of file: a short read need not be the last one
-                chunk = os.read(fd, _OBJSET_READ)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                size += len(chunk)
-        except OSError as exc:
-            raise SourceError(f"{path}: {exc.strerror or exc}") from None
-        finally:
-            os.close(fd)
-        if size > MAX_FILE_BYTES:
-            raise SourceError(f"{path}: larger than {MAX_FILE_BYTES} bytes, not read")
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     def tunables(self) -> dict[str, str]:
         params = self.module_dir / "parameters"
