@@ -13,7 +13,6 @@ import os
 from pathlib import Path
 
 from .kstat import (
-    TXG_COLUMNS,
     NamedKstat,
     Txg,
     named_kstat_body,
@@ -93,7 +92,7 @@ class ProcfsKstatSource:
 
     def txgs(self, pool: str) -> list[Txg]:
         path = f"{self._kstat}/{pool}/txgs"
-        return _txgs_with_memo(self._read(path, pool), self._txg_rows.setdefault(pool, {}), path)
+        return parse_txgs(self._read(path, pool), path, self._txg_rows.setdefault(pool, {}))
 
     def tx_assign(self, pool: str) -> NamedKstat | None:
         path = f"{self._kstat}/{pool}/dmu_tx_assign"
@@ -195,21 +194,3 @@ class ProcfsKstatSource:
     def delay_min_dirty_percent(self) -> int | None:
         return self._int_param("zfs_delay_min_dirty_percent")
 
-
-def _txgs_with_memo(text: str, memo: dict[str, Txg], path: str) -> list[Txg]:
-    """The txgs of `text`, parsing only the rows not in `memo` (row text -> Txg of earlier reads of
-    the same file). Between two scrapes a few txgs are born and sync and as many leave the ring:
-    the other rows are the same text, and a synced row never changes again. The memo keeps rows of
-    past reads until it holds twice the ring, then only this read's."""
-    header, _, body = text.partition("\n")
-    if tuple(header.split()) != TXG_COLUMNS:  # e.g. a kstat header line first: the parser sorts it out
-        return parse_txgs(text, path, memo)
-    rows = body.split("\n")
-    new = [row for row in rows if row not in memo and row.strip()]
-    if new:  # checked and converted by the one txgs parser, the column line in front
-        memo.update(zip(new, parse_txgs("\n".join((header, *new)), path)))
-    txgs = [memo[row] for row in rows if row in memo]
-    if len(memo) > 2 * len(txgs) + 8:
-        memo.clear()
-        memo.update(zip((row for row in rows if row.strip()), txgs))
-    return txgs
