@@ -10,7 +10,6 @@ when the rows are the same text.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from .kstat import (
     NamedKstat,
@@ -29,10 +28,11 @@ class ProcfsKstatSource:
     kind = "procfs"
 
     def __init__(self, procfs: str = "/proc", sysfs: str = "/sys"):
-        self.kstat_dir = Path(procfs) / "spl" / "kstat" / "zfs"
-        self.module_dir = Path(sysfs) / "module" / "zfs"
-        # Paths are joined as strings: a Path join per file costs about as much as reading the file.
-        self._kstat, self._module = str(self.kstat_dir), str(self.module_dir)
+        # Paths are strings, joined as strings: a Path join per file costs about as much as reading
+        # the file, and pathlib itself (with urllib.parse) a few milliseconds of every start.
+        self._kstat = os.path.join(procfs, "spl", "kstat", "zfs")
+        self._module = os.path.join(sysfs, "module", "zfs")
+        self._params = f"{self._module}/parameters/"  # + a parameter's name
         self._txg_rows: dict[str, dict[str, Txg]] = {}  # pool -> its last txgs read, row text -> Txg
         self._objsets: dict[str, dict[str, tuple[bytes, Objset]]] = {}  # pool -> file name -> (rows, Objset)
 
@@ -68,7 +68,7 @@ class ProcfsKstatSource:
         return f"{self._kstat}/{pool}"
 
     def zfs_loaded(self) -> bool:
-        return self.kstat_dir.is_dir()
+        return os.path.isdir(self._kstat)
 
     def arcstats(self) -> NamedKstat:
         path = f"{self._kstat}/arcstats"
@@ -80,9 +80,9 @@ class ProcfsKstatSource:
 
     def pools(self) -> list[str]:
         try:
-            entries = os.scandir(self.kstat_dir)
+            entries = os.scandir(self._kstat)
         except OSError as exc:
-            raise SourceError(f"{self.kstat_dir}: {exc.strerror or exc}") from None
+            raise SourceError(f"{self._kstat}: {exc.strerror or exc}") from None
         with entries:
             pools = sorted(entry.name for entry in entries if entry.is_dir())
         for memo in (self._txg_rows, self._objsets):
@@ -164,13 +164,16 @@ class ProcfsKstatSource:
             raise SourceError(f"{path}: {exc.strerror or exc}") from None
 
     def tunables(self) -> dict[str, str]:
-        params = self.module_dir / "parameters"
-        if not params.is_dir():
-            raise SourceError(f"{params} does not exist")
+        try:
+            names = sorted(os.listdir(self._params))
+        except (FileNotFoundError, NotADirectoryError):
+            raise SourceError(f"{self._module}/parameters does not exist") from None
+        except OSError as exc:
+            raise SourceError(f"{self._module}/parameters: {exc.strerror or exc}") from None
         values = {}
-        for path in sorted(params.iterdir()):
+        for name in names:
             try:
-                values[path.name] = read_bounded(path, 65536).strip()
+                values[name] = read_bounded(self._params + name, 65536).strip()
             except (OSError, SourceError):  # write-only or vanished parameter: nothing to report
                 continue
         return values
@@ -180,7 +183,7 @@ class ProcfsKstatSource:
         return None if text is None else text.strip() or None
 
     def _int_param(self, name: str) -> int | None:
-        text = self._optional(f"{self._module}/parameters/{name}")
+        text = self._optional(self._params + name)
         if text is None:
             return None
         try:
