@@ -20,11 +20,9 @@ LATE = ("zfsnas.replay", "zfsnas.capture", "tarfile", "urllib.request", "ssl", "
 # Needed by the first command or refresh (in a refresh thread), not to build or serve.
 FIRST_REFRESH = ("subprocess", "tempfile", "shlex", "zfsnas.sources.zpool", "zfsnas.sources.zpool_iostat",
                  "zfsnas.sources.benchdb")
-# Out of a kstat start (the kstat sources, their values and the collectors' registry) as well:
-# dataclasses (with inspect, dis and ast) and pathlib (with urllib.parse) cost milliseconds each;
-# the values are NamedTuples and the paths strings. (A default start still has pathlib: the disk
-# inventory's sysfs scan.)
-KSTAT_LATE = ("dataclasses", "pathlib", "urllib.parse")
+# Not loaded by a start at all (the sources' values are NamedTuples, their paths strings):
+# dataclasses (with inspect, dis and ast) and pathlib (with urllib.parse) cost milliseconds each.
+NOT_AT_START = ("dataclasses", "pathlib", "urllib.parse")
 KSTAT_ONLY = ("--no-collector.datasets", "--no-collector.pools", "--no-collector.disks", "--no-collector.bench")
 
 # Our modules a start loads: the collectors' registry (every collector's flags are in --help),
@@ -69,12 +67,12 @@ def loaded_modules(*flags: str, render: bool, watch: tuple[str, ...] = ()) -> se
 
 
 def test_a_kstat_start_and_its_first_scrape_import_only_what_they_use():
-    loaded = loaded_modules(*KSTAT_ONLY, render=True, watch=KSTAT_LATE)
+    loaded = loaded_modules(*KSTAT_ONLY, render=True, watch=NOT_AT_START)
     assert loaded - OURS == set()
     assert OURS - loaded == set()
 
 
 def test_a_default_start_leaves_command_parsers_and_subprocess_to_the_first_refresh():
-    loaded = loaded_modules("--path.udev.data=/nonexistent", render=False)
+    loaded = loaded_modules("--path.udev.data=/nonexistent", render=False, watch=NOT_AT_START)
     # the disks collector is built: its device inventory comes with it
     assert loaded - OURS == {"zfsnas.sources.blockdevices"}

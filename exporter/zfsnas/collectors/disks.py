@@ -87,7 +87,7 @@ class DisksCollector(RefreshingCollector):
         self.exclude = re.compile(getattr(args, "disks_device_exclude", DEFAULT_EXCLUDE))
         self.hotplug = getattr(args, "disks_hotplug", True)
         # pyudev reads the real /sys; a tree given with --path.sysfs is read directly. (os.path, not
-        # pathlib: with `disks` off nothing else of a start needs pathlib, a few milliseconds.)
+        # pathlib: nothing else of a start needs pathlib, a few milliseconds of it.)
         self.live = os.path.realpath(self.sysfs) == "/sys"
         from ..sources.blockdevices import DeviceInventory  # when the collector is built, not at every start
 
