@@ -80,3 +80,23 @@ def test_pool_vanished(tmp_path):
     src = SysctlKstatSource(path=str(freebsd_sysctl("14.1")))
     with pytest.raises(SourceError, match="pool 'gone' vanished"):
         src.txgs("gone")
+
+
+def test_txgs_rows_seen_before_are_not_built_again_and_a_gone_pools_memo_goes(tmp_path):
+    text = freebsd_sysctl("14.1").read_text()
+    dump = tmp_path / "sysctl.txt"
+    dump.write_text(text)
+    src = SysctlKstatSource(path=str(dump))
+    first = src.txgs("tank")
+    last = text.split("kstat.zfs.tank.misc.txgs:", 1)[1].split("\nkstat.", 1)[0].rstrip("\n").rsplit("\n", 1)[1]
+    parts = last.split()
+    grown = " ".join([*parts[:3], str(int(parts[3]) + 4096), *parts[4:]])  # the open txg's ndirty grew
+    dump.write_text(text.replace(last, grown, 1))
+    src.refresh()
+    second = src.txgs("tank")
+    assert second[-1].ndirty == first[-1].ndirty + 4096 and second[-1].txg == first[-1].txg
+    assert len(second) == len(first) and all(a is b for a, b in zip(first[:-1], second[:-1]))
+    assert set(src._txg_rows) == {"tank"}
+    dump.write_text(text.replace("kstat.zfs.tank.", "kstat.zfs.tank2."))  # tank exported, tank2 imported
+    src.refresh()
+    assert "tank" not in src.pools() and "tank2" in src.pools() and src._txg_rows == {}

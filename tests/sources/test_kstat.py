@@ -149,23 +149,6 @@ def test_whole_body_parse_falls_back_to_rows_on_anything_unusual(body):
     assert parse_named_kstat(text) == _rows_one_by_one(text)
 
 
-def test_txg_rows_seen_before_are_reused_and_the_memo_holds_only_the_last_read():
-    text = read("2.3.2", "tank/txgs")
-    known: dict = {}
-    first = parse_txgs(text, "txgs", known)
-    assert len(known) == len(first) and first == parse_txgs(text)
-    head, _, last = text.rstrip("\n").rpartition("\n")
-    parts = last.split()
-    moved = " ".join([*parts[:3], str(int(parts[3]) + 4096), *parts[4:]])  # the open txg's ndirty grew
-    second = parse_txgs(f"{head}\n{moved}\n", "txgs", known)
-    assert second[-1].ndirty == first[-1].ndirty + 4096
-    assert all(a is b for a, b in zip(first[:-1], second[:-1]))  # synced rows: not built again
-    shorter = parse_txgs(f"{head}\n", "txgs", known)
-    assert len(known) == len(shorter) == len(first) - 1
-    with pytest.raises(KstatFormatError, match="non-numeric"):
-        parse_txgs(f"{head}\n{' '.join([*parts[:4], 'x', *parts[5:]])}\n", "txgs", known)
-
-
 def test_parse_named_body_reads_what_named_kstat_body_split_off():
     text = "1 1 0x01 2 544 1 2\nname                            type data\ndataset_name 7 tank/x\nwrites 4 5\n"
     assert parse_named_body(named_kstat_body(text), text) == NamedKstat({"writes": 5}, {"dataset_name": "tank/x"})

@@ -8,7 +8,7 @@ import pytest
 from tests.conftest import LINUX_VERSIONS, copy_tree, linux_tree
 from zfsnas.sources.linux import ProcfsKstatSource
 from zfsnas.sources.kstat import KstatFormatError
-from zfsnas.sources.model import SourceError, read_bounded
+from zfsnas.sources.model import SourceError, read_bounded, read_bounded_bytes
 
 
 def source(version):
@@ -140,6 +140,22 @@ def test_read_bounded_reads_whole_files_and_refuses_larger_ones(tmp_path):
     empty = tmp_path / "empty"
     empty.write_bytes(b"")
     assert read_bounded(empty) == ""
+
+
+def test_read_bounded_bytes_hands_back_the_bytes_and_leaves_os_errors_and_no_descriptor(tmp_path):
+    big = tmp_path / "big"
+    data = bytes(range(256)) * 1000  # several read chunks
+    big.write_bytes(data)
+    fds = len(os.listdir("/proc/self/fd"))
+    assert read_bounded_bytes(str(big), len(data)) == data
+    assert read_bounded_bytes(big, len(data)) == data  # a path object too
+    with pytest.raises(SourceError, match=f"big: larger than {len(data) - 1} bytes, not read"):
+        read_bounded_bytes(str(big), len(data) - 1)
+    with pytest.raises(FileNotFoundError):
+        read_bounded_bytes(str(tmp_path / "missing"))
+    with pytest.raises(IsADirectoryError):  # opened, then refused by the read: closed all the same
+        read_bounded_bytes(str(tmp_path))
+    assert len(os.listdir("/proc/self/fd")) == fds
 
 
 def test_objset_files_are_read_whole_bounded_and_undecoded_names_kept(tmp_path, monkeypatch):

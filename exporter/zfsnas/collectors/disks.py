@@ -26,7 +26,6 @@ import os
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..exposition import Families, Family
@@ -87,8 +86,9 @@ class DisksCollector(RefreshingCollector):
         self.udev_data = getattr(args, "udev_data", "/run/udev/data")
         self.exclude = re.compile(getattr(args, "disks_device_exclude", DEFAULT_EXCLUDE))
         self.hotplug = getattr(args, "disks_hotplug", True)
-        # pyudev reads the real /sys; a tree given with --path.sysfs is read directly.
-        self.live = Path(self.sysfs).resolve() == Path("/sys")
+        # pyudev reads the real /sys; a tree given with --path.sysfs is read directly. (os.path, not
+        # pathlib: nothing else of a start needs pathlib, a few milliseconds of it.)
+        self.live = os.path.realpath(self.sysfs) == "/sys"
         from ..sources.blockdevices import DeviceInventory  # when the collector is built, not at every start
 
         self.inventory = DeviceInventory(self._scan)
@@ -128,7 +128,7 @@ class DisksCollector(RefreshingCollector):
         super().start()
         if self.live and self.hotplug:
             # Without a udev daemon only the kernel's own events arrive.
-            source = "udev" if Path(self.udev_data).parent.is_dir() else "kernel"
+            source = "udev" if os.path.isdir(os.path.dirname(os.path.abspath(self.udev_data))) else "kernel"
             self.inventory.start_monitor(self._pyudev_context(), self.udev_data, source)
 
     def stop(self) -> None:
@@ -193,7 +193,7 @@ class DisksCollector(RefreshingCollector):
 
     def _block_devices(self) -> set[str]:
         try:
-            return set(os.listdir(Path(self.sysfs) / "block"))
+            return set(os.listdir(os.path.join(self.sysfs, "block")))
         except OSError:
             return set()
 

@@ -26,11 +26,14 @@ import os
 import re
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from .model import SourceError, read_bounded
+from .model import SourceError, read_bounded, read_bounded_bytes
+
+# Paths are strings joined as strings (`StrPath` only where a caller may hand a path object): a scan
+# of 4,000 disks joins some 100,000 of them, and pathlib would be a few milliseconds of every start.
+StrPath = str | os.PathLike[str]
 
 log = logging.getLogger("zfsnas")
 
@@ -96,9 +99,9 @@ def parse_udev_db(text: str) -> tuple[dict[str, str], tuple[str, ...]]:
     return properties, tuple(links)
 
 
-def read_udev_db(udev_data: str | Path, major: int, minor: int) -> tuple[dict[str, str], tuple[str, ...]] | None:
+def read_udev_db(udev_data: StrPath, major: int, minor: int) -> tuple[dict[str, str], tuple[str, ...]] | None:
     try:
-        text = read_bounded(Path(udev_data) / f"b{major}:{minor}")
+        text = read_bounded(f"{os.fspath(udev_data)}/b{major}:{minor}")
     except (OSError, SourceError):
         return None
     return parse_udev_db(text)
@@ -106,52 +109,53 @@ def read_udev_db(udev_data: str | Path, major: int, minor: int) -> tuple[dict[st
 
 # --- sysfs ----------------------------------------------------------------------------------
 
-def _attr(path: Path) -> str:
+def _attr(path: str) -> str:
     try:
         return read_bounded(path, 65536).strip().strip("\x00").strip()
     except (OSError, SourceError):
         return ""
 
 
-def _vpd_serial(path: Path) -> str:
+def _vpd_serial(path: str) -> str:
     """The unit serial number page (0x80): a 4-byte header, then the serial in ASCII."""
     try:
-        data = path.read_bytes()
-    except OSError:
+        data = read_bounded_bytes(path, 65536)
+    except (OSError, SourceError):
         return ""
     return data[4:].decode("ascii", "replace").strip("\x00 \n") if len(data) > 4 else ""
 
 
-def sysfs_identity(sys_path: Path) -> dict[str, str]:
+def sysfs_identity(sys_path: StrPath) -> dict[str, str]:
     """serial, model, wwid, rotational from a block device's sysfs directory ("" when absent)."""
+    at = os.fspath(sys_path)
     return {
-        "serial": _attr(sys_path / "device" / "serial") or _attr(sys_path / "serial")
-        or _vpd_serial(sys_path / "device" / "vpd_pg80"),
-        "model": _attr(sys_path / "device" / "model"),
-        "wwid": _attr(sys_path / "wwid") or _attr(sys_path / "device" / "wwid"),
-        "rotational": _attr(sys_path / "queue" / "rotational"),
+        "serial": _attr(f"{at}/device/serial") or _attr(f"{at}/serial") or _vpd_serial(f"{at}/device/vpd_pg80"),
+        "model": _attr(f"{at}/device/model"),
+        "wwid": _attr(f"{at}/wwid") or _attr(f"{at}/device/wwid"),
+        "rotational": _attr(f"{at}/queue/rotational"),
     }
 
 
-def _dev_numbers(sys_path: Path) -> tuple[int, int]:
-    major, _, minor = _attr(sys_path / "dev").partition(":")
+def _dev_numbers(sys_path: str) -> tuple[int, int]:
+    major, _, minor = _attr(f"{sys_path}/dev").partition(":")
     return int(major), int(minor)
 
 
-def _multipath_parent(sys_path: Path) -> str:
+def _multipath_parent(sys_path: str) -> str:
     """The multipath device a dm partition map (`partN-mpath-...`) sits on, else ""."""
-    if not _attr(sys_path / "dm" / "uuid").startswith("part"):
+    if not _attr(f"{sys_path}/dm/uuid").startswith("part"):
         return ""
     try:
-        slaves = sorted(os.listdir(sys_path / "slaves"))
+        slaves = sorted(os.listdir(f"{sys_path}/slaves"))
     except OSError:
         return ""
     return slaves[0] if len(slaves) == 1 else ""
 
 
-def make_device(name: str, devtype: str, parent: str, sys_path: Path, properties: Mapping[str, str],
-                links: Sequence[str], udev_data: str | Path | None) -> BlockDevice:
+def make_device(name: str, devtype: str, parent: str, sys_path: StrPath, properties: Mapping[str, str],
+                links: Sequence[str], udev_data: StrPath | None) -> BlockDevice:
     """A `BlockDevice` from what the enumerator found plus sysfs (and the udev db when it had none)."""
+    sys_path = os.fspath(sys_path)
     major, minor = _dev_numbers(sys_path)
     properties, links = dict(properties), tuple(links)
     if udev_data is not None and not ("USEC_INITIALIZED" in properties or links):
@@ -160,26 +164,26 @@ def make_device(name: str, devtype: str, parent: str, sys_path: Path, properties
             properties = {**db[0], **properties}
             links = links or db[1]
     # A partition's rotational flag is its disk's; a dm partition map has its own queue.
-    attrs = sysfs_identity(sys_path if devtype == "disk" else sys_path.parent)
+    attrs = sysfs_identity(sys_path if devtype == "disk" else os.path.dirname(sys_path))
     if devtype == "disk" and (mpath := _multipath_parent(sys_path)):
         devtype, parent = "partition", mpath
     return BlockDevice(name, devtype, parent, major, minor, properties, links, **attrs)
 
 
-def scan_sysfs(sysfs: str | Path, udev_data: str | Path | None) -> list[BlockDevice]:
+def scan_sysfs(sysfs: StrPath, udev_data: StrPath | None) -> list[BlockDevice]:
     """Every disk under `<sysfs>/block` and its partitions, with udev properties from the database files."""
-    block = Path(sysfs) / "block"
+    block = os.path.join(sysfs, "block")
     out: list[BlockDevice] = []
     try:
         disks = sorted(os.listdir(block))
     except OSError:
         return out
     for disk in disks:
-        path = block / disk
+        path = f"{block}/{disk}"
         try:
             out.append(make_device(disk, "disk", "", path, {}, (), udev_data))
-            for part in sorted(p.name for p in path.iterdir() if (p / "partition").exists()):
-                out.append(make_device(part, "partition", disk, path / part, {}, (), udev_data))
+            for part in sorted(name for name in os.listdir(path) if os.path.exists(f"{path}/{name}/partition")):
+                out.append(make_device(part, "partition", disk, f"{path}/{part}", {}, (), udev_data))
         except (OSError, ValueError) as exc:  # a device removed while we read it
             log.debug("skipping block device %s: %s", disk, exc)
     return out
@@ -187,7 +191,7 @@ def scan_sysfs(sysfs: str | Path, udev_data: str | Path | None) -> list[BlockDev
 
 # --- pyudev ---------------------------------------------------------------------------------
 
-def from_pyudev(device: Any, udev_data: str | Path | None = None) -> BlockDevice:
+def from_pyudev(device: Any, udev_data: StrPath | None = None) -> BlockDevice:
     """A `BlockDevice` from a pyudev Device of the block subsystem."""
     devtype = device.device_type or "disk"
     parent = ""
@@ -195,11 +199,11 @@ def from_pyudev(device: Any, udev_data: str | Path | None = None) -> BlockDevice
         disk = device.find_parent("block", "disk")
         parent = disk.sys_name if disk is not None else ""
     links = tuple(link[5:] if link.startswith("/dev/") else link for link in device.device_links)
-    return make_device(device.sys_name, devtype, parent, Path(device.sys_path), dict(device.properties), links,
+    return make_device(device.sys_name, devtype, parent, device.sys_path, dict(device.properties), links,
                        udev_data)
 
 
-def scan_pyudev(context: Any, udev_data: str | Path | None = None) -> list[BlockDevice]:
+def scan_pyudev(context: Any, udev_data: StrPath | None = None) -> list[BlockDevice]:
     out = []
     for device in context.list_devices(subsystem="block"):
         if device.device_type not in ("disk", "partition"):
@@ -356,7 +360,7 @@ class DeviceInventory:
             self._devices[name] = device
 
     # pyudev's Monitor in a thread; kernel events when no udev daemon is running (no /run/udev).
-    def start_monitor(self, context: Any, udev_data: str | Path | None, source: str = "udev") -> bool:
+    def start_monitor(self, context: Any, udev_data: StrPath | None, source: str = "udev") -> bool:
         try:
             import pyudev  # type: ignore[import-untyped]  # pyudev ships no type information
             monitor = pyudev.Monitor.from_netlink(context, source=source)
@@ -371,7 +375,7 @@ class DeviceInventory:
         self._monitor_thread.start()
         return True
 
-    def _watch(self, monitor: Any, udev_data: str | Path | None) -> None:
+    def _watch(self, monitor: Any, udev_data: StrPath | None) -> None:
         while not self._stop.is_set():
             try:
                 device = monitor.poll(timeout=0.5)
@@ -382,7 +386,7 @@ class DeviceInventory:
                 continue
             self.handle(device, udev_data)
 
-    def handle(self, device: Any, udev_data: str | Path | None = None) -> None:
+    def handle(self, device: Any, udev_data: StrPath | None = None) -> None:
         """A pyudev device event."""
         action = device.action or "change"
         if device.device_type not in ("disk", "partition"):

@@ -8,17 +8,16 @@ than serve zeros. Reading the file and choosing devices is the collector's busin
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
+from typing import NamedTuple
 
 from .model import SourceError, read_bounded
 
 SECTOR_BYTES = 512
 
 
-@dataclass(frozen=True)
-class DiskStats:
+class DiskStats(NamedTuple):  # not a dataclass (nor pathlib below): each costs milliseconds of every start
     major: int
     minor: int
     device: str
@@ -64,10 +63,11 @@ def parse_diskstats(text: str, keep: Callable[[str], bool] | None = None) -> lis
     return out
 
 
-def read_diskstats(procfs: str | Path = "/proc", keep: Callable[[str], bool] | None = None) -> list[DiskStats] | None:
+def read_diskstats(procfs: str | os.PathLike[str] = "/proc",
+                   keep: Callable[[str], bool] | None = None) -> list[DiskStats] | None:
     """The parsed file (the devices `keep` accepts); None where there is none (FreeBSD, a procfs
     tree without disks)."""
-    path = Path(procfs) / "diskstats"
+    path = os.path.join(procfs, "diskstats")
     try:
         return parse_diskstats(read_bounded(path, encoding="ascii"), keep)
     except FileNotFoundError:

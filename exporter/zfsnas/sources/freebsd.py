@@ -56,6 +56,7 @@ class SysctlKstatSource:
         self._path = path
         self._sysctl = sysctl
         self._values: dict[str, str] | None = None
+        self._txg_rows: dict[str, dict[str, Txg]] = {}  # pool -> its txgs rows read, row text -> Txg (kstat.parse_txgs)
 
     def refresh(self) -> None:
         """Replace the snapshot at once: a background reader never sees half of one."""
@@ -101,7 +102,10 @@ class SysctlKstatSource:
         return self._require("kstat.zfs.misc.dmu_tx")
 
     def pools(self) -> list[str]:
-        return _pool_names(self.values)
+        pools = _pool_names(self.values)
+        for gone in self._txg_rows.keys() - set(pools):
+            del self._txg_rows[gone]
+        return pools
 
     def _check_pool(self, pool: str) -> None:
         if pool not in _pool_names(self.values):
@@ -109,7 +113,8 @@ class SysctlKstatSource:
 
     def txgs(self, pool: str) -> list[Txg]:
         self._check_pool(pool)
-        return parse_txgs(self._get(f"kstat.zfs.{pool}.misc.txgs"), f"kstat.zfs.{pool}.misc.txgs")
+        name = f"kstat.zfs.{pool}.misc.txgs"
+        return parse_txgs(self._get(name), name, self._txg_rows.setdefault(pool, {}))
 
     def tx_assign(self, pool: str) -> NamedKstat | None:
         return _named(self.values, f"kstat.zfs.{pool}.misc.dmu_tx_assign")

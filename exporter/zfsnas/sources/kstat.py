@@ -9,7 +9,7 @@ Every malformed input raises `KstatFormatError` with a one-line reason.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 # Kstat data type codes (sys/kstat.h).
 KSTAT_CHAR, KSTAT_INT32, KSTAT_UINT32, KSTAT_INT64, KSTAT_UINT64, KSTAT_LONG, KSTAT_ULONG, KSTAT_STRING = range(8)
@@ -24,16 +24,16 @@ class KstatFormatError(ValueError):
     """The text is not in the kstat format we expect; the message says where and why."""
 
 
-@dataclass(frozen=True)
-class NamedKstat:
+# NamedTuples rather than frozen dataclasses: the dataclasses module (with inspect, dis and ast) costs
+# several milliseconds of every start, and a frozen dataclass's instances cost more to make.
+class NamedKstat(NamedTuple):
     """A named kstat: numeric fields and string fields kept apart."""
 
     values: dict[str, int]
     strings: dict[str, str]
 
 
-@dataclass(frozen=True)
-class Txg:
+class Txg(NamedTuple):
     """One row of `<pool>/txgs`. Times are nanoseconds; counters are filled in only once synced."""
 
     txg: int
@@ -197,27 +197,37 @@ def _parse_table(text: str, columns: tuple[str, ...], where: str) -> list[list[s
 def parse_txgs(text: str, where: str = "txgs", known: dict[str, Txg] | None = None) -> list[Txg]:
     """Parse `<pool>/txgs`: a column line, then one row per txg in the history ring.
 
-    `known` is a memo of rows read before (row text -> Txg), replaced by this read's rows: a
-    synced txg's row never changes, so a scrape builds only the rows that are new or still open."""
-    rows = _table_rows(text, TXG_COLUMNS, where)
-    memo = known if known is not None else {}
-    parts_of = {line: _row_parts(line, lineno, TXG_COLUMNS, where)  # every row checked before any is read
-                for lineno, line in enumerate(rows, start=2) if line not in memo}
-    txgs = []
-    for line in rows:
-        txg = memo.get(line)
-        if txg is None:
-            parts = parts_of[line]
-            try:
-                numbers = [int(value) for i, value in enumerate(parts) if i != 2]
-            except ValueError:
-                raise KstatFormatError(f"{where}: non-numeric value in txg row {' '.join(parts)[:80]!r}") from None
-            txg = Txg(numbers[0], numbers[1], parts[2], *numbers[2:])
-        txgs.append(txg)
-    if known is not None:
-        known.clear()
-        known.update(zip(rows, txgs))
+    `known` is a memo of rows read before (row text -> Txg), kept by the caller for one file and
+    updated here. Between two scrapes a few txgs are born and sync and as many leave the ring: the
+    other rows are the same text, and a synced row never changes again, so only rows not in the
+    memo are checked and built. The memo keeps the rows of past reads until it holds more than
+    twice this read's ring (plus a few), then only this read's. A malformed new row raises
+    KstatFormatError and leaves the memo as it was."""
+    memo = {} if known is None else known
+    header, _, body = text.partition("\n")
+    if tuple(header.split()) == TXG_COLUMNS:  # as the kernel prints it: blank lines left to the row check
+        lines = body.split("\n")
+    else:  # e.g. a kstat header line first, or not a txgs file at all: the full check says which
+        lines = _table_rows(text, TXG_COLUMNS, where)
+    new = [(lineno, line) for lineno, line in enumerate(lines, start=2) if line not in memo and line.strip()]
+    if new:
+        checked = [(line, _row_parts(line, lineno, TXG_COLUMNS, where))  # every new row checked before any is read
+                   for lineno, line in new]
+        memo.update([(line, _txg(parts, where)) for line, parts in checked])  # all built before the memo takes any
+    rows = [line for line in lines if line in memo]
+    txgs = [memo[line] for line in rows]
+    if len(memo) > 2 * len(txgs) + 8:
+        memo.clear()
+        memo.update(zip(rows, txgs))
     return txgs
+
+
+def _txg(parts: list[str], where: str) -> Txg:
+    try:
+        numbers = [int(value) for i, value in enumerate(parts) if i != 2]
+    except ValueError:
+        raise KstatFormatError(f"{where}: non-numeric value in txg row {' '.join(parts)[:80]!r}") from None
+    return Txg(numbers[0], numbers[1], parts[2], *numbers[2:])
 
 
 def parse_io_kstat(text: str, where: str = "io") -> dict[str, int]:

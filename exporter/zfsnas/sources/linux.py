@@ -10,10 +10,8 @@ when the rows are the same text.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from .kstat import (
-    TXG_COLUMNS,
     NamedKstat,
     Txg,
     named_kstat_body,
@@ -23,19 +21,18 @@ from .kstat import (
     parse_named_kstat,
     parse_txgs,
 )
-from .model import MAX_FILE_BYTES, Objset, SourceError, read_bounded
-
-_OBJSET_READ = 16384  # bytes asked for per read of an objset file: they hold about 1.3 KB
+from .model import MAX_FILE_BYTES, Objset, SourceError, read_bounded, read_bounded_bytes
 
 
 class ProcfsKstatSource:
     kind = "procfs"
 
     def __init__(self, procfs: str = "/proc", sysfs: str = "/sys"):
-        self.kstat_dir = Path(procfs) / "spl" / "kstat" / "zfs"
-        self.module_dir = Path(sysfs) / "module" / "zfs"
-        # Paths are joined as strings: a Path join per file costs about as much as reading the file.
-        self._kstat, self._module = str(self.kstat_dir), str(self.module_dir)
+        # Paths are strings, joined as strings: a Path join per file costs about as much as reading
+        # the file, and pathlib itself (with urllib.parse) a few milliseconds of every start.
+        self._kstat = os.path.join(procfs, "spl", "kstat", "zfs")
+        self._module = os.path.join(sysfs, "module", "zfs")
+        self._params = f"{self._module}/parameters/"  # + a parameter's name
         self._txg_rows: dict[str, dict[str, Txg]] = {}  # pool -> its last txgs read, row text -> Txg
         self._objsets: dict[str, dict[str, tuple[bytes, Objset]]] = {}  # pool -> file name -> (rows, Objset)
 
@@ -71,7 +68,7 @@ class ProcfsKstatSource:
         return f"{self._kstat}/{pool}"
 
     def zfs_loaded(self) -> bool:
-        return self.kstat_dir.is_dir()
+        return os.path.isdir(self._kstat)
 
     def arcstats(self) -> NamedKstat:
         path = f"{self._kstat}/arcstats"
@@ -83,9 +80,9 @@ class ProcfsKstatSource:
 
     def pools(self) -> list[str]:
         try:
-            entries = os.scandir(self.kstat_dir)
+            entries = os.scandir(self._kstat)
         except OSError as exc:
-            raise SourceError(f"{self.kstat_dir}: {exc.strerror or exc}") from None
+            raise SourceError(f"{self._kstat}: {exc.strerror or exc}") from None
         with entries:
             pools = sorted(entry.name for entry in entries if entry.is_dir())
         for memo in (self._txg_rows, self._objsets):
@@ -95,7 +92,7 @@ class ProcfsKstatSource:
 
     def txgs(self, pool: str) -> list[Txg]:
         path = f"{self._kstat}/{pool}/txgs"
-        return _txgs_with_memo(self._read(path, pool), self._txg_rows.setdefault(pool, {}), path)
+        return parse_txgs(self._read(path, pool), path, self._txg_rows.setdefault(pool, {}))
 
     def tx_assign(self, pool: str) -> NamedKstat | None:
         path = f"{self._kstat}/{pool}/dmu_tx_assign"
@@ -155,40 +152,28 @@ class ProcfsKstatSource:
         return objsets
 
     def _objset_bytes(self, path: str, pool: str) -> bytes | None:
-        """`_optional` for the objset files, thousands of which a big NAS's scrape reads: read
-        straight from the file descriptor (a Python file object costs more than a small file's
-        read), with the same size bound and errors; decoded only when parsed."""
+        """`_optional` for the objset files, thousands of which a big NAS's scrape reads: the same
+        size bound and errors, the bytes decoded only when parsed."""
         try:
-            fd = os.open(path, os.O_RDONLY)
+            # MAX_FILE_BYTES looked up at every call: a test lowers it in this module
+            return read_bounded_bytes(path, MAX_FILE_BYTES)
         except FileNotFoundError:
             self._check_pool(pool)
             return None
         except OSError as exc:
             raise SourceError(f"{path}: {exc.strerror or exc}") from None
-        chunks, size = [], 0
-        try:
-            while size <= MAX_FILE_BYTES:  # until end of file: a short read need not be the last one
-                chunk = os.read(fd, _OBJSET_READ)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                size += len(chunk)
-        except OSError as exc:
-            raise SourceError(f"{path}: {exc.strerror or exc}") from None
-        finally:
-            os.close(fd)
-        if size > MAX_FILE_BYTES:
-            raise SourceError(f"{path}: larger than {MAX_FILE_BYTES} bytes, not read")
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     def tunables(self) -> dict[str, str]:
-        params = self.module_dir / "parameters"
-        if not params.is_dir():
-            raise SourceError(f"{params} does not exist")
+        try:
+            names = sorted(os.listdir(self._params))
+        except (FileNotFoundError, NotADirectoryError):
+            raise SourceError(f"{self._module}/parameters does not exist") from None
+        except OSError as exc:
+            raise SourceError(f"{self._module}/parameters: {exc.strerror or exc}") from None
         values = {}
-        for path in sorted(params.iterdir()):
+        for name in names:
             try:
-                values[path.name] = read_bounded(path, 65536).strip()
+                values[name] = read_bounded(self._params + name, 65536).strip()
             except (OSError, SourceError):  # write-only or vanished parameter: nothing to report
                 continue
         return values
@@ -198,7 +183,7 @@ class ProcfsKstatSource:
         return None if text is None else text.strip() or None
 
     def _int_param(self, name: str) -> int | None:
-        text = self._optional(f"{self._module}/parameters/{name}")
+        text = self._optional(self._params + name)
         if text is None:
             return None
         try:
@@ -212,21 +197,3 @@ class ProcfsKstatSource:
     def delay_min_dirty_percent(self) -> int | None:
         return self._int_param("zfs_delay_min_dirty_percent")
 
-
-def _txgs_with_memo(text: str, memo: dict[str, Txg], path: str) -> list[Txg]:
-    """The txgs of `text`, parsing only the rows not in `memo` (row text -> Txg of earlier reads of
-    the same file). Between two scrapes a few txgs are born and sync and as many leave the ring:
-    the other rows are the same text, and a synced row never changes again. The memo keeps rows of
-    past reads until it holds twice the ring, then only this read's."""
-    header, _, body = text.partition("\n")
-    if tuple(header.split()) != TXG_COLUMNS:  # e.g. a kstat header line first: the parser sorts it out
-        return parse_txgs(text, path, memo)
-    rows = body.split("\n")
-    new = [row for row in rows if row not in memo and row.strip()]
-    if new:  # checked and converted by the one txgs parser, the column line in front
-        memo.update(zip(new, parse_txgs("\n".join((header, *new)), path)))
-    txgs = [memo[row] for row in rows if row in memo]
-    if len(memo) > 2 * len(txgs) + 8:
-        memo.clear()
-        memo.update(zip((row for row in rows if row.strip()), txgs))
-    return txgs

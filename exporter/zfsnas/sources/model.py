@@ -21,25 +21,35 @@ MAX_FILE_BYTES = 4 * 1024 * 1024
 _READ_CHUNK = 65536
 
 
-def read_bounded(path: str | os.PathLike, limit: int = MAX_FILE_BYTES, encoding: str = "utf-8") -> str:
-    """The file's text; SourceError when it holds more than `limit` bytes. Bytes that are not UTF-8
-    are kept as surrogate escapes (like os.listdir's names): the renderer shows them as `\\xNN`
-    and counts them, so two names differing only there stay two series.
+def read_bounded_bytes(path: str | os.PathLike, limit: int = MAX_FILE_BYTES) -> bytes:
+    """The file's bytes; SourceError when it holds more than `limit` bytes.
     OSError (FileNotFoundError included) is the caller's to interpret."""
-    # Unbuffered reads of at most a chunk until end of file: a buffered read(limit + 1) allocates
-    # `limit` bytes on every call (tens of microseconds per file, a few KB read).
+    # Straight from the file descriptor, a chunk a read until end of file (a short read need not
+    # be the last one) or past `limit` (so at most a chunk more than `limit` is held): a Python file
+    # object costs more than a small kstat's read, and a buffered read(limit + 1) allocates `limit`
+    # bytes on every call.
     chunks, size = [], 0
-    with open(path, "rb", buffering=0) as handle:
+    fd = os.open(path, os.O_RDONLY)
+    try:
         while size <= limit:
-            chunk = handle.read(min(_READ_CHUNK, limit + 1 - size))
+            chunk = os.read(fd, _READ_CHUNK)
             if not chunk:
                 break
             chunks.append(chunk)
             size += len(chunk)
-    data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-    if len(data) > limit:
+    finally:
+        os.close(fd)
+    if size > limit:
         raise SourceError(f"{path}: larger than {limit} bytes, not read")
-    return data.decode(encoding, "surrogateescape")
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def read_bounded(path: str | os.PathLike, limit: int = MAX_FILE_BYTES, encoding: str = "utf-8") -> str:
+    """The file's text (`read_bounded_bytes`, decoded). Bytes that are not UTF-8 are kept as
+    surrogate escapes (like os.listdir's names): the renderer shows them as `\\xNN` and counts
+    them, so two names differing only there stay two series.
+    OSError (FileNotFoundError included) is the caller's to interpret."""
+    return read_bounded_bytes(path, limit).decode(encoding, "surrogateescape")
 
 
 # NamedTuple rather than a frozen dataclass: made at import on the start path, a frozen dataclass costs
