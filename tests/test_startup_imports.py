@@ -20,9 +20,10 @@ LATE = ("zfsnas.replay", "zfsnas.capture", "tarfile", "urllib.request", "ssl", "
 # Needed by the first command or refresh (in a refresh thread), not to build or serve.
 FIRST_REFRESH = ("subprocess", "tempfile", "shlex", "zfsnas.sources.zpool", "zfsnas.sources.zpool_iostat",
                  "zfsnas.sources.benchdb")
-# Not loaded by a start at all (the sources' values are NamedTuples, their paths strings):
-# dataclasses (with inspect, dis and ast) and pathlib (with urllib.parse) cost milliseconds each.
-NOT_AT_START = ("dataclasses", "pathlib", "urllib.parse")
+# Not loaded by a start at all (the sources' values are NamedTuples, their paths strings, and the
+# server reads render's parameters from its code object): dataclasses, inspect (with dis and ast)
+# and pathlib (with urllib.parse) cost milliseconds each.
+NOT_AT_START = ("dataclasses", "pathlib", "urllib.parse", "inspect")
 KSTAT_ONLY = ("--no-collector.datasets", "--no-collector.pools", "--no-collector.disks", "--no-collector.bench")
 
 # Our modules a start loads: the collectors' registry (every collector's flags are in --help),

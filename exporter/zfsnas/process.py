@@ -10,6 +10,7 @@ import os
 import resource
 
 from .exposition import Families
+from .sources.model import SourceError, read_bounded
 
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _PAGE = resource.getpagesize()
@@ -22,27 +23,18 @@ def process_families() -> Families:
     families.counter("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.", {},
                      times.user + times.system)
     try:
-        stat = _read_self_stat()
+        stat = read_bounded("/proc/self/stat", 4096, "ascii")
         fields = stat[stat.rindex(")") + 2:].split()
         families.gauge("process_virtual_memory_bytes", "Virtual memory size in bytes.", {}, int(fields[20]))
         families.gauge("process_resident_memory_bytes", "Resident memory size in bytes.", {}, int(fields[21]) * _PAGE)
         families.gauge("process_start_time_seconds", "Start time of the process since unix epoch in seconds.", {},
                        _start_time if _start_time is not None else _read_start_time(fields))
         families.gauge("process_open_fds", "Number of open file descriptors.", {}, len(os.listdir("/proc/self/fd")))
-    except (OSError, ValueError, IndexError, StopIteration):
+    except (OSError, SourceError, ValueError, IndexError, StopIteration):
         pass
     families.gauge("process_max_fds", "Maximum number of open file descriptors.", {},
                    resource.getrlimit(resource.RLIMIT_NOFILE)[0])
     return families
-
-
-def _read_self_stat() -> str:
-    # From the descriptor: a Python file object costs twice the read of this one small file.
-    fd = os.open("/proc/self/stat", os.O_RDONLY)
-    try:
-        return os.read(fd, 4096).decode("ascii", "replace")
-    finally:
-        os.close(fd)
 
 
 def _read_start_time(fields: list[str]) -> float:
