@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from zfsnas.refresh import BackgroundRefresher, stop_all
+from zfsnas.refresh import BackgroundRefresher, RenderedOnce, stop_all
 
 
 class Clock:
@@ -237,3 +237,28 @@ def test_a_child_runs_at_a_lower_priority_than_the_exporter():
     from zfsnas.refresh import CHILD_NICENESS, ForkedWork
 
     assert ForkedWork(timeout=10).run(lambda: os.nice(0), "niceness") == min(19, os.nice(0) + CHILD_NICENESS)
+
+
+def test_rendered_once_builds_once_per_objects_and_keeps_the_last_ones():
+    builds = []
+
+    def build(tag):
+        builds.append(tag)
+        return f"families of {tag}"
+
+    kept = RenderedOnce(2)
+    first, second, third = [1], [1], [1]   # equal, not the same: identity is the key
+    assert kept.get((first,), lambda: build("first")) == "families of first"
+    assert kept.get((first,), lambda: build("again")) == "families of first"
+    assert kept.get((second,), lambda: build("second")) == "families of second"
+    assert kept.get((first,), lambda: build("again")) == "families of first"   # two are kept
+    kept.put((third,), "put by a refresh")
+    assert kept.get((third,), lambda: build("third")) == "put by a refresh"
+    assert kept.get((first,), lambda: build("first, rebuilt")) == "families of first, rebuilt"   # pushed out
+    assert builds == ["first", "second", "first, rebuilt"]
+    # a pair is one key: the same names with other snapshots is another result
+    pair = RenderedOnce(1)
+    names, snaps, other = ["tank"], {}, {}
+    assert pair.get((names, snaps), lambda: "a") == "a"
+    assert pair.get((names, other), lambda: "b") == "b"
+    assert pair.get((names, snaps), lambda: "c") == "c"   # keep 1: only the last pair

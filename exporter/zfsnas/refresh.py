@@ -27,7 +27,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from .exposition import Family, FrozenFamily
 
@@ -145,6 +145,33 @@ class BackgroundRefresher(Generic[T]):
             started = self._clock()
             self.refresh_now()
             self._stop.wait(max(0.0, self.interval - (self._clock() - started)))
+
+
+class RenderedOnce:
+    """What a collector builds from its sources' values (their families, rendered), made once and
+    served to every scrape while the refreshers hand out the same objects. A refresh publishes a
+    new object only when it has read its source again, so the objects' identity is the key: nothing
+    is compared or hashed. The last `keep` results are kept: a refresh may build its new value's
+    families a moment before it publishes the value, while scrapes still ask for the one before."""
+
+    __slots__ = ("keep", "_kept")
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self._kept: list[tuple[tuple[object, ...], Any]] = []
+
+    def get(self, values: tuple[object, ...], build: Callable[[], Any]) -> Any:
+        """The result kept for exactly these objects, else `build()`, kept for them from now on."""
+        for known, result in self._kept:
+            if len(known) == len(values) and all(a is b for a, b in zip(known, values)):
+                return result
+        result = build()
+        self.put(values, result)
+        return result
+
+    def put(self, values: tuple[object, ...], result: Any) -> None:
+        """Keep `result` for these objects (e.g. what a refresh built before publishing them)."""
+        self._kept = [*self._kept[max(0, len(self._kept) - self.keep + 1):], (values, result)]  # one list swap: thread-safe
 
 
 def frozen(families: Iterable[Family]) -> list[FrozenFamily]:

@@ -28,7 +28,7 @@ from contextlib import closing
 from typing import Any, BinaryIO, ClassVar
 
 from ..exposition import Family, FrozenFamily, RenderIssues
-from ..refresh import BackgroundRefresher, ForkedWork
+from ..refresh import BackgroundRefresher, ForkedWork, RenderedOnce
 from ..sources.zfs_datasets import (
     LIST_DATASETS,
     LIST_SNAPSHOTS,
@@ -171,8 +171,10 @@ class DatasetsCollector(RefreshingCollector):
             self.snapshots = BackgroundRefresher("zfs_snapshots", self._read_snapshots,
                                                  getattr(args, "datasets_snapshot_interval", 900.0),
                                                  wait_for_start=True)
-        # (dataset names, snapshots, their families) of the last pairs rendered, compared by identity
-        self._snapshot_cache: list[tuple[list[str], dict[str, Snapshots], tuple[Family, ...]]] = []
+        # The snapshot families of the last three (dataset names, snapshots) pairs: a refresh keeps
+        # its pair's a moment before it publishes its value, so the scrapes in between still ask for
+        # the one before.
+        self._snapshot_rendered = RenderedOnce(3)
         # One parse child at a time; each renders the snapshot families for the other source's
         # latest value, kept here before its refresher publishes it.
         self._render_lock = threading.Lock()
@@ -231,7 +233,7 @@ class DatasetsCollector(RefreshingCollector):
                                 rendered: list[Rendered]) -> None:
         """What a parse child rendered for this (datasets, snapshots) pair, for the scrapes to serve."""
         rebuild = _once(lambda: {f.name: f for f in self._build_snapshot_families(names, snapshots)})
-        self._remember(names, snapshots, tuple(ChildRenderedFamily(r, rebuild) for r in rendered))
+        self._snapshot_rendered.put((names, snapshots), tuple(ChildRenderedFamily(r, rebuild) for r in rendered))
 
     def sources(self) -> Sequence[BackgroundRefresher]:
         return tuple(s for s in (self.datasets, self.snapshots) if s is not None)
@@ -255,17 +257,7 @@ class DatasetsCollector(RefreshingCollector):
     def _snapshot_families(self, names: list[str], snapshots: dict[str, Snapshots]) -> tuple[Family, ...]:
         """Built once per new (datasets, snapshots) pair; datasets without snapshots count 0 and
         have no newest time."""
-        for cached_names, cached_snapshots, families in self._snapshot_cache:
-            if cached_names is names and cached_snapshots is snapshots:
-                return families
-        families = self._build_snapshot_families(names, snapshots)
-        self._remember(names, snapshots, families)
-        return families
-
-    def _remember(self, names: list[str], snapshots: dict[str, Snapshots], families: tuple[Family, ...]) -> None:
-        """Keep the last three pairs: a refresh keeps its pair a moment before it publishes its value,
-        so the scrapes in between still ask for the one before."""
-        self._snapshot_cache = [*self._snapshot_cache[-2:], (names, snapshots, families)]
+        return self._snapshot_rendered.get((names, snapshots), lambda: self._build_snapshot_families(names, snapshots))
 
     @staticmethod
     def _build_snapshot_families(names: list[str], snapshots: dict[str, Snapshots]) -> tuple[Family, ...]:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..exposition import Families, Family, FrozenFamily
-from ..refresh import BackgroundRefresher, frozen
+from ..refresh import BackgroundRefresher, RenderedOnce, frozen
 from .base import Context, RefreshingCollector, Report
 from .datasets import compile_pattern, pool_selected
 
@@ -70,7 +70,7 @@ class PoolsCollector(RefreshingCollector):
         # zpool runs after the exporter's first answer (refresh.START): that answer comes sooner
         self.pool_list = BackgroundRefresher("zpool_list", self._read_list, interval, wait_for_start=True)
         self.status = BackgroundRefresher("zpool_status", self._read_status, interval, wait_for_start=True)
-        self._frozen: list[tuple[Any, list[FrozenFamily]]] = []  # (source value, its rendered families)
+        self._rendered = RenderedOnce(4)  # the families of the last values of either source
         ctx.zpool_status = self.status
 
     def _read_list(self) -> list[Pool]:
@@ -91,14 +91,13 @@ class PoolsCollector(RefreshingCollector):
         """The rendered families of one source's value: made by its refresh (before the value is
         published) or, for a value the scrape sees first, then; the last four values of either source
         are kept (for each, the published one and the one its refresh is about to publish)."""
-        for known, families in self._frozen:
-            if known is value:
-                return families
-        built = Families()
-        build(value, built)
-        families = frozen(built)
-        self._frozen = [*self._frozen[-3:], (value, families)]
-        return families
+
+        def render() -> list[FrozenFamily]:
+            built = Families()
+            build(value, built)
+            return frozen(built)
+
+        return self._rendered.get((value,), render)
 
     def _list_families(self, pools: list[Pool], families: Families) -> None:
         for pool in pools:

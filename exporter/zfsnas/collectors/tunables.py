@@ -14,7 +14,7 @@ import argparse
 from collections.abc import Iterable, Sequence
 
 from ..exposition import Families, Family, FrozenFamily
-from ..refresh import BackgroundRefresher, frozen
+from ..refresh import BackgroundRefresher, RenderedOnce, frozen
 from .base import Context, RefreshingCollector, Report
 
 
@@ -38,7 +38,7 @@ class TunablesCollector(RefreshingCollector):
         super().__init__(ctx)
         interval = getattr(ctx.args, "tunables_refresh_interval", 30.0)
         self.refresher = BackgroundRefresher("module_parameters", self._read, interval)
-        self._frozen: tuple[object, list[FrozenFamily]] = (None, [])  # (the read, its families)
+        self._rendered = RenderedOnce(1)  # the last read's families
 
     def _read(self) -> tuple[str | None, dict[str, int]]:
         kstat = self.ctx.kstat
@@ -53,9 +53,7 @@ class TunablesCollector(RefreshingCollector):
         read = self.current(self.refresher, report)
         if read is None:
             return []
-        if self._frozen[0] is not read:  # a new background read: render its text once
-            self._frozen = (read, frozen_families(*read))
-        return self._frozen[1]
+        return self._rendered.get((read,), lambda: frozen_families(*read))  # rendered once per read
 
 
 def frozen_families(version: str | None, parameters: dict[str, int]) -> list[FrozenFamily]:
