@@ -104,7 +104,7 @@ class Unrepresentable(ValueError):
 
 
 # The largest integer a float64 parser (Prometheus' strconv.ParseFloat) reads without ErrRange.
-_INT_LIMIT = int(sys.float_info.max)
+INT_LIMIT = int(sys.float_info.max)
 
 
 def format_value(value: float) -> str:
@@ -112,7 +112,7 @@ def format_value(value: float) -> str:
     (a string, None, an integer beyond float64), so one bad value drops one sample, not the page."""
     kind = type(value)
     if kind is int:
-        if -_INT_LIMIT <= value <= _INT_LIMIT:
+        if -INT_LIMIT <= value <= INT_LIMIT:
             return str(value)  # exact, even above 2**53
         raise Unrepresentable("out_of_range")
     if kind is not float:
@@ -330,7 +330,7 @@ def render_family(family: Family, out: list[str], problems: RenderIssues | None 
         line = lines.get(values)
         if line is not None:
             kind = type(value)
-            if kind is int and -_INT_LIMIT <= value <= _INT_LIMIT:
+            if kind is int and -INT_LIMIT <= value <= INT_LIMIT:
                 append(f"{line}{value}\n")
                 continue
             if kind is float:
@@ -386,6 +386,41 @@ class FrozenFamily(Family):
         self.text = "".join(out)
         self.problems = problems or None
         return self
+
+
+class TextFamily(FrozenFamily):
+    """A family its collector wrote as text, exactly as `render_family` would have (the scrape
+    serves `text`), whose samples are built only when something asks for them (prometheus_client,
+    tests): `build(arg)` returns them. For collectors that keep sample lines between scrapes or lay
+    out a fixed field list once (objset, arc); whatever such text cannot say exactly (a name or
+    value `render_family` would drop or rewrite) they leave to plain families."""
+
+    __slots__ = ("_samples", "_build", "_arg")
+
+    def __init__(self, name: str, documentation: str, kind: str, labelnames: tuple[str, ...], text: str,
+                 build: Callable[[Any], list[Sample]], arg: Any):
+        # The slots are set directly: a collector makes one per family per scrape (arc: 113).
+        self.name, self.documentation, self.kind, self.labelnames = name, documentation, kind, labelnames
+        self._samples: list[Sample] | None = None
+        self._build, self._arg = build, arg
+        self.text: str | None = text
+        self.problems = None
+
+    @property
+    def samples(self) -> list[Sample]:
+        if self._samples is None:
+            self._samples = self._build(self._arg)
+        return self._samples
+
+    @samples.setter
+    def samples(self, samples: list[Sample]) -> None:
+        self._samples = samples
+
+
+def header_text(name: str, documentation: str, kind: str, labelnames: tuple[str, ...]) -> str | None:
+    """The HELP and TYPE lines `render_family` writes for such a family; None when it would drop the
+    family's samples (a metric or label name that cannot be written)."""
+    return _FamilyText(name, documentation, kind, labelnames).header
 
 
 def render(families: Iterable[Family], problems: RenderIssues | None = None) -> str:

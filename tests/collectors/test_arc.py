@@ -3,7 +3,9 @@
 import pytest
 
 from tests.conftest import LINUX_VERSIONS, linux_tree, samples, scrape_text, types, value
-from zfsnas.collectors.arc import arc_metric
+from zfsnas.collectors.arc import arc_families, arc_metric
+from zfsnas.exposition import Family, RenderIssues, TextFamily, render
+from zfsnas.sources.kstat import parse_named_kstat
 
 
 def scrape(version):
@@ -82,3 +84,53 @@ def test_meta_balance_is_a_ratio():
 def test_field_mapping(field, kind, name):
     spec = arc_metric(field)
     assert (spec.kind, spec.name) == (kind, name)
+
+
+# --- the text path: arcstats laid out once, served as text -------------------------------------
+
+def _plain_rendering(families):
+    """What the renderer writes from the families' samples: the text path must write exactly this."""
+    plain = []
+    for family in families:
+        copy = Family(family.name, family.documentation, family.kind, family.labelnames)
+        copy.samples = list(family.samples)
+        plain.append(copy)
+    return render(plain)
+
+
+@pytest.mark.parametrize("version", LINUX_VERSIONS)
+def test_text_is_the_rendering_of_the_samples(version):
+    text = (linux_tree(version) / "proc/spl/kstat/zfs/arcstats").read_text()
+    values = parse_named_kstat(text).values
+    families = arc_families(values)
+    assert families and all(isinstance(f, TextFamily) for f in families)
+    served = render(families)
+    assert served == _plain_rendering(families)
+    assert value(served, "zfs_arc_size_bytes") == 11_811_160_064
+    assert len([f for f in families if f.name == "zfs_arc_reads_total"]) == 1  # one family, its samples together
+
+
+def test_text_follows_the_values_of_each_read():
+    values = parse_named_kstat((linux_tree("2.3.2") / "proc/spl/kstat/zfs/arcstats").read_text()).values
+    first = render(arc_families(values))
+    later = dict(values, size=values["size"] + 4096, demand_data_misses=values["demand_data_misses"] + 1, pd=1 << 31)
+    text = render(arc_families(later))
+    assert value(first, "zfs_arc_size_bytes") == 11_811_160_064
+    assert value(text, "zfs_arc_size_bytes") == 11_811_160_064 + 4096
+    assert value(text, "zfs_arc_reads_total", access="demand", content="data", result="miss") == 900_001
+    assert value(text, "zfs_arc_mru_data_target_ratio") == 0.5
+    assert text == _plain_rendering(arc_families(later))
+
+
+@pytest.mark.parametrize("odd, reason", [
+    ({"size": 10**400}, "out_of_range"),            # an integer no float64 holds: that sample is dropped
+    ({"Weird:Field": 1}, "invalid_metric_name"),    # a field that makes no metric name: that family is dropped
+])
+def test_what_text_cannot_say_goes_through_the_renderer(odd, reason):
+    values = parse_named_kstat((linux_tree("2.1.11") / "proc/spl/kstat/zfs/arcstats").read_text()).values
+    families = arc_families({**values, **odd})
+    assert not any(isinstance(f, TextFamily) for f in families)
+    problems = RenderIssues()
+    text = render(families, problems)
+    assert sum(problems.dropped.values()) == 1 and {r for _, r in problems.dropped} == {reason}
+    assert value(text, "zfs_arc_hits_total") == values["hits"]

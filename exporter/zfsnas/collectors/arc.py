@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from ..exposition import Family
+from ..exposition import INT_LIMIT, Family, Sample, TextFamily, Unrepresentable, format_labels, format_value, header_text
 from .base import Collector, Report
 
 
@@ -131,11 +131,15 @@ demand_hit_prescient_prefetch demand_iohit_prescient_prefetch l2_evict_l1cached
 
 
 class _Layout:
-    """How one arcstats field list becomes families: each family's (kind, name, help, label names),
+    """How one arcstats field list becomes families: each family's (name, help, kind, label names),
     and per field the index of its family, its label values and scale. arcstats has the same fields
-    in the same order on every read of a loaded module, so this is worked out once."""
+    in the same order on every read of a loaded module, so this is worked out once, text included:
+    `order` lists the fields family by family, `prefixes` each one's line up to the value (its
+    family's HELP and TYPE lines before the first), and `ends` where each family's lines end in
+    `order`. `text_ok` is False where `render_family` would drop a family (a field whose name makes
+    no valid metric name): such a layout is always rendered the plain way, which counts the drop."""
 
-    __slots__ = ("families", "fields")
+    __slots__ = ("families", "fields", "order", "prefixes", "ends", "scaled", "text_ok")
 
     def __init__(self, fields: tuple[str, ...]):
         index: dict[str, int] = {}
@@ -147,6 +151,27 @@ class _Layout:
                 index[spec.name] = len(self.families)
                 self.families.append((spec.name, spec.help, spec.kind, tuple(k for k, _ in spec.labels)))
             self.fields.append((index[spec.name], tuple(v for _, v in spec.labels), spec.scale))
+        self.order = sorted(range(len(fields)), key=lambda i: (self.fields[i][0], i))
+        headers = [header_text(*family) for family in self.families]
+        self.text_ok = None not in headers
+        self.prefixes: list[str] = []
+        self.ends: list[int] = []
+        self.scaled = [(at, self.fields[i][2]) for at, i in enumerate(self.order) if self.fields[i][2] != 1]
+        for at, i in enumerate(self.order):
+            family, labels, _ = self.fields[i]
+            name, _, _, names = self.families[family]
+            first = at == 0 or self.fields[self.order[at - 1]][0] != family
+            if first and at:
+                self.ends.append(at)
+            label_text = format_labels(names, labels) if labels else ""
+            self.prefixes.append(f"{headers[family] if first else ''}{name}{label_text} ")
+        self.ends.append(len(fields))
+
+    def samples(self, arg: tuple[int, list[int]]) -> list[Sample]:
+        """The samples of family `arg[0]` from the scrape's values `arg[1]` (in field order)."""
+        family, values = arg
+        return [("", labels, values[i] if scale == 1 else values[i] * scale)
+                for i, (at, labels, scale) in enumerate(self.fields) if at == family]
 
 
 @functools.lru_cache(maxsize=8)
@@ -155,7 +180,26 @@ def _layout(fields: tuple[str, ...]) -> _Layout:
 
 
 def arc_families(values: dict[str, int]) -> list[Family]:
+    """The families of one arcstats read. Written as text in the layout's order where every value
+    is an integer the format holds (always, from a kernel), else built as plain samples."""
     layout = _layout(tuple(values))
+    numbers = list(values.values())
+    if (layout.text_ok and numbers and set(map(type, numbers)) == {int}
+            and -INT_LIMIT <= min(numbers) and max(numbers) <= INT_LIMIT):
+        ordered: list[int | str] = [numbers[i] for i in layout.order]
+        try:
+            for at, scale in layout.scaled:
+                ordered[at] = format_value(ordered[at] * scale)  # type: ignore[operator]
+        except Unrepresentable:
+            pass
+        else:
+            lines = [f"{prefix}{value}\n" for prefix, value in zip(layout.prefixes, ordered)]
+            out: list[Family] = []
+            start, samples = 0, layout.samples
+            for family, end in enumerate(layout.ends):
+                out.append(TextFamily(*layout.families[family], "".join(lines[start:end]), samples, (family, numbers)))
+                start = end
+            return out
     families = [Family(*spec) for spec in layout.families]
     for (at, labels, scale), value in zip(layout.fields, values.values()):
         families[at].samples.append(("", labels, value if scale == 1 else value * scale))

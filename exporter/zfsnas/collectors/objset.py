@@ -6,10 +6,10 @@ the two join). Two objsets reporting the same dataset name (a rename caught mid-
 A big NAS has thousands of datasets, most of them idle between two scrapes, and twenty-odd
 families of one sample per dataset: formatting those lines was most of a scrape. So each
 dataset's lines are kept while its counters stay the same (the source hands out the very same
-values then), and a family's text is joined from them (`_TextFamilies`). What the kept lines
-cannot say exactly as `exposition.render_family` would (a label value to rewrite, a value or
-field name that cannot be written, datasets with different fields) is built as plain samples
-and rendered the usual way.
+values then), and a family's text is joined from them (`_TextFamilies`, served as
+`exposition.TextFamily`). What the kept lines cannot say exactly as `exposition.render_family`
+would (a label value to rewrite, a value or field name that cannot be written, datasets with
+different fields) is built as plain samples and rendered the usual way.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import functools
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ..exposition import Families, Family, FrozenFamily, Sample, Unrepresentable, format_labels, format_value, render_family
+from ..exposition import Families, Family, Sample, TextFamily, Unrepresentable, format_labels, format_value, header_text
 from .base import Collector, Report
 
 if TYPE_CHECKING:
@@ -99,9 +99,7 @@ def add_samples(families: Families, rows: list[Row]) -> None:
 def _header(field: str) -> str | None:
     """The HELP and TYPE lines of the field's family as `render_family` writes them; None when its
     name cannot be written."""
-    out: list[str] = []
-    render_family(Family(*objset_metric(field), "counter", LABELS), out, cache=None)
-    return out[0] if out else None
+    return header_text(*objset_metric(field), "counter", LABELS)
 
 
 class _Kept:
@@ -148,7 +146,8 @@ class _TextFamilies:
                     return None
             self._kept[labels] = last
             lines.append(last.lines)
-        return [_ObjsetFamily(field, f"{header}{''.join(column)}", rows)
+        return [TextFamily(*objset_metric(field), "counter", LABELS, f"{header}{''.join(column)}", _field_samples,
+                           (field, rows))
                 for field, header, column in zip(fields, headers, zip(*lines))]
 
     @staticmethod
@@ -171,27 +170,7 @@ class _TextFamilies:
         return _Kept(fields, values, text, lines)
 
 
-class _ObjsetFamily(FrozenFamily):
-    """One field's family: its text is joined from the kept lines, its samples (for prometheus_client
-    and tests; the scrape serves the text) are built only when asked for."""
-
-    __slots__ = ("_field", "_rows", "_samples")
-
-    def __init__(self, field: str, text: str, rows: list[Row]):
-        self._samples: list[Sample] | None = None
-        super().__init__(*objset_metric(field), "counter", LABELS)  # sets samples to [] through the setter
-        self._samples = None
-        self._field = field
-        self._rows = rows
-        self.text = text
-
-    @property
-    def samples(self) -> list[Sample]:
-        if self._samples is None:
-            field = self._field
-            self._samples = [("", labels, values[field]) for labels, values in self._rows]
-        return self._samples
-
-    @samples.setter
-    def samples(self, samples: list[Sample]) -> None:
-        self._samples = samples
+def _field_samples(arg: tuple[str, list[Row]]) -> list[Sample]:
+    """One field's samples, for a `TextFamily` asked for them."""
+    field, rows = arg
+    return [("", labels, values[field]) for labels, values in rows]
