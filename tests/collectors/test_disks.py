@@ -1,10 +1,13 @@
 """Collector `disks` on the fixture tree: counters in base units, identities, exclusions, fallback."""
 
 import argparse
+import shutil
 
 from tests.conftest import FIXTURES, samples, scrape_text, types, value
+from zfsnas.cli import build_parser
 from zfsnas.collectors.base import Context, Report
 from zfsnas.collectors.disks import DisksCollector
+from zfsnas.exposition import Family, TextFamily, render
 from zfsnas.refresh import BackgroundRefresher
 from zfsnas.sources.model import SourceError, VdevStatus
 
@@ -83,7 +86,7 @@ def test_cache_and_spare_membership_from_pools_collector():
                         "9803362419451837265", "cache", "", "ONLINE", 0, 0, 0, True)]
     report = Report("disks")
     families = collector_with_pools(vdevs).collect(report)
-    labels = {s[1][0]: s[1] for f in families.families() if f.name == "zfs_disk_info" for s in f.samples}
+    labels = {s[1][0]: s[1] for f in families if f.name == "zfs_disk_info" for s in f.samples}
     assert labels["nvme0n1"][6:] == ("tank", "9803362419451837265")
     assert labels["vda"][6:] == ("", "5589211234001945507")  # the spare is not in that status
     assert report.ok
@@ -129,7 +132,7 @@ def test_flags_parse():
 
 def info_served(collector):
     families = collector.collect(Report("disks"))
-    return {s[1][0]: s[1] for f in families.families() if f.name == "zfs_disk_info" for s in f.samples}
+    return {s[1][0]: s[1] for f in families if f.name == "zfs_disk_info" for s in f.samples}
 
 
 def test_identities_kept_between_scrapes_follow_a_hotplug_event_and_a_new_zpool_status():
@@ -161,4 +164,75 @@ def test_a_hung_scan_is_killed_and_reported_and_the_devices_kept():
     families = collector.collect(report)
     assert report.errors == ["source block_devices: scanning block devices took longer than 0.5s in its child "
                              "process and was killed"]
-    assert len([s for f in families.families() if f.name == "zfs_disk_info" for s in f.samples]) == 7
+    assert len([s for f in families if f.name == "zfs_disk_info" for s in f.samples]) == 7
+
+
+# --- the counters as text: headers and label texts made once, numbers written per scrape ---------
+
+def _plain_rendering(families):
+    plain = []
+    for family in families:
+        copy = Family(family.name, family.documentation, family.kind, family.labelnames)
+        copy.samples = list(family.samples)
+        plain.append(copy)
+    return render(plain)
+
+
+def _tree_with(tmp_path, diskstats):
+    shutil.copytree(TREE, tmp_path / "t", symlinks=True)
+    (tmp_path / "t/proc/diskstats").write_text(diskstats)
+    args = build_parser().parse_args(["--path.procfs", str(tmp_path / "t/proc"), "--path.sysfs", str(tmp_path / "t/sys"),
+                                      "--path.udev.data", str(tmp_path / "t/udev/data")])
+    collector = DisksCollector(Context(kstat=None, commands=None, args=args))
+    collector.refresher.refresh_now()
+    return collector
+
+
+def _collect(collector):
+    report = Report("disks")
+    families = list(collector.collect(report))
+    assert report.ok, report.errors
+    return families
+
+
+def test_counter_text_is_the_rendering_of_its_samples_and_follows_each_read(tmp_path):
+    original = (TREE / "proc/diskstats").read_text()
+    collector = _tree_with(tmp_path, original)
+    first = _collect(collector)
+    assert [f.name for f in first if isinstance(f, TextFamily)][:2] == ["zfs_disk_reads_total", "zfs_disk_writes_total"]
+    assert render(first) == _plain_rendering(first)
+    info_before = [f for f in first if f.name == "zfs_disk_info"]
+    # sdb reads 40 s more and writes 1 sector more: the next scrape's text says so
+    line = next(line for line in original.splitlines() if line.split()[2] == "sdb")
+    fields = line.split()
+    fields[6] = str(int(fields[6]) + 40_000)
+    fields[9] = str(int(fields[9]) + 1)
+    (tmp_path / "t/proc/diskstats").write_text(original.replace(line, " ".join(fields)))
+    later = _collect(collector)
+    text = render(later)
+    assert text == _plain_rendering(later)
+    assert value(text, "zfs_disk_read_time_seconds_total", device="sdb") == 80.0
+    assert value(text, "zfs_disk_written_bytes_total", device="sdb") == 400_016_001 * 512
+    assert [f for f in later if f.name == "zfs_disk_info"] == info_before  # identities unchanged: the same text
+
+
+def test_old_kernel_lines_have_no_discard_or_flush_families(tmp_path):
+    # 14 fields (kernel < 4.18): the four discard and two flush counters are left out, not zeros
+    old = "\n".join(" ".join(line.split()[:14]) for line in (TREE / "proc/diskstats").read_text().splitlines()) + "\n"
+    families = _collect(_tree_with(tmp_path, old))
+    names = {f.name for f in families}
+    assert "zfs_disk_reads_total" in names and not names & {"zfs_disk_discards_total", "zfs_disk_flushes_total"}
+    assert all(isinstance(f, TextFamily) for f in families if f.name.startswith("zfs_disk_") and f.name.endswith("_total"))
+    assert render(families) == _plain_rendering(families)
+
+
+def test_what_counter_text_cannot_say_goes_through_the_renderer(tmp_path):
+    # one line of another length (14 fields among 20): plain samples, the same numbers
+    lines = (TREE / "proc/diskstats").read_text().splitlines()
+    sdb = next(i for i, line in enumerate(lines) if line.split()[2] == "sdb")
+    lines[sdb] = " ".join(lines[sdb].split()[:14])
+    families = _collect(_tree_with(tmp_path, "\n".join(lines) + "\n"))
+    assert not any(isinstance(f, TextFamily) for f in families)
+    text = render(families)
+    assert value(text, "zfs_disk_reads_total", device="sdb") == 12016
+    assert value(text, "zfs_disk_flushes_total", device="sda") == 9000
