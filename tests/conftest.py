@@ -118,3 +118,26 @@ def zfs_commands(recordings: str | Path, *options: str) -> list[str]:
     directory = recordings if isinstance(recordings, Path) else commands / f"zfs-{recordings}"
     prefix = [sys.executable, str(commands / "standin.py"), *options, str(directory)]
     return ["--zfs.command-prefix", shlex.join(prefix)]
+
+
+def collected(collector) -> list:
+    """One collect of `collector` as a list of families; every read must have succeeded."""
+    from zfsnas.collectors.base import Report
+
+    report = Report(collector.name)
+    families = list(collector.collect(report))
+    assert report.ok, report.errors
+    return families
+
+
+def rendered_from_samples(families) -> str:
+    """What the renderer writes from the families' samples: what a collector's own text (a
+    `TextFamily`) must equal."""
+    from zfsnas.exposition import Family, render
+
+    plain = []
+    for family in families:
+        copy = Family(family.name, family.documentation, family.kind, family.labelnames)
+        copy.samples = list(family.samples)
+        plain.append(copy)
+    return render(plain)

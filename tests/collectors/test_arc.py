@@ -2,9 +2,9 @@
 
 import pytest
 
-from tests.conftest import LINUX_VERSIONS, linux_tree, samples, scrape_text, types, value
+from tests.conftest import LINUX_VERSIONS, linux_tree, rendered_from_samples, samples, scrape_text, types, value
 from zfsnas.collectors.arc import arc_families, arc_metric
-from zfsnas.exposition import Family, RenderIssues, TextFamily, render
+from zfsnas.exposition import RenderIssues, TextFamily, render
 from zfsnas.sources.kstat import parse_named_kstat
 
 
@@ -88,15 +88,6 @@ def test_field_mapping(field, kind, name):
 
 # --- the text path: arcstats laid out once, served as text -------------------------------------
 
-def _plain_rendering(families):
-    """What the renderer writes from the families' samples: the text path must write exactly this."""
-    plain = []
-    for family in families:
-        copy = Family(family.name, family.documentation, family.kind, family.labelnames)
-        copy.samples = list(family.samples)
-        plain.append(copy)
-    return render(plain)
-
 
 @pytest.mark.parametrize("version", LINUX_VERSIONS)
 def test_text_is_the_rendering_of_the_samples(version):
@@ -105,7 +96,7 @@ def test_text_is_the_rendering_of_the_samples(version):
     families = arc_families(values)
     assert families and all(isinstance(f, TextFamily) for f in families)
     served = render(families)
-    assert served == _plain_rendering(families)
+    assert served == rendered_from_samples(families)
     assert value(served, "zfs_arc_size_bytes") == 11_811_160_064
     assert len([f for f in families if f.name == "zfs_arc_reads_total"]) == 1  # one family, its samples together
 
@@ -119,7 +110,7 @@ def test_text_follows_the_values_of_each_read():
     assert value(text, "zfs_arc_size_bytes") == 11_811_160_064 + 4096
     assert value(text, "zfs_arc_reads_total", access="demand", content="data", result="miss") == 900_001
     assert value(text, "zfs_arc_mru_data_target_ratio") == 0.5
-    assert text == _plain_rendering(arc_families(later))
+    assert text == rendered_from_samples(arc_families(later))
 
 
 @pytest.mark.parametrize("odd, reason", [

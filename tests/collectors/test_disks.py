@@ -3,11 +3,11 @@
 import argparse
 import shutil
 
-from tests.conftest import FIXTURES, samples, scrape_text, types, value
+from tests.conftest import FIXTURES, collected, rendered_from_samples, samples, scrape_text, types, value
 from zfsnas.cli import build_parser
 from zfsnas.collectors.base import Context, Report
 from zfsnas.collectors.disks import DisksCollector
-from zfsnas.exposition import Family, TextFamily, render
+from zfsnas.exposition import TextFamily, render
 from zfsnas.refresh import BackgroundRefresher
 from zfsnas.sources.model import SourceError, VdevStatus
 
@@ -169,14 +169,6 @@ def test_a_hung_scan_is_killed_and_reported_and_the_devices_kept():
 
 # --- the counters as text: headers and label texts made once, numbers written per scrape ---------
 
-def _plain_rendering(families):
-    plain = []
-    for family in families:
-        copy = Family(family.name, family.documentation, family.kind, family.labelnames)
-        copy.samples = list(family.samples)
-        plain.append(copy)
-    return render(plain)
-
 
 def _tree_with(tmp_path, diskstats):
     shutil.copytree(TREE, tmp_path / "t", symlinks=True)
@@ -188,19 +180,13 @@ def _tree_with(tmp_path, diskstats):
     return collector
 
 
-def _collect(collector):
-    report = Report("disks")
-    families = list(collector.collect(report))
-    assert report.ok, report.errors
-    return families
-
 
 def test_counter_text_is_the_rendering_of_its_samples_and_follows_each_read(tmp_path):
     original = (TREE / "proc/diskstats").read_text()
     collector = _tree_with(tmp_path, original)
-    first = _collect(collector)
+    first = collected(collector)
     assert [f.name for f in first if isinstance(f, TextFamily)][:2] == ["zfs_disk_reads_total", "zfs_disk_writes_total"]
-    assert render(first) == _plain_rendering(first)
+    assert render(first) == rendered_from_samples(first)
     info_before = [f for f in first if f.name == "zfs_disk_info"]
     # sdb reads 40 s more and writes 1 sector more: the next scrape's text says so
     line = next(line for line in original.splitlines() if line.split()[2] == "sdb")
@@ -208,9 +194,9 @@ def test_counter_text_is_the_rendering_of_its_samples_and_follows_each_read(tmp_
     fields[6] = str(int(fields[6]) + 40_000)
     fields[9] = str(int(fields[9]) + 1)
     (tmp_path / "t/proc/diskstats").write_text(original.replace(line, " ".join(fields)))
-    later = _collect(collector)
+    later = collected(collector)
     text = render(later)
-    assert text == _plain_rendering(later)
+    assert text == rendered_from_samples(later)
     assert value(text, "zfs_disk_read_time_seconds_total", device="sdb") == 80.0
     assert value(text, "zfs_disk_written_bytes_total", device="sdb") == 400_016_001 * 512
     assert [f for f in later if f.name == "zfs_disk_info"] == info_before  # identities unchanged: the same text
@@ -219,11 +205,11 @@ def test_counter_text_is_the_rendering_of_its_samples_and_follows_each_read(tmp_
 def test_old_kernel_lines_have_no_discard_or_flush_families(tmp_path):
     # 14 fields (kernel < 4.18): the four discard and two flush counters are left out, not zeros
     old = "\n".join(" ".join(line.split()[:14]) for line in (TREE / "proc/diskstats").read_text().splitlines()) + "\n"
-    families = _collect(_tree_with(tmp_path, old))
+    families = collected(_tree_with(tmp_path, old))
     names = {f.name for f in families}
     assert "zfs_disk_reads_total" in names and not names & {"zfs_disk_discards_total", "zfs_disk_flushes_total"}
     assert all(isinstance(f, TextFamily) for f in families if f.name.startswith("zfs_disk_") and f.name.endswith("_total"))
-    assert render(families) == _plain_rendering(families)
+    assert render(families) == rendered_from_samples(families)
 
 
 def test_what_counter_text_cannot_say_goes_through_the_renderer(tmp_path):
@@ -231,7 +217,7 @@ def test_what_counter_text_cannot_say_goes_through_the_renderer(tmp_path):
     lines = (TREE / "proc/diskstats").read_text().splitlines()
     sdb = next(i for i, line in enumerate(lines) if line.split()[2] == "sdb")
     lines[sdb] = " ".join(lines[sdb].split()[:14])
-    families = _collect(_tree_with(tmp_path, "\n".join(lines) + "\n"))
+    families = collected(_tree_with(tmp_path, "\n".join(lines) + "\n"))
     assert not any(isinstance(f, TextFamily) for f in families)
     text = render(families)
     assert value(text, "zfs_disk_reads_total", device="sdb") == 12016

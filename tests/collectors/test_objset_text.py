@@ -7,9 +7,8 @@ import pytest
 from prometheus_client import generate_latest
 
 from tests.collectors.test_kstat_collectors import _exporter
-from tests.conftest import copy_tree, samples, types, value
-from zfsnas.collectors.base import Report
-from zfsnas.exposition import Family, FrozenFamily, render
+from tests.conftest import collected, copy_tree, rendered_from_samples, samples, types, value
+from zfsnas.exposition import FrozenFamily, render
 
 MEDIA = ("tank", "tank/media files")
 
@@ -20,21 +19,6 @@ def _rewrite(path, old, new):
     path.write_text(text.replace(old, new, 1))
 
 
-def _collect(collector):
-    report = Report("objset")
-    families = list(collector.collect(report))
-    assert report.ok, report.errors
-    return families
-
-
-def _rendered_from_samples(families):
-    """The text the renderer writes from the families' samples (what the kept lines must equal)."""
-    plain = []
-    for family in families:
-        copy = Family(family.name, family.documentation, family.kind, family.labelnames)
-        copy.samples = list(family.samples)
-        plain.append(copy)
-    return render(plain)
 
 
 @pytest.fixture
@@ -57,10 +41,10 @@ def test_text_is_the_rendering_of_the_samples_scrape_after_scrape(tree):
     kept = {}
     for what, change in steps:
         change()
-        families = _collect(collector)
+        families = collected(collector)
         assert families and all(isinstance(f, FrozenFamily) and f.text for f in families), what
         text = render(families)
-        assert text == _rendered_from_samples(families), what
+        assert text == rendered_from_samples(families), what
         now = dict(collector._text._kept)
         if what == "a later read of the same rows":
             assert all(now[key] is kept[key] for key in now), "unchanged datasets were rendered again"
@@ -79,7 +63,7 @@ def test_text_is_the_rendering_of_the_samples_scrape_after_scrape(tree):
 def test_samples_are_served_to_prometheus_client_as_they_are_rendered(tree):
     exporter = _exporter(tree, "objset")
     (collector,) = exporter.scrape.collectors
-    families = _collect(collector)
+    families = collected(collector)
     written = next(f for f in families if f.name == "zfs_dataset_written_bytes_total")
     assert ("", MEDIA, 73_014_444_032) in written.samples
     assert [labels for _, labels, _ in written.samples] == [  # pools in order, then objset files by name
