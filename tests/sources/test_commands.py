@@ -136,3 +136,32 @@ def test_close_kills_the_running_command_and_refuses_the_waiting_ones():
     assert sum("exited with status -9" in str(r) for r in results) == 1  # the hung one, killed
     with pytest.raises(SourceError, match="exporter shutting down"):
         runner.run(["true"])
+
+
+def test_a_command_that_exits_while_another_thread_reaps_it_is_seen_to_exit():
+    """close() kills a command and reaps it in its own thread; the command's reader, woken by the
+    command's pidfd at that moment, found Popen.poll() answering None (the other thread held Popen's
+    reaping lock) and reported the kill as a timeout. The status must come through once it is known."""
+    import subprocess
+    import threading
+
+    from zfsnas.sources import commands
+
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    held, release = threading.Event(), threading.Event()
+
+    def reaping_elsewhere():
+        with proc._waitpid_lock:  # what a wait() in another thread holds while it reaps
+            held.set()
+            release.wait(5)
+
+    holder = threading.Thread(target=reaping_elsewhere)
+    holder.start()
+    held.wait(5)
+    threading.Timer(0.3, release.set).start()
+    try:
+        assert commands._wait_exit(proc, time.monotonic() + 10)
+        assert proc.returncode == 0
+    finally:
+        release.set()
+        holder.join(5)

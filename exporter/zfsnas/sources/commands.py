@@ -43,6 +43,7 @@ DEFAULT_MAX_OUTPUT = 16 * 1024 * 1024
 MAX_LINE_BYTES = 64 * 1024
 MAX_STDERR = 4096
 EOF_GRACE = 1.0
+REAP_GRACE = 2.0    # seconds to collect the status of a command known to have exited (another thread may be reaping it)
 _CHUNK = 65536
 ONE_AT_A_TIME = ("zfs", "zpool")  # programs the runner runs one at a time (see the module docstring)
 
@@ -268,8 +269,13 @@ def _wait_exit(proc: subprocess.Popen, deadline: float) -> bool:
         if pidfd is not None:
             waiter = select.poll()
             waiter.register(pidfd, select.POLLIN)
-            waiter.poll(max(0.0, deadline - time.monotonic()) * 1000)
-            return proc.poll() is not None
+            if not waiter.poll(max(0.0, deadline - time.monotonic()) * 1000):
+                return False
+            # It has exited: its status comes through wait(), not poll(), which answers None while
+            # another thread holds Popen's reaping lock in its own wait (close() killing it). Seen:
+            # a command killed at shutdown reported as timed out.
+            proc.wait(timeout=max(REAP_GRACE, deadline - time.monotonic()))
+            return True
         proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         return True
     except subprocess.TimeoutExpired:
