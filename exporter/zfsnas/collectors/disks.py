@@ -236,10 +236,13 @@ class _CounterText:
     def __init__(self) -> None:
         self._labels: dict[str, str] = {}
         self._headers = [header_text(name, help_text, kind, ("device",)) for name, _, _, kind, help_text in COUNTERS]
+        self._writable = None not in self._headers  # fixed names: always, unless COUNTERS holds a bad one
 
     def families(self, rows: list[DiskStats]) -> list[Family] | None:
-        if not rows or None in self._headers:
-            return [] if not rows else None
+        if not rows:
+            return []
+        if not self._writable:
+            return None
         width = len(rows[0]) - rows[0].count(None)  # the kernel's counters, then None for those it lacks
         labels, numbers = [], []
         for stats in rows:
