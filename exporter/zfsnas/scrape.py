@@ -18,7 +18,7 @@ from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING
 
 from .collectors.base import Collector, Report, one_line
-from .exposition import Families, Family, RenderIssues, render, render_family
+from .exposition import Families, Family, RenderIssues, TextFamilies, render, render_family
 
 if TYPE_CHECKING:
     from .sources.model import KstatSource
@@ -75,20 +75,20 @@ class ScrapeCollector:
         finally:
             self._lock.release()
 
-    def _scrape(self, deadline: float | None = None) -> tuple[list[tuple[str, list[Family]]], Families]:
+    def _scrape(self, deadline: float | None = None) -> tuple[list[tuple[str, Iterable[Family]]], Families]:
         with ExitStack() as scrape:
             for ctx in {id(c.ctx): c.ctx for c in self.collectors}.values():
                 scrape.enter_context(ctx.scrape())
             return self._scrape_each(deadline)
 
-    def _scrape_each(self, deadline: float | None) -> tuple[list[tuple[str, list[Family]]], Families]:
-        out: list[tuple[str, list[Family]]] = []
+    def _scrape_each(self, deadline: float | None) -> tuple[list[tuple[str, Iterable[Family]]], Families]:
+        out: list[tuple[str, Iterable[Family]]] = []
         families = Families()
         zfs_missing = self._zfs_missing()
         for collector in self.collectors:
             report = Report(collector.name)
             started = time.perf_counter()
-            result: list[Family] = []
+            result: Iterable[Family] = []
             if zfs_missing and collector.needs_zfs:
                 report.fail("zfs", zfs_missing)  # said once by _zfs_missing, not per collector
             elif deadline is not None and time.monotonic() > deadline:
@@ -96,7 +96,9 @@ class ScrapeCollector:
                 self._log_changes(collector.name, report.errors)
             else:
                 with report.guard("collect"):
-                    result = list(collector.collect(report))
+                    returned = collector.collect(report)
+                    # kept as it is when it holds its own text (TextFamilies): rendering copies that
+                    result = returned if isinstance(returned, TextFamilies) else list(returned)
                 self._log_changes(collector.name, report.errors)
             labels = {"collector": collector.name}
             families.gauge("zfs_exporter_collector_success",

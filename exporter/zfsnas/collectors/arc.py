@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from ..exposition import INT_LIMIT, Family, Sample, TextFamily, Unrepresentable, format_labels, format_value, header_text
+from ..exposition import INT_LIMIT, Family, TextFamilies, Unrepresentable, format_labels, format_value, header_text
 from .base import Collector, Report
 
 
@@ -134,12 +134,13 @@ class _Layout:
     """How one arcstats field list becomes families: each family's (name, help, kind, label names),
     and per field the index of its family, its label values and scale. arcstats has the same fields
     in the same order on every read of a loaded module, so this is worked out once, text included:
-    `order` lists the fields family by family, `prefixes` each one's line up to the value (its
-    family's HELP and TYPE lines before the first), and `ends` where each family's lines end in
-    `order`. `text_ok` is False where `render_family` would drop a family (a field whose name makes
-    no valid metric name): such a layout is always rendered the plain way, which counts the drop."""
+    `order` lists the fields family by family and `template` is the page with a hole for each
+    value (every field's line up to its value, its family's HELP and TYPE lines before the first
+    of its family; the holes at odd positions). `text_ok` is False where `render_family` would
+    drop a family (a field whose name makes no valid metric name): such a layout is always
+    rendered the plain way, which counts the drop."""
 
-    __slots__ = ("families", "fields", "order", "prefixes", "ends", "scaled", "text_ok")
+    __slots__ = ("families", "fields", "order", "template", "scaled", "text_ok")
 
     def __init__(self, fields: tuple[str, ...]):
         index: dict[str, int] = {}
@@ -154,24 +155,23 @@ class _Layout:
         self.order = sorted(range(len(fields)), key=lambda i: (self.fields[i][0], i))
         headers = [header_text(*family) for family in self.families]
         self.text_ok = None not in headers
-        self.prefixes: list[str] = []
-        self.ends: list[int] = []
         self.scaled = [(at, self.fields[i][2]) for at, i in enumerate(self.order) if self.fields[i][2] != 1]
+        self.template: list[str] = []
         for at, i in enumerate(self.order):
             family, labels, _ = self.fields[i]
             name, _, _, names = self.families[family]
             first = at == 0 or self.fields[self.order[at - 1]][0] != family
-            if first and at:
-                self.ends.append(at)
             label_text = format_labels(names, labels) if labels else ""
-            self.prefixes.append(f"{headers[family] if first else ''}{name}{label_text} ")
-        self.ends.append(len(fields))
+            end_of_last = "\n" if at else ""  # each line's end goes before the next one's start
+            self.template += [f"{end_of_last}{headers[family] if first else ''}{name}{label_text} ", ""]
+        self.template += ["\n"] if fields else []
 
-    def samples(self, arg: tuple[int, list[int]]) -> list[Sample]:
-        """The samples of family `arg[0]` from the scrape's values `arg[1]` (in field order)."""
-        family, values = arg
-        return [("", labels, values[i] if scale == 1 else values[i] * scale)
-                for i, (at, labels, scale) in enumerate(self.fields) if at == family]
+    def families_of(self, numbers: list[int]) -> list[Family]:
+        """The families of one read as plain samples (`numbers` in field order)."""
+        families = [Family(*spec) for spec in self.families]
+        for (at, labels, scale), value in zip(self.fields, numbers):
+            families[at].samples.append(("", labels, value if scale == 1 else value * scale))
+        return families
 
 
 @functools.lru_cache(maxsize=8)
@@ -179,9 +179,9 @@ def _layout(fields: tuple[str, ...]) -> _Layout:
     return _Layout(fields)
 
 
-def arc_families(values: dict[str, int]) -> list[Family]:
-    """The families of one arcstats read. Written as text in the layout's order where every value
-    is an integer the format holds (always, from a kernel), else built as plain samples."""
+def arc_families(values: dict[str, int]) -> Iterable[Family]:
+    """The families of one arcstats read. Written as one text in the layout's order where every
+    value is an integer the format holds (always, from a kernel), else built as plain samples."""
     layout = _layout(tuple(values))
     numbers = list(values.values())
     if (layout.text_ok and numbers and set(map(type, numbers)) == {int}
@@ -193,17 +193,10 @@ def arc_families(values: dict[str, int]) -> list[Family]:
         except Unrepresentable:
             pass
         else:
-            lines = [f"{prefix}{value}\n" for prefix, value in zip(layout.prefixes, ordered)]
-            out: list[Family] = []
-            start, samples = 0, layout.samples
-            for family, end in enumerate(layout.ends):
-                out.append(TextFamily(*layout.families[family], "".join(lines[start:end]), samples, (family, numbers)))
-                start = end
-            return out
-    families = [Family(*spec) for spec in layout.families]
-    for (at, labels, scale), value in zip(layout.fields, values.values()):
-        families[at].samples.append(("", labels, value if scale == 1 else value * scale))
-    return families
+            page = layout.template.copy()
+            page[1::2] = map(str, ordered)
+            return TextFamilies("".join(page), layout.families_of, numbers)
+    return layout.families_of(numbers)
 
 
 class ArcCollector(Collector):
