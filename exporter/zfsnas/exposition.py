@@ -392,7 +392,7 @@ class TextFamily(FrozenFamily):
     """A family its collector wrote as text, exactly as `render_family` would have (the scrape
     serves `text`), whose samples are built only when something asks for them (prometheus_client,
     tests): `build(arg)` returns them. For collectors that keep sample lines between scrapes or lay
-    out a fixed field list once (objset, arc, disks); whatever such text cannot say exactly (a name or
+    out a fixed field list once (objset, disks; arc uses `TextFamilies`); whatever such text cannot say exactly (a name or
     value `render_family` would drop or rewrite) they leave to plain families."""
 
     __slots__ = ("_samples", "_build", "_arg")
