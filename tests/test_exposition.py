@@ -20,6 +20,7 @@ from zfsnas.exposition import (
     Family,
     FrozenFamily,
     RenderIssues,
+    TextFamilies,
     format_le,
     format_value,
     render,
@@ -114,6 +115,36 @@ def test_scrape_counts_drops_per_collector_and_reason_and_logs_once(caplog):
     if shutil.which("promtool"):
         check = subprocess.run(["promtool", "check", "metrics"], input=second.encode(), capture_output=True)
         assert check.returncode == 0, check.stdout + check.stderr
+
+
+class Written(Collector):
+    """A collector that writes its families' text itself (as arc does), and counts the builds."""
+    name = "written"
+    needs_zfs = False
+    builds = 0
+
+    def collect(self, report):
+        return TextFamilies('# HELP zfs_a A.\n# TYPE zfs_a gauge\nzfs_a{k="v"} 7\n', self.build, 7)
+
+    def build(self, value):
+        Written.builds += 1
+        family = Family("zfs_a", "A.", "gauge", ("k",))
+        family.samples.append(("", ("v",), value))
+        return [family]
+
+
+def test_a_collectors_own_text_is_served_as_it_is_and_its_families_built_only_when_asked_for():
+    scrape = ScrapeCollector([Written(Context(kstat=None, commands=None))])
+    Written.builds = 0
+    page = scrape.render()
+    assert page.startswith('# HELP zfs_a A.\n# TYPE zfs_a gauge\nzfs_a{k="v"} 7\n')
+    assert 'zfs_exporter_collector_success{collector="written"} 1' in page
+    assert Written.builds == 0  # the page copied the text
+    families = scrape.scrape()  # the generic path (prometheus_client) gets the families themselves
+    assert [(f.name, f.samples) for f in families if f.name == "zfs_a"] == [("zfs_a", [("", ("v",), 7)])]
+    assert Written.builds == 1
+    written = TextFamilies("x", Written(Context(kstat=None, commands=None)).build, 3)
+    assert len(written) == 1 and list(written)[0].samples == [("", ("v",), 3)] and Written.builds == 2  # built once
 
 
 def test_log_lines_are_capped(caplog):
