@@ -419,15 +419,18 @@ class TextFamily(FrozenFamily):
 
 class TextFamilies:
     """Several families one collector wrote as a single text, exactly as `render` would have
-    written them (the scrape serves `text`); the families themselves are built only when something
-    iterates them (prometheus_client, tests). For a fixed field list laid out once (arc: 113
-    families from one arcstats read), where a `TextFamily` per family would cost more to make
-    than its text. A collector returns it in place of its list of families."""
+    written them (the scrape serves `text`, and counts `problems`: what rendering a plain part had
+    to drop or rewrite); the families themselves are built only when something iterates them
+    (prometheus_client, tests). For fixed field lists laid out once (`Layout`: arc's 113 families
+    from one arcstats read), where a `TextFamily` per family would cost more to make than its text.
+    A collector returns it in place of its list of families; `joined` makes one of several parts."""
 
-    __slots__ = ("text", "_families", "_build", "_arg")
+    __slots__ = ("text", "problems", "_families", "_build", "_arg")
 
-    def __init__(self, text: str, build: Callable[[Any], list[Family]], arg: Any):
+    def __init__(self, text: str, build: Callable[[Any], list[Family]], arg: Any,
+                 problems: RenderIssues | None = None):
         self.text = text
+        self.problems = problems
         self._families: list[Family] | None = None
         self._build, self._arg = build, arg
 
@@ -443,6 +446,96 @@ class TextFamilies:
         return len(self.families())
 
 
+def _flat(parts: list[Family | TextFamilies]) -> list[Family]:
+    return [family for part in parts for family in (part if isinstance(part, TextFamilies) else (part,))]
+
+
+def joined(parts: Iterable[Family | TextFamilies]) -> TextFamilies:
+    """Plain families and `TextFamilies`, in page order, as one `TextFamilies`: the plain ones are
+    rendered now (what they had to lose is kept in its `problems`)."""
+    items = list(parts)
+    problems = RenderIssues()
+    out: list[str] = []
+    for part in items:
+        if isinstance(part, TextFamilies):
+            out.append(part.text)
+            if part.problems:
+                problems.add(part.problems)
+        elif isinstance(part, FrozenFamily) and part.text is not None:
+            out.append(part.text)
+            if part.problems:
+                problems.add(part.problems)
+        else:
+            render_family(part, out, problems)
+    return TextFamilies("".join(out), _flat, items, problems or None)
+
+
+class Layout:
+    """A fixed list of fields, read as numbers in the same order on every scrape (a named kstat),
+    laid out once as families and as text. Each entry is a field's family (name, help, kind, label
+    names), label values and scale; entries naming one family are its samples, in entry order, and
+    families come in first-use order (as `Families` builds them). `template` is the page with a
+    hole for each value (odd positions: every field's line up to its value, its family's HELP and
+    TYPE lines before the first of its family). `text_ok` is False where `render_family` would drop
+    or rewrite something (a name that makes no valid metric or label name, a label value to fix):
+    such a layout is always rendered the plain way, which counts it."""
+
+    __slots__ = ("families", "fields", "order", "template", "scaled", "text_ok")
+
+    def __init__(self, entries: Iterable[tuple[tuple[str, str, str, tuple[str, ...]], tuple[str, ...], float]]):
+        index: dict[str, int] = {}
+        self.families: list[tuple[str, str, str, tuple[str, ...]]] = []
+        self.fields: list[tuple[int, tuple[str, ...], float]] = []
+        for spec, labels, scale in entries:
+            if spec[0] not in index:
+                index[spec[0]] = len(self.families)
+                self.families.append(spec)
+            self.fields.append((index[spec[0]], labels, scale))
+        self.order = sorted(range(len(self.fields)), key=lambda i: (self.fields[i][0], i))
+        headers = [header_text(*family) for family in self.families]
+        self.text_ok = None not in headers
+        self.scaled = [(at, self.fields[i][2]) for at, i in enumerate(self.order) if self.fields[i][2] != 1]
+        self.template: list[str] = []
+        for at, i in enumerate(self.order):
+            family, labels, _ = self.fields[i]
+            name, _, _, names = self.families[family]
+            first = at == 0 or self.fields[self.order[at - 1]][0] != family
+            issues: list[str] = []
+            try:
+                label_text = format_labels(names, labels, issues) if labels else ""
+            except Unrepresentable:
+                label_text, issues = "", ["invalid_label_value"]
+            if issues or len(labels) != len(names):
+                self.text_ok = False
+            end_of_last = "\n" if at else ""  # each line's end goes before the next one's start
+            self.template += [f"{end_of_last}{headers[family] if first else ''}{name}{label_text} ", ""]
+        self.template += ["\n"] if self.fields else []
+
+    def families_of(self, numbers: Sequence[float]) -> list[Family]:
+        """The families of one read as plain samples (`numbers` in entry order)."""
+        families = [Family(*spec) for spec in self.families]
+        for (at, labels, scale), value in zip(self.fields, numbers):
+            families[at].samples.append(("", labels, value if scale == 1 else value * scale))
+        return families
+
+    def page(self, numbers: list[Any]) -> TextFamilies | list[Family]:
+        """One read's families (`numbers` in entry order): written as text where every value is an
+        integer the format holds (always, from a kernel), else as plain samples for the renderer."""
+        if (self.text_ok and numbers and len(numbers) == len(self.fields) and set(map(type, numbers)) == {int}
+                and -INT_LIMIT <= min(numbers) and max(numbers) <= INT_LIMIT):
+            ordered: list[int | str] = [numbers[i] for i in self.order]
+            try:
+                for at, scale in self.scaled:
+                    ordered[at] = format_value(ordered[at] * scale)  # type: ignore[operator]
+            except Unrepresentable:
+                pass
+            else:
+                page = self.template.copy()
+                page[1::2] = map(str, ordered)
+                return TextFamilies("".join(page), self.families_of, numbers)
+        return self.families_of(numbers)
+
+
 def header_text(name: str, documentation: str, kind: str, labelnames: tuple[str, ...]) -> str | None:
     """The HELP and TYPE lines `render_family` writes for such a family; None when it would drop the
     family's samples (a metric or label name that cannot be written)."""
@@ -452,6 +545,8 @@ def header_text(name: str, documentation: str, kind: str, labelnames: tuple[str,
 def render(families: Iterable[Family], problems: RenderIssues | None = None) -> str:
     """Text exposition of families; what had to be dropped or rewritten is added to `problems`."""
     if isinstance(families, TextFamilies):
+        if families.problems:
+            (RenderIssues() if problems is None else problems).add(families.problems)
         return families.text
     out: list[str] = []
     if problems is None:

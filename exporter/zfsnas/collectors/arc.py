@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from ..exposition import INT_LIMIT, Family, TextFamilies, Unrepresentable, format_labels, format_value, header_text
+from ..exposition import Family, Layout
 from .base import Collector, Report
 
 
@@ -130,73 +130,19 @@ demand_hit_prescient_prefetch demand_iohit_prescient_prefetch l2_evict_l1cached
 """.split())
 
 
-class _Layout:
-    """How one arcstats field list becomes families: each family's (name, help, kind, label names),
-    and per field the index of its family, its label values and scale. arcstats has the same fields
-    in the same order on every read of a loaded module, so this is worked out once, text included:
-    `order` lists the fields family by family and `template` is the page with a hole for each
-    value (every field's line up to its value, its family's HELP and TYPE lines before the first
-    of its family; the holes at odd positions). `text_ok` is False where `render_family` would
-    drop a family (a field whose name makes no valid metric name): such a layout is always
-    rendered the plain way, which counts the drop."""
-
-    __slots__ = ("families", "fields", "order", "template", "scaled", "text_ok")
-
-    def __init__(self, fields: tuple[str, ...]):
-        index: dict[str, int] = {}
-        self.families: list[tuple[str, str, str, tuple[str, ...]]] = []
-        self.fields: list[tuple[int, tuple[str, ...], float]] = []
-        for field in fields:
-            spec = arc_metric(field)
-            if spec.name not in index:
-                index[spec.name] = len(self.families)
-                self.families.append((spec.name, spec.help, spec.kind, tuple(k for k, _ in spec.labels)))
-            self.fields.append((index[spec.name], tuple(v for _, v in spec.labels), spec.scale))
-        self.order = sorted(range(len(fields)), key=lambda i: (self.fields[i][0], i))
-        headers = [header_text(*family) for family in self.families]
-        self.text_ok = None not in headers
-        self.scaled = [(at, self.fields[i][2]) for at, i in enumerate(self.order) if self.fields[i][2] != 1]
-        self.template: list[str] = []
-        for at, i in enumerate(self.order):
-            family, labels, _ = self.fields[i]
-            name, _, _, names = self.families[family]
-            first = at == 0 or self.fields[self.order[at - 1]][0] != family
-            label_text = format_labels(names, labels) if labels else ""
-            end_of_last = "\n" if at else ""  # each line's end goes before the next one's start
-            self.template += [f"{end_of_last}{headers[family] if first else ''}{name}{label_text} ", ""]
-        self.template += ["\n"] if fields else []
-
-    def families_of(self, numbers: list[int]) -> list[Family]:
-        """The families of one read as plain samples (`numbers` in field order)."""
-        families = [Family(*spec) for spec in self.families]
-        for (at, labels, scale), value in zip(self.fields, numbers):
-            families[at].samples.append(("", labels, value if scale == 1 else value * scale))
-        return families
-
-
 @functools.lru_cache(maxsize=8)
-def _layout(fields: tuple[str, ...]) -> _Layout:
-    return _Layout(fields)
+def _layout(fields: tuple[str, ...]) -> Layout:
+    """arcstats has the same fields in the same order on every read of a loaded module: its page
+    is laid out once per field list."""
+    specs = [arc_metric(field) for field in fields]
+    return Layout(((spec.name, spec.help, spec.kind, tuple(k for k, _ in spec.labels)),
+                   tuple(v for _, v in spec.labels), spec.scale) for spec in specs)
 
 
 def arc_families(values: dict[str, int]) -> Iterable[Family]:
-    """The families of one arcstats read. Written as one text in the layout's order where every
+    """The families of one arcstats read, written as one text in the layout's order where every
     value is an integer the format holds (always, from a kernel), else built as plain samples."""
-    layout = _layout(tuple(values))
-    numbers = list(values.values())
-    if (layout.text_ok and numbers and set(map(type, numbers)) == {int}
-            and -INT_LIMIT <= min(numbers) and max(numbers) <= INT_LIMIT):
-        ordered: list[int | str] = [numbers[i] for i in layout.order]
-        try:
-            for at, scale in layout.scaled:
-                ordered[at] = format_value(ordered[at] * scale)  # type: ignore[operator]
-        except Unrepresentable:
-            pass
-        else:
-            page = layout.template.copy()
-            page[1::2] = map(str, ordered)
-            return TextFamilies("".join(page), layout.families_of, numbers)
-    return layout.families_of(numbers)
+    return _layout(tuple(values)).page(list(values.values()))
 
 
 class ArcCollector(Collector):

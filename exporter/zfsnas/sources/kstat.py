@@ -8,6 +8,7 @@ Every malformed input raises `KstatFormatError` with a one-line reason.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import NamedTuple
 
@@ -206,16 +207,22 @@ def parse_txgs(text: str, where: str = "txgs", known: dict[str, Txg] | None = No
     memo = {} if known is None else known
     header, _, body = text.partition("\n")
     if tuple(header.split()) == TXG_COLUMNS:  # as the kernel prints it: blank lines left to the row check
-        lines = body.split("\n")
+        lines = body.removesuffix("\n").split("\n")
     else:  # e.g. a kstat header line first, or not a txgs file at all: the full check says which
         lines = _table_rows(text, TXG_COLUMNS, where)
-    new = [(lineno, line) for lineno, line in enumerate(lines, start=2) if line not in memo and line.strip()]
-    if new:
-        checked = [(line, _row_parts(line, lineno, TXG_COLUMNS, where))  # every new row checked before any is read
-                   for lineno, line in new]
-        memo.update([(line, _txg(parts, where)) for line, parts in checked])  # all built before the memo takes any
-    rows = [line for line in lines if line in memo]
-    txgs = [memo[line] for line in rows]
+    found = list(map(memo.get, lines))  # the common case: all rows but the newest one or two known
+    if None in found:
+        new = [(lineno, line) for lineno, (line, txg) in enumerate(zip(lines, found), start=2)
+               if txg is None and line.strip()]
+        if new:
+            checked = [(line, _row_parts(line, lineno, TXG_COLUMNS, where))  # every new row checked before any is read
+                       for lineno, line in new]
+            memo.update([(line, _txg(parts, where)) for line, parts in checked])  # all built before the memo takes any
+            found = list(map(memo.get, lines))
+        rows = [line for line, txg in zip(lines, found) if txg is not None]
+        txgs = [txg for txg in found if txg is not None]
+    else:
+        rows, txgs = lines, found  # type: ignore[assignment]  # no None in it
     if len(memo) > 2 * len(txgs) + 8:
         memo.clear()
         memo.update(zip(rows, txgs))
@@ -250,10 +257,19 @@ def histogram_buckets(named: NamedKstat, where: str = "dmu_tx_assign") -> list[t
     OpenZFS puts an assignment of `n` ns into the first bucket whose bound `2**i` is >= n, so each
     bound is an inclusive upper edge, which is what a Prometheus `le` bucket means.
     """
-    buckets = []
-    for name, count in named.values.items():
+    bounds = _bucket_bounds(tuple(named.values))
+    if isinstance(bounds, str):
+        raise KstatFormatError(f"{where}: bucket name {bounds!r} is not '<n> ns'")
+    return sorted(zip(bounds, named.values.values()))
+
+
+@functools.lru_cache(maxsize=64)  # the same bucket names on every read
+def _bucket_bounds(names: tuple[str, ...]) -> tuple[int, ...] | str:
+    """Each bucket's bound in ns, or the first name that is not '<n> ns'."""
+    bounds = []
+    for name in names:
         match = _BUCKET_NAME.match(name)
         if match is None:
-            raise KstatFormatError(f"{where}: bucket name {name!r} is not '<n> ns'")
-        buckets.append((int(match[1]), count))
-    return sorted(buckets)
+            return name
+        bounds.append(int(match[1]))
+    return tuple(bounds)
