@@ -22,7 +22,10 @@ Method (docs/performance.md):
   collector covers); `default` is ours with every default collector, `zfs`/`zpool` answered from
   the recorded outputs of the same guest (tests/fixtures/commands/).
 - Floor: the time Python needs only to open and read, as text, every file under the tree's
-  /proc/spl/kstat/zfs once; "x floor" is our p50 over that.
+  /proc/spl/kstat/zfs once, timed in this process once with every scrape pair (the same churned
+  files, at the same moment as the scrapes); "x floor" is our p50 over the floor's median, per
+  repetition, the median [min..max] of the repetitions. (Until session 25 the floor was timed
+  once per tree, before the repetitions, against a median over them.)
 - Start-up: from spawn to the first complete /metrics answer, median of 5, interleaved.
 - `--perturbation`: fio sequential 1 MiB and random 4 KiB writes on a tmpfs file, each one
   `--fio-seconds` run whose 2 s blocks alternate quiet and with our exporter (default collectors)
@@ -179,17 +182,24 @@ TREES = {"live-2.3.2": ("2.3", lambda r: live_tree(r, "2.3.2")),
          "large": ("2.3", large_tree)}
 
 
+def floor_files(tree: Path) -> list[Path]:
+    """Every kstat file of the tree: what the read floor reads."""
+    return [p for p in sorted((tree / "proc/spl/kstat/zfs").rglob("*")) if p.is_file()]
+
+
 def read_floor(tree: Path, reps: int = 20) -> float:
-    """Median seconds for Python to open and read every kstat file of the tree once, as text."""
-    files = [p for p in sorted((tree / "proc/spl/kstat/zfs").rglob("*")) if p.is_file()]
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        for path in files:
-            with open(path) as f:
-                f.read()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    """Median seconds of `reps` reads of the tree's floor, back to back (collect_bench)."""
+    files = floor_files(tree)
+    return statistics.median(read_once(files) for _ in range(reps))
+
+
+def read_once(files: list[Path]) -> float:
+    """Seconds for Python to open and read every one of `files` once, as text: the read floor."""
+    start = time.perf_counter()
+    for path in files:
+        with open(path) as f:
+            f.read()
+    return time.perf_counter() - start
 
 
 # --- exporters ---------------------------------------------------------------------------------
@@ -285,17 +295,20 @@ def pct(values: list[float], q: float) -> float:
 
 
 def interleaved(ours: Exporter, theirs: Exporter, reps: int, scrapes: int,
-                churn: Callable[[], None] | None) -> dict[str, list[float]]:
-    """Per repetition: p50, p99 and CPU per scrape of each; the ratios ours / theirs. `churn`
-    changes the tree before every pair (not timed, and not in either exporter's CPU)."""
+                churn: Callable[[], None] | None, files: list[Path]) -> dict[str, list[float]]:
+    """Per repetition: p50, p99 and CPU per scrape of each; the ratios ours / theirs; the read
+    floor of `files` (timed once with every pair, the same churned tree at the same moment) and
+    our p50 over it. `churn` changes the tree before every pair (not timed, and not in either
+    exporter's CPU)."""
     for exporter in (ours, theirs):
         for _ in range(5):
             exporter.scrape()   # warm up
     out: dict[str, list[float]] = {k: [] for k in ("p50", "p99", "cpu", "p50_ours", "p99_ours", "p50_theirs",
-                                                     "p99_theirs", "cpu_ours", "cpu_theirs")}
+                                                     "p99_theirs", "cpu_ours", "cpu_theirs", "floor", "x_floor")}
     for _ in range(reps):
         ours.times.clear()
         theirs.times.clear()
+        floors = []
         cpu0 = ours.cpu_seconds(), theirs.cpu_seconds()
         for i in range(scrapes):
             if churn:
@@ -303,6 +316,7 @@ def interleaved(ours: Exporter, theirs: Exporter, reps: int, scrapes: int,
             pair = (ours, theirs) if i % 2 == 0 else (theirs, ours)
             for exporter in pair:
                 exporter.scrape()
+            floors.append(read_once(files))
         cpu = (ours.cpu_seconds() - cpu0[0]) / scrapes, (theirs.cpu_seconds() - cpu0[1]) / scrapes
         p50 = statistics.median(ours.times), statistics.median(theirs.times)
         p99 = pct(ours.times, 0.99), pct(theirs.times, 0.99)
@@ -310,6 +324,8 @@ def interleaved(ours: Exporter, theirs: Exporter, reps: int, scrapes: int,
             out[key].append(a / b if b else float("nan"))
             out[f"{key}_ours"].append(a)
             out[f"{key}_theirs"].append(b)
+        out["floor"].append(statistics.median(floors))
+        out["x_floor"].append(p50[0] / out["floor"][-1])
     return out
 
 
@@ -320,7 +336,7 @@ def spread(values: list[float]) -> str:
 def bench_tree(label: str, tree: Path, commands: str, sets: list[str], reps: int, scrapes: int,
                churn: Churn | None) -> None:
     """Print one table row per collector set."""
-    floor = read_floor(tree)
+    files = floor_files(tree)
     for collectors in sets:
         ours, theirs = ours_exporter(tree, commands, collectors), Exporter.on_free_port("node_exporter", node_argv, tree)
         startup: dict[str, list[float]] = {"ours": [], "theirs": []}
@@ -334,7 +350,7 @@ def bench_tree(label: str, tree: Path, commands: str, sets: list[str], reps: int
             if collectors == "default":
                 time.sleep(2)   # the first background refreshes (zfs/zpool) land before measuring
             counts = samples(ours.scrape()), samples(theirs.scrape())
-            r = interleaved(ours, theirs, reps, scrapes, churn)
+            r = interleaved(ours, theirs, reps, scrapes, churn, files)
             rss = ours.rss_bytes(), theirs.rss_bytes()
         finally:
             ours.stop()
@@ -342,7 +358,7 @@ def bench_tree(label: str, tree: Path, commands: str, sets: list[str], reps: int
         med = statistics.median
         print(f"| {label} | {collectors} | {med(r['p50_ours']) * 1e3:.2f} / {med(r['p50_theirs']) * 1e3:.2f} "
               f"| {spread(r['p50'])} | {spread(r['p99'])} | {spread(r['cpu'])} | {rss[0] / rss[1]:.2f} "
-              f"| {counts[0]} / {counts[1]} | {med(r['p50_ours']) / floor:.1f} ({floor * 1e3:.2f} ms) "
+              f"| {counts[0]} / {counts[1]} | {spread(r['x_floor'])} ({med(r['floor']) * 1e3:.2f} ms) "
               f"| {med(startup['ours']) * 1e3:.0f} / {med(startup['theirs']) * 1e3:.0f} |", flush=True)
 
 
