@@ -455,19 +455,7 @@ def joined(parts: Iterable[Family | TextFamilies]) -> TextFamilies:
     rendered now (what they had to lose is kept in its `problems`)."""
     items = list(parts)
     problems = RenderIssues()
-    out: list[str] = []
-    for part in items:
-        if isinstance(part, TextFamilies):
-            out.append(part.text)
-            if part.problems:
-                problems.add(part.problems)
-        elif isinstance(part, FrozenFamily) and part.text is not None:
-            out.append(part.text)
-            if part.problems:
-                problems.add(part.problems)
-        else:
-            render_family(part, out, problems)
-    return TextFamilies("".join(out), _flat, items, problems or None)
+    return TextFamilies(render(items, problems), _flat, items, problems or None)
 
 
 class Layout:
@@ -542,8 +530,9 @@ def header_text(name: str, documentation: str, kind: str, labelnames: tuple[str,
     return _FamilyText(name, documentation, kind, labelnames).header
 
 
-def render(families: Iterable[Family], problems: RenderIssues | None = None) -> str:
-    """Text exposition of families; what had to be dropped or rewritten is added to `problems`."""
+def render(families: Iterable[Family | TextFamilies], problems: RenderIssues | None = None) -> str:
+    """Text exposition of families, or of `TextFamilies` standing for them all or for some of them;
+    what had to be dropped or rewritten is added to `problems`."""
     if isinstance(families, TextFamilies):
         if families.problems:
             (RenderIssues() if problems is None else problems).add(families.problems)
@@ -552,7 +541,7 @@ def render(families: Iterable[Family], problems: RenderIssues | None = None) -> 
     if problems is None:
         problems = RenderIssues()
     for family in families:
-        if isinstance(family, FrozenFamily) and family.text is not None:
+        if isinstance(family, (FrozenFamily, TextFamilies)) and family.text is not None:
             out.append(family.text)
             if family.problems:
                 problems.add(family.problems)
