@@ -17,7 +17,9 @@ the same client: what the server design costs beyond the least a Python server d
 
 Start-up floor: median of 15 starts each of bare Python, of Python importing only what any
 socket server needs, and of `import zfsnas.cli` (compiled first, as an installed exporter has it),
-to set against node_exporter's start-up in `./dev bench` (docs/performance.md).
+to set against node_exporter's start-up in `./dev bench` (docs/performance.md). Then the least a
+Python exporter can be (one socket, the kstat files sent back as read: no flags, parsing or
+logging) against node_exporter, spawn to first answer, alternately, with `./dev bench`'s client.
 """
 
 from __future__ import annotations
@@ -203,6 +205,53 @@ def startup_floor(rounds: int = 15) -> None:
     print("| start | median ms | min ms |\n|---|---|---|")
     for label, values in times.items():
         print(f"| {label} | {statistics.median(values) * 1e3:.1f} | {min(values) * 1e3:.1f} |")
+    least_exporter(rounds)
+
+
+# The least a Python exporter can be: one socket, every kstat file read as bytes and sent back as
+# the page, no parsing, no flags, no logging. Started as `python -c`, with the venv's site.
+LEAST = """import socket, sys
+port, files = int(sys.argv[1]), sys.argv[2:]
+server = socket.socket()
+server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+server.bind(("127.0.0.1", port))
+server.listen()
+while True:
+    client, _ = server.accept()
+    client.recv(65536)
+    body = b"".join(open(name, "rb").read() for name in files)
+    client.sendall(b"HTTP/1.0 200 OK\\r\\nContent-Length: %d\\r\\n\\r\\n" % len(body) + body)
+    client.close()
+"""
+
+
+def least_exporter(rounds: int) -> None:
+    """Spawn to first answer of LEAST against node_exporter's (zfs collector only) on the
+    live-2.3.2 tree, alternately, with the client `./dev bench` times start-up with."""
+    sys.path.insert(0, str(HERE))
+    import scrape_bench as sb
+
+    def least_argv(tree: Path, port: int) -> list[str]:
+        return [sys.executable, "-c", LEAST, str(port), *map(str, sb.floor_files(tree))]
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = sb.TREES["live-2.3.2"][1](Path(tmp) / "tree")
+        times: dict[str, list[float]] = {"least Python exporter": [], "node_exporter": []}
+        for i in range(rounds):
+            pair = [("least Python exporter", sb.Exporter.on_free_port("least", least_argv, tree)),
+                    ("node_exporter", sb.Exporter.on_free_port("node_exporter", sb.node_argv, tree))]
+            try:
+                for label, exporter in pair if i % 2 == 0 else pair[::-1]:
+                    times[label].append(exporter.start())
+            finally:
+                for _, exporter in pair:
+                    exporter.stop()
+    least, node = (statistics.median(values) for values in times.values())
+    print(f"\nlive-2.3.2, spawn to first answer, {rounds} rounds alternately\n")
+    print("| exporter | median ms | min ms |\n|---|---|---|")
+    for label, values in times.items():
+        print(f"| {label} | {statistics.median(values) * 1e3:.1f} | {min(values) * 1e3:.1f} |")
+    print(f"\nleast Python exporter / node_exporter: {least / node:.2f}")
 
 
 def main() -> int:
