@@ -202,10 +202,15 @@ def startup_floor(rounds: int = 15) -> None:
             start = time.perf_counter()
             subprocess.run(argv, check=True)
             times[label].append(time.perf_counter() - start)
-    print("| start | median ms | min ms |\n|---|---|---|")
+    print_starts("start", times)
+    least_exporter(rounds)
+
+
+def print_starts(what: str, times: dict[str, list[float]]) -> None:
+    """A table of start-up seconds: median and min in ms, a row per label."""
+    print(f"| {what} | median ms | min ms |\n|---|---|---|")
     for label, values in times.items():
         print(f"| {label} | {statistics.median(values) * 1e3:.1f} | {min(values) * 1e3:.1f} |")
-    least_exporter(rounds)
 
 
 # The least a Python exporter can be: one socket, every kstat file read as bytes and sent back as
@@ -248,9 +253,7 @@ def least_exporter(rounds: int) -> None:
                     exporter.stop()
     least, node = (statistics.median(values) for values in times.values())
     print(f"\nlive-2.3.2, spawn to first answer, {rounds} rounds alternately\n")
-    print("| exporter | median ms | min ms |\n|---|---|---|")
-    for label, values in times.items():
-        print(f"| {label} | {statistics.median(values) * 1e3:.1f} | {min(values) * 1e3:.1f} |")
+    print_starts("exporter", times)
     print(f"\nleast Python exporter / node_exporter: {least / node:.2f}")
 
 
