@@ -11,7 +11,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 CACHE=${ZFSNAS_E2E_CACHE:-/var/cache/zfsnas-e2e}
 SUITE=bookworm
-BASE_PACKAGES="udev kmod iproute2 procps fio python3 python3-pip python3-prometheus-client python3-pyudev python3-yaml python3-bcrypt"
+BASE_PACKAGES="udev kmod iproute2 procps fio python3 python3-pip python3-prometheus-client python3-pyudev python3-yaml python3-bcrypt samba smartmontools hdparm dmsetup"
 INITRAMFS_MODULES="virtio_pci virtio_blk ext4"
 
 log() { printf '%s image.sh: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
