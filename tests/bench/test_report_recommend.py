@@ -97,4 +97,4 @@ def test_nothing_to_choose_between_is_said(seeded):
     rec = recommend(found["cdm-zvol"])      # eight CDM tests of one zvol: different workloads, no choice
     assert rec.pick is None
     assert rec.reason == ("nothing to choose between: cdm-zvol has no two configurations that differ only in dataset "
-                          "properties (compression, recordsize)")
+                          "properties (compression, recordsize or volblocksize)")

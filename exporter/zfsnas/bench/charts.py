@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .recommend import Candidate, candidates, pareto_front, recommend
-from .report import GIB, Section, Summary
-from .tables import DIMENSIONS, SIZE_KEYS, _groups
+from .report import DIMENSIONS, GIB, SIZE_KEYS, Section, Summary
 
 INSTALL = "charts need matplotlib: pip install 'zfsnas[report]'"
 COLOURS = {"off": "#8c8c8c", "lz4": "#1f77b4", "lzjb": "#e377c2", "zle": "#c7c7c7", "zstd-fast": "#17becf",
@@ -75,7 +74,7 @@ def _errorbar(ax: Any, x: float, s: Summary, scale: float) -> None:
 
 
 def _comparable(section: Section) -> list[Summary]:
-    groups = [g for g in _groups(section, DIMENSIONS) if any(s.get("throughput") for s in g)]
+    groups = [g for g in section.groups(DIMENSIONS) if any(s.get("throughput") for s in g)]
     return max(groups, key=len) if groups else []
 
 
@@ -139,7 +138,7 @@ def space_chart(section: Section, plt: Any) -> Any:
 
 
 def write_size_chart(section: Section, plt: Any) -> Any:
-    groups = [g for g in _groups(section, SIZE_KEYS) if len({s.total_bytes for s in g}) > 1]
+    groups = [g for g in section.groups(SIZE_KEYS) if len({s.total_bytes for s in g}) > 1]
     if not groups:
         return None
     fig, ax = plt.subplots(figsize=(9, 5))
