@@ -65,6 +65,7 @@ class Environment:
     parameters: dict[str, str]
     zfs_version: str
     host: str
+    labels: tuple[tuple[str, str], ...] = ()    # `--set KEY=VALUE` of the run
 
 
 def configuration(matrix: str, plan: CellPlan, env: Environment) -> Configuration:
@@ -74,7 +75,7 @@ def configuration(matrix: str, plan: CellPlan, env: Environment) -> Configuratio
     return Configuration(matrix=matrix, workload=plan.cell.workload, size=plan.cell.size, data=plan.data,
                          properties=measured_properties(plan.properties), pool=plan.pool, layout=env.layout,
                          parameters=pairs(params), zfs_version=env.zfs_version, direct="1" if plan.direct else "0",
-                         host=env.host, swept=tuple(c.name for c in plan.changes))
+                         host=env.host, swept=tuple(c.name for c in plan.changes), user_labels=pairs(env.labels))
 
 
 @dataclass

@@ -122,6 +122,7 @@ class RunSettings:
     sysfs: str = "/sys"
     keep: bool = False
     freebsd: bool = False      # CPU from `sysctl kern.cp_time` instead of /proc/stat
+    labels: tuple[tuple[str, str], ...] = ()   # `--set KEY=VALUE`: part of every configuration of the run
 
 
 def new_run_id() -> str:
@@ -147,7 +148,8 @@ class Runner:
         pool = self.s.scratch.split("/")[0]
         status, layout = self.zfs.pool_layout(pool)
         swept = tuple(sorted({c.name for p in plans for c in p.changes}))
-        return Environment(pool, layout, self.params.identity(swept), self.zfs.versions(), self.store.host), status
+        return Environment(pool, layout, self.params.identity(swept), self.zfs.versions(), self.store.host,
+                           self.s.labels), status
 
     def configuration(self, plan: CellPlan) -> Configuration:
         assert self.env is not None

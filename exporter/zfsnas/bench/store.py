@@ -9,6 +9,7 @@ not reach Grafana wait in `annotation_queue`. No Grafana token is ever written h
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import socket
@@ -384,12 +385,28 @@ class ReadOnlyStore:
                 if not row.get("config"):
                     config = legacy_configuration(row, runs.get(row["run_id"]))
                     row["config"], row["config_id"] = config.to_json(), config.id
-                if row["status"] == "running" and row.get("host") == self.host and not pid_alive(int(row["pid"])):
+                if row["status"] == "running" and row.get("host") == self.host and (
+                        not self._run_in_progress() or not pid_alive(int(row["pid"]))):
                     row["status"] = "incomplete"
                 for column in RESULT_FIELDS:
                     row.setdefault(column, None)
             self._rows = rows
         return self._rows
+
+    def _run_in_progress(self) -> bool:
+        """Whether a run holds the runner's lock beside the database (tried with a shared lock on a
+        read-only descriptor: nothing is created or written)."""
+        try:
+            fd = os.open(f"{self.path}.lock", os.O_RDONLY)
+        except OSError:
+            return False     # no lock file: no run ever took it, or it cannot be read
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        finally:
+            os.close(fd)
+        return False
 
     def results(self, status: str | None = "complete", matrix: str | None = None) -> list[dict]:
         return [r for r in self._all() if (not status or r["status"] == status) and (not matrix or r["matrix"] == matrix)]
