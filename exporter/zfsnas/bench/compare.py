@@ -349,7 +349,8 @@ def pair_table(comparison: Comparison) -> Table:
         headers += [f"A {comparison.by}", f"B {comparison.by}"]
     for name, *_ in present:
         name = f"on-disk {unit_name}" if name == "on-disk" else name
-        headers += [f"A {name}", f"B {name}"] + (["B-A MB/s"] if name == "MB/s" else []) + [f"B/A {name}"]
+        headers += [f"A {name}", f"B {name}"] + ([f"B-A {name}"] if name == "MB/s" else []) + (
+            [f"B-A {name[:-2]}pp"] if name.endswith("%") else [f"B/A {name}"])
     headers.append("throughput noise")
     rows = []
     for p in pairs:
@@ -363,14 +364,16 @@ def pair_table(comparison: Comparison) -> Table:
             a = p.a.get(figure) if p.a else None
             b = p.b.get(figure) if p.b else None
             row += [fmt(a.scaled(scale) if a else None, digits), fmt(b.scaled(scale) if b else None, digits)]
-            if name == "MB/s":
+            if name == "MB/s" or name.endswith("%"):   # throughput in MB/s, CPU shares in percentage points
                 row.append(MISSING if a is None or b is None else f"{(b.median - a.median) * scale:+.1f}")
-            row.append(MISSING if a is None or b is None or not a.median else f"{(b.median / a.median - 1) * 100:+.1f} %")
+            if not name.endswith("%"):
+                row.append(MISSING if a is None or b is None or not a.median
+                           else f"{(b.median / a.median - 1) * 100:+.1f} %")
         row.append(noise(p.a.get("throughput") if p.a else None, p.b.get("throughput") if p.b else None))
         rows.append(row)
     title = (f"compare: {comparison.a_name} vs each other {comparison.by}" if comparison.by
              else f"compare: A vs B ({'; '.join(comparison.differs) or 'A and B differ in nothing the store records'})")
-    note = ("B/A = (B - A) / A. A row with one side only (-) had no twin on the other side. "
+    note = ("B/A = (B - A) / A; pp = percentage points. A row with one side only (-) had no twin on the other side. "
             "Throughput noise: whether the difference exceeds the spread of the repeats.")
     return Table(title, headers, rows, note)
 

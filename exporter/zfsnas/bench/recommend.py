@@ -246,12 +246,10 @@ def _smallest(cands: list[Candidate]) -> _Pick:
         return _Pick(None, "no configuration has an on-disk size", [], [], {})
     pick = min(sized, key=lambda c: (c.space, c.summary.cell))
     baseline = sized[0]
-    used = [c.summary.median("used") for c in sized]
-    unit = size_unit(used + [(u or 0) - (used[0] or 0) for u in used])
     reason = f"{pick.label}: the smallest on disk"
     mine, base = pick.summary.median("used"), baseline.summary.median("used")
     if mine is not None:
-        reason += f", {_size_text(mine, unit)} ({pick.space * 100:.2f} % of the logical size)"  # type: ignore[operator]
+        reason += f", {_size_text(mine, size_unit([mine]))} ({pick.space * 100:.2f} % of the logical size)"  # type: ignore[operator]
     if baseline is not pick and mine is not None and base:
         small = size_unit([base - mine])
         reason += (f", {_size_text(base - mine, small)} ({(1 - mine / base) * 100:.2f} %) less than {baseline.label} "
@@ -314,11 +312,10 @@ def _in_group(section: Section, group: list[Summary], speed_weight: float,
     best = max(complete, key=lambda o: complete[o])
     summary = next(s for s in group if _option(s) == best)
     wins = sum(p.pick is not None and _option(p.pick.summary) == best for p in picks.values())
-    measure = {"throughput and space": f"score (speed weight {speed_weight:g})", "throughput": "throughput relative "
-               "to the fastest", "space": "smallest size relative to its own"}[shape]
-    reason = (f"{summary.label}: picked in {wins} of {len(workloads)} workloads; {complete[best] * 100:.0f} % on "
-              f"average of the best {measure} per workload (geometric mean over {len(workloads)} workloads, each "
-              f"counted the same).")
+    won, against = {"throughput and space": ("picked", f"the best score (speed weight {speed_weight:g})"),
+                    "throughput": ("the fastest", "the fastest"), "space": ("the smallest", "the smallest")}[shape]
+    reason = (f"{summary.label}: {won} in {wins} of {len(workloads)} workloads; on average {complete[best] * 100:.0f} % "
+              f"of {against} per workload (geometric mean over {len(workloads)} workloads, each counted the same).")
     pick = Candidate(summary, summary.get("throughput"), _space(summary), "", _cpu(summary))
     notes = [n for p in picks.values() for n in p.notes if n.startswith("one run per configuration")][:1]
     return _Pick(pick, reason, notes, [], complete), lines, shape
@@ -348,6 +345,8 @@ def recommend(section: Section, speed_weight: float = 0.5, min_throughput: float
     if not groups:
         why = (f"nothing to choose between: {section.matrix} has no two configurations that differ only in "
                f"{CHOICES}")
+        if others := [a.name for a in section.axes]:
+            why += f"; `zfsnas-bench compare --by {others[0]}` sets each of its axes side by side ({', '.join(others)})"
         return Recommendation(section.matrix, first, [], None, why, notes)
     results = [_in_group(section, g, speed_weight, min_throughput) for g in groups]
     shape = results[0][2]

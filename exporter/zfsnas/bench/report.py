@@ -107,7 +107,7 @@ class Summary:
     runs: int
     run_ids: tuple[str, ...]
     figures: dict[str, Stat]
-    differs: str = ""               # look-alikes (same readable labels) and what tells them apart
+    alikes: tuple[tuple[str, tuple[str, ...]], ...] = ()   # look-alikes (same series labels), what tells them apart
 
     @property
     def id(self) -> str:
@@ -138,11 +138,12 @@ class Summary:
 
     @property
     def label(self) -> str:
-        """compression / recordsize, the way the posts name a configuration; what was not recorded
-        is left out (`volblocksize 16K`), never filled in."""
+        """compression / recordsize, the way the posts name a configuration (a volume's block size
+        named: `lz4 / volblocksize 16K`); what was not recorded is left out, never filled in."""
         known = self.compression != UNKNOWN
+        block = self.recordsize if self.block_property == "recordsize" else f"volblocksize {self.recordsize}"
         if known and self.recordsize:
-            return f"{self.compression} / {self.recordsize}"
+            return f"{self.compression} / {block}"
         if self.recordsize:
             return f"{self.block_property} {self.recordsize}"
         return self.compression if known else self.id
@@ -156,6 +157,16 @@ class Summary:
     def dirty_data_max(self) -> int | None:
         value = dict(self.config.parameters).get("zfs_dirty_data_max")
         return int(value) if value and value.isdigit() else None
+
+    @property
+    def differs(self) -> str:
+        """Configurations with the same series labels as this one, and what tells them apart."""
+        return differs_text([(oid, list(diff)) for oid, diff in self.alikes])
+
+    def differs_beyond(self, keys: set[str]) -> str:
+        """`differs`, leaving out differences in `keys` (identity fields a table shows as columns)."""
+        kept = [(oid, [d for d in diff if d.split(":", 1)[0] not in keys]) for oid, diff in self.alikes]
+        return differs_text([(oid, diff) for oid, diff in kept if diff])
 
     def get(self, figure: str) -> Stat | None:
         return self.figures.get(figure)
@@ -243,7 +254,8 @@ def summarise(results: Iterable[ResultRow]) -> list[Summary]:
     for cid, (config, rows) in groups.items():
         figures = {name: stat for name, get in FIGURES.items() if (stat := Stat.of(get(r) for r in rows))}
         out.append(Summary(config, min(int(r["cell"]) for r in rows), len(rows),
-                           tuple(dict.fromkeys(str(r["run_id"]) for r in rows)), figures, differs_text(alikes[cid])))
+                           tuple(dict.fromkeys(str(r["run_id"]) for r in rows)), figures,
+                           tuple((oid, tuple(diff)) for oid, diff in alikes[cid])))
     return out
 
 

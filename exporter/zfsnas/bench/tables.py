@@ -122,14 +122,15 @@ def configurations_table(section: Section) -> Table:
     """Every configuration in matrix order: the axes that vary, runs, every figure measured."""
     columns = _present(section, section.summaries)
     axes = section.axes
-    differs = any(s.differs for s in section.summaries)
+    shown = {k for a in axes for k in a.keys}
+    differs = {s.id: s.differs_beyond(shown) for s in section.summaries}
     workload = _workloads_vary(section)
     headers = ["config", *(["workload"] if workload else []), *(a.name for a in axes), "runs",
-               *(c.header for c in columns)] + (["differs"] if differs else [])
+               *(c.header for c in columns)] + (["differs"] if any(differs.values()) else [])
     rows = []
     for s in section.summaries:
         rows.append([s.id, *([workload_text(s.workload)] if workload else []), *(a.value(s.config) for a in axes),
-                     str(s.runs), *(c.cell(section, s) for c in columns)] + ([s.differs] if differs else []))
+                     str(s.runs), *(c.cell(section, s) for c in columns)] + ([differs[s.id]] if any(differs.values()) else []))
     return Table(f"{section.matrix}: configurations", headers, rows,
                  "MB/s = 10^6 bytes/s, MiB/s = 2^20 bytes/s, GiB = 2^30 bytes; several runs read median (min-max); "
                  "- = not measured.")
@@ -149,9 +150,11 @@ def pivot_tables(section: Section) -> list[Table]:
         where = f" ({group[0].config.workload}, size {group[0].config.size})"
         for column in _present(section, group):
             rows = [[c, *(column.cell(section, cells.get((c, r))) for r in sizes)] for c in compressions]
-            # A figure measured along one axis only is a column of the configurations table already.
+            # A figure measured along one axis only is a column of the configurations table already;
+            # one that is the same in every cell (the corpus's logical size) says nothing by the two.
             if sum(_measured(row[1:]) > 0 for row in rows) < 2 or \
-                    sum(_measured(col) > 0 for col in list(zip(*rows))[1:]) < 2:
+                    sum(_measured(col) > 0 for col in list(zip(*rows))[1:]) < 2 or \
+                    len({cell for row in rows for cell in row[1:] if cell != MISSING}) < 2:
                 continue
             tables.append(Table(f"{section.matrix}: {column.header} by compression and {block}{where}",
                                 [f"compression \\ {block} ({column.header})", *sizes], rows))
