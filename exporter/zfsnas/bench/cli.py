@@ -186,7 +186,7 @@ def cmd_run(args) -> int:
                        ioengine="posixaio" if _freebsd() else "libaio")
     plans = plan_matrix(matrix, opts)  # checks every parameter value against its range and RAM
     if dry:
-        sys.stdout.write(render_plan(matrix, plans, params))
+        sys.stdout.write(render_plan(matrix, plans, params, tuple(args.labels)))
         return 0
     if changing and not args.allow_parameters:
         names = sorted({name for c in matrix.cells for name, _ in c.parameters})

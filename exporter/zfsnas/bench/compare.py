@@ -350,7 +350,7 @@ def pair_table(comparison: Comparison) -> Table:
     for name, *_ in present:
         name = f"on-disk {unit_name}" if name == "on-disk" else name
         headers += [f"A {name}", f"B {name}"] + ([f"B-A {name}"] if name == "MB/s" else []) + (
-            [f"B-A {name[:-2]}pp"] if name.endswith("%") else [f"B/A {name}"])
+            [f"B-A {name[:-1]}pp"] if name.endswith("%") else [f"B/A {name}"])
     headers.append("throughput noise")
     rows = []
     for p in pairs:

@@ -116,8 +116,13 @@ def render(tests: list[CdmTest], version: str = DEFAULT_VERSION) -> tuple[list[s
             if members:
                 lines += [title, *(line(t) for t in members), ""]
         return lines[:-1], left
-    # 5 and 6: each test's read line, then its write line
-    order = list(dict.fromkeys((t.kind, t.block_kib, t.queues, t.threads) for t in tests))
+    # 5 and 6: each test's read line then its write line, in the program's order: the 128 KiB
+    # sequential test, the deep-queue random ones, then (5.x) the 1 MiB and random tests at Q1T1
+    def rank(key: tuple[str, int, int, int]) -> tuple[int, int]:
+        kind, block, q, t = key
+        group = 0 if kind == "SEQ" and block == 128 else 2 if kind == "SEQ" else 3 if q * t == 1 else 1
+        return group, -q * t
+    order = sorted(dict.fromkeys((t.kind, t.block_kib, t.queues, t.threads) for t in tests), key=rank)
     for key in order:
         for t in tests:
             if (t.kind, t.block_kib, t.queues, t.threads) == key and t.direction in ("read", "write"):

@@ -367,9 +367,12 @@ def recommend(section: Section, speed_weight: float = 0.5, min_throughput: float
     picked = [r[0].pick for r in results]
     labels = {p.label for p in picked if p is not None}
     main = results[0][0]
+    reasons = {r[0].reason for r in results}
     if len(labels) == 1 and all(picked):
         reason = (f"{picked[0].label} in every one of the {len(groups)} settings "  # type: ignore[union-attr]
                   f"({', '.join(a.name for a in section.axes if a.name not in ('compression', 'recordsize', 'volblocksize'))}).")
+    elif not any(picked) and len(reasons) == 1:
+        reason = reasons.pop()       # the same reason in every setting (nothing to weigh, no minimum reached)
     else:
         reason = "the settings disagree: " + "; ".join(
             f"{section.describe(g[0], ('compression', 'recordsize', 'volblocksize'))}: "

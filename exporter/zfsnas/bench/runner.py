@@ -35,7 +35,7 @@ from .copy import copy_corpus
 from .fio import FioProcess, parse_fio_json
 from .guard import Cleared, GuardError
 from .parameters import Parameters, ParameterSwitch
-from .planner import CellPlan, Environment, Step, configuration
+from .planner import CellPlan, Environment, Step, cell_text, configuration, varying_fields
 from .store import Store
 from .zfs import ZfsOps
 
@@ -79,6 +79,7 @@ class Progress:
 
     def __init__(self, plans: list[CellPlan], stream: TextIO = sys.stderr):
         self.plans, self.stream = plans, stream
+        self.fields = varying_fields(plans) + ["size"]   # the size always: after --size-scale it is news
         self.started = time.monotonic()
         self.done_seconds: list[float] = []
         self.tty = stream.isatty()
@@ -96,9 +97,9 @@ class Progress:
         done = index - 1 + (1 if final else 0)
         width = 24
         bar = "#" * (width * done // total) + "-" * (width - width * done // total)
-        c = self.plans[min(index, total) - 1].cell
+        plan = self.plans[min(index, total) - 1]
         elapsed = time.monotonic() - self.started
-        line = (f"[{bar}] {done}/{total} {c.workload} {c.compression} {c.recordsize} {c.size} "
+        line = (f"[{bar}] {done}/{total} {cell_text(plan, self.fields)} "
                 f"elapsed {_hms(elapsed)} ETA {_hms(self.eta(index + 1, 0) if final else self.eta(index, cell_elapsed))}")
         if self.tty:
             self.stream.write("\r\033[K" + line + ("\n" if final and index == total else ""))
@@ -361,10 +362,7 @@ class _Ticker:
 
 
 def _describe(plan: CellPlan) -> str:
-    c = plan.cell
-    swept = "".join(f" {change.name}={change.written}" for change in plan.changes)
-    return (f"{c.workload} compression={c.compression} recordsize={c.recordsize} encryption={c.encryption} "
-            f"size={c.size}{swept} #{c.repeat}")
+    return cell_text(plan)
 
 
 def _headline(matrix: str, plan: CellPlan, status: str, f: dict) -> str:

@@ -102,8 +102,12 @@ def is_sqlite_file(path: str | Path) -> bool:
 def check_database(path: str | Path) -> None:
     """Raise StoreError saying, in one line, why `path` is not a database to read."""
     path = Path(path)
-    if not path.exists():
-        raise StoreError(f"no database at {path} (zfsnas-bench run, watch or import create it)")
+    try:
+        path.stat()
+    except FileNotFoundError:
+        raise StoreError(f"no database at {path} (zfsnas-bench run, watch or import create it)") from None
+    except OSError as exc:
+        raise StoreError(f"{path}: {exc.strerror or exc}") from None
     if path.is_dir():
         raise StoreError(f"{path} is a directory, not a zfsnas-bench database")
     try:
