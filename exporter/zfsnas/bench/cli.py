@@ -1,4 +1,5 @@
-"""`zfsnas-bench`: init, plan, run, restore, list, report, annotate --retry.
+"""`zfsnas-bench`: init, plan, run, restore, annotate --retry; list, report, recommend, compare
+(answer_commands.py); watch, import (client_commands.py).
 
 Owns the command line and wiring (flags, environment, defaults); the work is done by the
 planner, runner, store, annotate and report modules.
@@ -23,7 +24,7 @@ from pathlib import Path
 from .. import __version__
 from ..sources.commands import CommandRunner
 from ..sources.model import SourceError
-from . import answer_commands
+from . import answer_commands, client_commands
 from .annotate import Annotator, GrafanaClient, load_token
 from .childenv import take_secrets
 from .fio import fio_version, pattern_warning
@@ -113,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("restore", parents=[common],
                    help="restore module parameters a run changed and could not restore (crash, power loss)")
     answer_commands.add_commands(sub, common)
+    client_commands.add_commands(sub, common, grafana)
     ann = sub.add_parser("annotate", parents=[common, grafana], help="send queued Grafana annotations")
     ann.add_argument("--retry", action="store_true", required=True)
     return parser
@@ -262,7 +264,7 @@ def cmd_annotate(args) -> int:
 
 
 COMMANDS = {"init": cmd_init, "plan": cmd_run, "run": cmd_run, "restore": cmd_restore, "annotate": cmd_annotate,
-            **answer_commands.COMMANDS}
+            **answer_commands.COMMANDS, **client_commands.COMMANDS}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -272,7 +274,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=level, format="zfsnas-bench: %(levelname)s %(message)s", stream=sys.stderr)
     try:
         return COMMANDS[args.command](args)
-    except (MatrixError, GuardError, RunError, SourceError, StoreError, *answer_commands.ERRORS) as exc:
+    except (MatrixError, GuardError, RunError, SourceError, StoreError, *answer_commands.ERRORS,
+            *client_commands.ERRORS) as exc:
         log.error("%s", exc)
         return 2
 

@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from .config import Configuration, legacy_configuration
 
@@ -226,19 +227,23 @@ class Store:
                  time.time() if started is None else started, config.id, config.to_json()))
             return _rowid(cur)
 
-    def finish_result(self, result_id: int, status: str, finished: float | None = None, **values) -> None:
-        """One transaction: every figure and the final status land together or not at all."""
+    def finish_result(self, result_id: int, status: str, finished: float | None = None, started: float | None = None,
+                      **values) -> None:
+        """One transaction: every figure and the final status land together or not at all.
+        `started` moves the row's start (a watch's result starts at its first byte, not at its start)."""
         if status not in FINAL:
             raise ValueError(f"status {status!r} is not one of {FINAL}")
         _check_fields(values)
         encoded = {k: json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v for k, v in values.items()}
+        if started is not None:
+            encoded = {"started": started, **encoded}
         columns = ", ".join(f"{k}=?" for k in encoded)
         with self.tx() as db:
             db.execute(f"UPDATE results SET status=?, finished=?{', ' if columns else ''}{columns} WHERE id=?",
                        (status, time.time() if finished is None else finished, *encoded.values(), result_id))
 
     def record_result(self, run_id: str, cell: int, config: Configuration, repeat: int = 1, dataset: str = "",
-                      started: float | None = None, finished: float | None = None, **values: object) -> int:
+                      started: float | None = None, finished: float | None = None, **values: Any) -> int:
         """A finished `complete` result in one call (imports, published figures, tests): the same two
         transactions as a run's start_result/finish_result, so it reads back like any measured row."""
         _check_fields(values)   # before the row exists: a bad call leaves nothing behind
