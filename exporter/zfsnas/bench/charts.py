@@ -157,7 +157,7 @@ def workloads_chart(section: Section, plt: Any) -> Any:
     shown = workloads[:12]
     cols = min(4, len(shown))
     rows = (len(shown) + cols - 1) // cols
-    fig, axs = plt.subplots(rows, cols, figsize=(max(9.0, 3.1 * cols + 1.5), 2.9 * rows + 1.2), squeeze=False)
+    fig, axs = plt.subplots(rows, cols, figsize=(9.0, 2.7 * rows + 1.3), squeeze=False)
     width = 0.8 / max(len(series), 1)
     for index, workload in enumerate(shown):
         ax = axs[index // cols][index % cols]
