@@ -1,5 +1,6 @@
 """The planner: exact argv lists per cell, and no command outside the run's own children."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -254,3 +255,13 @@ def test_the_progress_line_names_the_fields_that_vary():
     Progress(plan_matrix(m, opts(size_scale=0.01)), stream).show(2)
     assert stream.getvalue().startswith("[######------------------] 1/4 workload=seq-write encryption=off size=1G "
                                         "(10.2 MiB) compressibility=0% elapsed ")
+
+
+def test_the_cell_counts_in_the_docs_are_what_plan_says():
+    """docs/benchmarks.md's table of shipped matrices: each row's count is the number of cells `plan` prints."""
+    docs = (Path(__file__).parents[2] / "docs" / "benchmarks.md").read_text()
+    rows = re.findall(r"^\|[^|]+\| `zfsnas-bench run ([a-z0-9-]+) [^`]*` \| (\d+) \|$", docs, re.M)
+    assert sorted(name for name, _ in rows) == sorted(p.stem for p in (JOBS / "matrices").glob("*.toml"))
+    for name, count in rows:
+        matrix = load_matrix(JOBS / "matrices" / f"{name}.toml")
+        assert len(matrix.cells) == int(count), name
