@@ -177,24 +177,27 @@ def build_wheel(dest: Path) -> Path:
 
 # --- the client of the client experiments (guest/scenario.py client_phase; tests/e2e/test_client.py) ----
 
-CLIENT_FILES = 3
-CLIENT_FILE_MIB = 24
+CLIENT_FILES = 4
+CLIENT_FILE_MIB = 32
 
 
 def client_corpus(directory: Path) -> list[Path]:
-    """FITS-like files (16-bit samples: a smooth sky, a little noise): compressible, not very."""
+    """FITS-like files: each 128 KiB a smooth half (runs of one value: lz4 and zstd both shrink it)
+    and a noisy half (random low 4 bits: only zstd's entropy coding halves it). No two blocks alike."""
     import random
 
     directory.mkdir(parents=True, exist_ok=True)
     rng = random.Random(27)
+    low = bytes(b & 0x0F for b in range(256))
     paths = []
     for n in range(1, CLIENT_FILES + 1):
         path = directory / f"frame-{n:03d}.fits"
         if not path.exists() or path.stat().st_size != CLIENT_FILE_MIB << 20:
-            row = bytes(rng.getrandbits(8) & 0x0F for _ in range(1 << 16))    # noise in the low bits
-            sky = bytes((i // 512) & 0xFF for i in range(1 << 16))            # a smooth gradient
-            block = bytes(a | (b & 0xF0) for a, b in zip(row, sky))
-            path.write_bytes(block * ((CLIENT_FILE_MIB << 20) // len(block)))
+            blocks = []
+            for k in range((CLIENT_FILE_MIB << 20) // (128 << 10)):
+                blocks.append(b"".join(bytes([(n * 7 + k + j) & 0xFF]) * 256 for j in range(256)))
+                blocks.append(rng.randbytes(64 << 10).translate(low))
+            path.write_bytes(b"".join(blocks))
         paths.append(path)
     return paths
 

@@ -607,12 +607,7 @@ def container_phase() -> dict:
         record_error(out, "container step")
         raise
     finally:
-        dockerd.terminate()
-        try:
-            dockerd.wait(30)
-        except subprocess.TimeoutExpired:
-            dockerd.kill()
-            dockerd.wait()
+        terminate(dockerd, 30)
         dockerd_log.close()
     (out / "timings.json").write_text(json.dumps(timings, indent=1))
     return timings
@@ -635,6 +630,16 @@ SMB_CONF = """[global]
    disable spoolss = yes
    log file = /tmp/samba-%m.log
 """
+
+
+def terminate(proc: subprocess.Popen, seconds: float) -> None:
+    """SIGTERM, then SIGKILL after `seconds`; reaped either way."""
+    proc.terminate()
+    try:
+        proc.wait(seconds)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def wait_for(path: Path, seconds: float) -> bool:
@@ -662,7 +667,8 @@ def client_phase() -> None:
         os.chmod(f"/{dataset}", 0o777)
     for directory in ("/run/samba", "/var/lib/samba/private", "/var/cache/samba", "/var/log/samba"):
         os.makedirs(directory, exist_ok=True)
-    smbd = subprocess.Popen(["smbd", "--foreground", "--no-process-group", "-s", "/etc/samba/smb.conf"],
+    # a session of its own: smbd signals its whole process group when it stops
+    smbd = subprocess.Popen(["smbd", "--foreground", "-s", "/etc/samba/smb.conf"], start_new_session=True,
                             stdout=open(out / "smbd.log", "wb"), stderr=subprocess.STDOUT)
     env = {**os.environ, "ZFSNAS_BENCH_DB": BENCH_DB}
     try:
@@ -699,11 +705,7 @@ def client_phase() -> None:
                 "files": sorted(os.listdir(f"/{dataset}"))}
             log(f"client copy into {dataset}: watch exit {watch.returncode}: {stdout.strip()}")
     finally:
-        smbd.terminate()
-        try:
-            smbd.wait(10)
-        except subprocess.TimeoutExpired:
-            smbd.kill()
+        terminate(smbd, 10)
     fio_json = Path("/tmp/e2e-fio.json")
     run(["fio", "--name=client-seq-write", "--rw=write", "--bs=128k", "--size=16M", "--directory=/tank/smb-lz4",
          "--output-format=json", f"--output={fio_json}", "--name=client-rand-read", "--rw=randread", "--bs=4k",
