@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from zfsnas.refresh import BackgroundRefresher, RenderedOnce, stop_all
+from zfsnas.refresh import BackgroundRefresher, Follower, RenderedOnce, stop_all
 
 
 class Clock:
@@ -123,6 +123,96 @@ def test_stop_all_shares_one_timeout():
     for source in sources:
         source._thread.join(5)
         assert not source._thread.is_alive()
+
+
+def test_a_request_refreshes_now_and_can_be_waited_for():
+    """An hour's interval: the second refresh comes only because it was asked for, and `wait_for`
+    returns once a refresh that started after the ask has ended (not the one running at the ask)."""
+    calls: list[float] = []
+    gate = threading.Event()
+
+    def fetch():
+        calls.append(time.monotonic())
+        if len(calls) == 2:
+            gate.wait(5)   # the second refresh is slow
+        return len(calls)
+
+    source = BackgroundRefresher("asked", fetch, 3600)
+    assert source.wait_for(source.request(), 0.1) is False  # no thread: nothing refreshes
+    source.start()
+    deadline = time.monotonic() + 5
+    while not calls and time.monotonic() < deadline:
+        time.sleep(0.01)
+    ask = source.request()
+    assert source.wait_for(ask, 0.3) is False and len(calls) == 2  # running, not done
+    later = source.request()   # asked while the second runs: a third refresh must start after it
+    gate.set()
+    assert source.wait_for(ask, 5) is True and source.state().value >= 2
+    assert source.wait_for(later, 5) is True and len(calls) == 3 and source.state().value == 3
+    time.sleep(0.2)
+    assert len(calls) == 3   # nothing more asked: back to the hour's interval
+    source.stop()
+    assert source.wait_for(source.request(), 5) is False   # stopped: the wait ends at once
+
+
+def test_asks_in_a_storm_keep_the_minimum_gap():
+    calls: list[float] = []
+    source = BackgroundRefresher("storm", lambda: calls.append(time.monotonic()), 3600, min_gap=0.2)
+    source.start()
+    stop = time.monotonic() + 0.9
+    while time.monotonic() < stop:
+        source.request()
+        time.sleep(0.005)
+    source.stop()
+    gaps = [b - a for a, b in zip(calls, calls[1:])]
+    assert 3 <= len(calls) <= 6 and all(gap >= 0.19 for gap in gaps), gaps
+
+
+def test_a_follower_hands_on_its_lines_and_restarts_with_a_growing_pause(caplog):
+    runs: list[float] = []
+    lines: list[str] = []
+
+    def follow(stop):
+        runs.append(time.monotonic())
+        yield f"run {len(runs)}"
+        if len(runs) == 1:
+            raise RuntimeError("zpool events -fvH exited with status 1: boom\nmore")
+        # the later runs end at once, without error
+
+    follower = Follower("zpool_events", follow, lines.append, backoff=(0.1, 0.25))
+    assert follower.state().success is False and follower.state().error == "not started yet"
+    with caplog.at_level("DEBUG", logger="zfsnas"):
+        follower.start()
+        time.sleep(0.85)
+        follower.stop()
+    assert lines[:3] == ["run 1", "run 2", "run 3"]
+    pauses = [round(b - a, 2) for a, b in zip(runs, runs[1:])]
+    assert 0.09 <= pauses[0] < 0.2 and 0.19 <= pauses[1] < 0.3 and all(0.24 <= p < 0.35 for p in pauses[2:]), pauses
+    state = follower.state()
+    assert state.success is False and state.error in ("ended", "zpool events -fvH exited with status 1: boom")
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings == ["source zpool_events failed: zpool events -fvH exited with status 1: boom",
+                        "source zpool_events failed: ended"]  # each reason once
+
+
+def test_a_running_follower_is_healthy_and_stops_with_its_command():
+    started = threading.Event()
+
+    def follow(stop):
+        started.set()
+        while not stop.wait(0.02):
+            yield "waiting"
+
+    follower = Follower("zpool_events", follow, lambda line: None)
+    follower.start()
+    assert started.wait(5)
+    time.sleep(0.1)
+    state = follower.state()
+    assert (state.success, state.age_seconds, state.error) == (True, 0.0, None)
+    stop_all([follower], timeout=2)
+    assert not follower._thread.is_alive() and follower.runs == 1
+    time.sleep(0.1)
+    assert follower.state().success is False and follower.state().age_seconds >= 0.09
 
 
 # --- ForkedWork: background work in a forked child process ---------------------------------------

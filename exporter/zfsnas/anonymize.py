@@ -14,6 +14,11 @@ identify nothing outside the capture and the disk-to-pool join needs them.
 Where the names come from: the recorded `zpool list`/`zfs list` outputs, the `pool:` lines of
 `zpool status`, kstat pool directories and `dataset_name`s, sysctl names, udev `ID_FS_LABEL`s,
 the bench database's dataset, pool and host columns (its text is rewritten in place with SQLite).
+Serials and WWNs come from udev and sysfs, and also from the vdev paths `zpool` prints, for disks
+udev knows nothing of (a failed disk already gone, a container without `/run/udev`, FreeBSD):
+`/dev/disk/by-id/` names (`ata-MODEL_SERIAL`, `wwn-0x...`, `scsi-3<wwn>`, `scsi-S...`,
+`nvme-MODEL_SERIAL`, `nvme-eui.<hex>`, `usb-VENDOR_MODEL_SERIAL-0:0`, `virtio-SERIAL`, with or
+without the directory and `-partN`) and FreeBSD's `diskid/DISK-SERIAL` and `gptid/<uuid>`.
 """
 
 from __future__ import annotations
@@ -109,17 +114,55 @@ def _from_commands(snap: Path, names: Names) -> None:
         tool = os.path.basename(argv[0]) if argv else ""
         if tool in ("zfs", "zpool") and argv[1:2] == ["list"]:
             for line in text.splitlines():
-                names.add_dataset(line.split("\t")[0])
+                if "\t" in line and not line.startswith("\t"):  # not a vdev (-v) nor a section heading
+                    names.add_dataset(line.split("\t")[0])
         elif tool == "zpool" and argv[1:2] in (["status"], ["iostat"]):
             for line in text.splitlines():
                 if line.strip().startswith("pool:"):
                     names.add_dataset(line.split(":", 1)[1])
+        if tool == "zpool":
+            _from_vdev_paths(text, names)
         elif tool == "sysctl":
             _from_sysctl(text, names)
     for entry in index.get("not_run", []):
         for arg in entry["argv"]:
             if arg.startswith("kstat.zfs."):
                 names.pools.add(arg.split(".")[2])
+
+
+# Disk identities inside the vdev names `zpool` prints (see the module docstring).
+_BY_ID_BUSES = "ata|scsi|nvme|usb|wwn|virtio|ieee1394|mmc|memstick|sas"
+_BY_ID_NAME = re.compile(rf"(?:/dev/disk/by-id/|(?<![\w/.:-]))((?:{_BY_ID_BUSES})-[^\s'\"]+)")
+_DISKID = re.compile(r"(?<![\w.-])(?:/dev/)?diskid/DISK-([^\s'\"/]+)")
+_GPTID = re.compile(r"(?<![\w.-])(?:/dev/)?gptid/([0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12})")
+
+
+def _from_vdev_paths(text: str, names: Names) -> None:
+    for match in _BY_ID_NAME.finditer(text):
+        _from_by_id(match[1], names)
+    for match in _DISKID.finditer(text):
+        names.add_serial(re.sub(r"p[0-9]+$", "", match[1]))
+    for match in _GPTID.finditer(text):
+        names.add_serial(match[1])
+
+
+def _from_by_id(name: str, names: Names) -> None:
+    """The identities in a by-id link name, as udev builds it: `<bus>-<ID_SERIAL>` (model and
+    serial joined by `_`, the serial last), `wwn-0x<hex>`, `scsi-3<naa hex>`, `nvme-eui.<hex>`;
+    `-partN` and USB's `-0:0` follow. Both the whole ID_SERIAL and its last part are taken."""
+    name = re.sub(r"-part[0-9]+$", "", name)
+    bus, _, ident = name.partition("-")
+    ident = re.sub(r"-[0-9]+:[0-9]+$", "", ident)  # usb-..._SERIAL-0:0
+    if not ident:
+        return
+    if bus == "wwn" or ident.lower().startswith(("eui.", "0x")):
+        names.add_wwn(ident)
+    elif bus == "scsi" and re.fullmatch(r"3[0-9a-fA-F]{8,}", ident):
+        names.add_wwn(ident[1:])
+    else:
+        names.add_serial(ident)
+        if "_" in ident:
+            names.add_serial(ident.rsplit("_", 1)[1])
 
 
 def _from_sysctl(text: str, names: Names) -> None:

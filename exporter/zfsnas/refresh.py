@@ -3,7 +3,12 @@
 A `BackgroundRefresher` calls its fetch function on its own interval in a daemon thread, one call
 at a time, and keeps the last good value with its age, so a hung or failing command shows up as a
 growing `zfs_exporter_source_age_seconds` and `zfs_exporter_source_success 0` while the previous
-values keep being served.
+values keep being served. A refresh can also be asked for early (`request`, e.g. when a pool's
+state kstat changes) and waited for with a bound (`wait_for`).
+
+A `Follower` runs a long-lived command (`zpool events -f`) in a daemon thread, hands its lines to a
+consumer as they come and starts it again when it ends, after a pause that grows while it keeps
+failing. Both report the same way: `name` and `state()` (the `Source` contract the scrape reads).
 
 `ForkedWork` runs the CPU-heavy part of a refresh (parsing and rendering 5,000 datasets, scanning
 4,000 disks) in a forked child process. In a thread of the exporter that work holds the GIL against
@@ -27,9 +32,26 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .exposition import Family, FrozenFamily
+
+if TYPE_CHECKING:  # a Protocol costs start-up and checks nothing at run time
+    from typing import Protocol
+
+    class Source(Protocol):
+        """What the scrape reports of a background source (`zfs_exporter_source_*{source}`) and
+        how a collector starts and stops it."""
+
+        name: str
+
+        def state(self) -> SourceState: ...
+
+        def start(self) -> None: ...
+
+        def request_stop(self) -> None: ...
+
+        def stop(self, timeout: float = 5.0) -> None: ...
 
 T = TypeVar("T")
 log = logging.getLogger("zfsnas")
@@ -87,11 +109,13 @@ START = StartGate()  # one per process: the exporter's own start
 
 class BackgroundRefresher(Generic[T]):
     def __init__(self, name: str, fetch: Callable[[], T], interval: float,
-                 clock: Callable[[], float] = time.monotonic, wait_for_start: bool = False):
-        """`wait_for_start`: the thread's first refresh waits for the exporter's first answer (`START`)."""
+                 clock: Callable[[], float] = time.monotonic, wait_for_start: bool = False, min_gap: float = 0.0):
+        """`wait_for_start`: the thread's first refresh waits for the exporter's first answer (`START`).
+        `min_gap`: seconds between the starts of two refreshes, however often one is requested."""
         self.name = name
         self.wait_for_start = wait_for_start
         self.interval = interval
+        self.min_gap = min_gap
         self._fetch = fetch
         self._clock = clock
         self._lock = threading.Lock()
@@ -102,6 +126,29 @@ class BackgroundRefresher(Generic[T]):
         self._error: str | None = "not refreshed yet"
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        # Early refreshes: `request` numbers each ask; `_covered` is the highest number a refresh
+        # that started after it has answered. The loop sleeps on `_changed` until the interval ends,
+        # an ask comes or it is stopped.
+        self._changed = threading.Condition(self._lock)
+        self._asked = 0
+        self._covered = 0
+
+    def request(self) -> int:
+        """Ask for a refresh now rather than at the next interval (in the background: a refresh
+        running already finishes first, then another starts); returns the ask's number for `wait_for`."""
+        with self._changed:
+            self._asked += 1
+            self._changed.notify_all()
+            return self._asked
+
+    def wait_for(self, ask: int, timeout: float) -> bool:
+        """Wait at most `timeout` seconds for a refresh that started after ask `ask` to end (well or
+        not); True if one did. Without a running thread nothing refreshes: False at once."""
+        with self._changed:
+            if self._thread is None:
+                return self._covered >= ask
+            return self._changed.wait_for(lambda: self._covered >= ask or self._stop.is_set(), timeout) \
+                and self._covered >= ask
 
     def refresh_now(self) -> bool:
         """Fetch once, synchronously; True on success."""
@@ -133,8 +180,17 @@ class BackgroundRefresher(Generic[T]):
             self._thread = threading.Thread(target=self._loop, name=f"refresh-{self.name}", daemon=True)
             self._thread.start()
 
+    def _asked_after(self, covered: int) -> Callable[[], bool]:
+        """What ends the loop's sleep: a stop, or an ask after those the last refresh covered."""
+        return lambda: self._stop.is_set() or self._asked > covered
+
+    def request_stop(self) -> None:
+        with self._changed:
+            self._stop.set()
+            self._changed.notify_all()
+
     def stop(self, timeout: float = 5.0) -> None:
-        self._stop.set()
+        self.request_stop()
         if self._thread is not None:
             self._thread.join(timeout=timeout)
 
@@ -142,9 +198,93 @@ class BackgroundRefresher(Generic[T]):
         if self.wait_for_start:
             START.wait(self._stop)
         while not self._stop.is_set():
-            started = self._clock()
+            started = time.monotonic()
+            with self._lock:
+                covering = self._asked
             self.refresh_now()
-            self._stop.wait(max(0.0, self.interval - (self._clock() - started)))
+            with self._changed:
+                self._covered = max(self._covered, covering)
+                self._changed.notify_all()
+                self._changed.wait_for(self._asked_after(covering), max(0.0, self.interval - (time.monotonic() - started)))
+            # an early refresh still keeps `min_gap` after the start of the one before
+            self._stop.wait(max(0.0, self.min_gap - (time.monotonic() - started)))
+
+
+class Follower:
+    """Follows a long-lived command in a daemon thread: `follow(stop)` runs it and yields its lines
+    until it ends (or `stop` is set), each handed to `consume`. When it ends it is started again
+    after `backoff[0]` seconds, doubling up to `backoff[1]` while it keeps ending within a minute.
+    `state()`: success while it runs (age 0), else the seconds since it last ran and why it ended."""
+
+    RESET_AFTER = 60.0  # a run this long was healthy: the next restart waits backoff[0] again
+
+    def __init__(self, name: str, follow: Callable[[threading.Event], Iterable[str]], consume: Callable[[str], None],
+                 backoff: tuple[float, float] = (1.0, 60.0), wait_for_start: bool = False):
+        self.name = name
+        self._follow = follow
+        self._consume = consume
+        self.backoff = backoff
+        self.wait_for_start = wait_for_start
+        self._lock = threading.Lock()
+        self._running = False
+        self._since = time.monotonic()   # when it last started or stopped running
+        self._error: str | None = "not started yet"
+        self._runs = 0
+        self._logged: str | None = None   # the last reason for a restart that was logged
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def runs(self) -> int:
+        """How many times the command was started."""
+        return self._runs
+
+    def state(self) -> SourceState[None]:
+        with self._lock:
+            age = 0.0 if self._running else max(0.0, time.monotonic() - self._since)
+            return SourceState(None, self._running, age, None if self._running else self._error)
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name=f"follow-{self.name}", daemon=True)
+            self._thread.start()
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self.request_stop()
+        if self._thread is not None:
+            self._thread.join(timeout=timeout)
+
+    def _set(self, running: bool, error: str | None) -> None:
+        with self._lock:
+            self._running, self._since, self._error = running, time.monotonic(), error
+
+    def _loop(self) -> None:
+        if self.wait_for_start:
+            START.wait(self._stop)
+        pause = self.backoff[0]
+        while not self._stop.is_set():
+            started = time.monotonic()
+            self._runs += 1
+            self._set(True, None)
+            try:
+                for line in self._follow(self._stop):
+                    self._consume(line)
+                error = "ended"
+            except Exception as exc:
+                error = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
+            self._set(False, error)
+            if self._stop.is_set():
+                return
+            pause = self.backoff[0] if time.monotonic() - started >= self.RESET_AFTER else pause
+            level = logging.DEBUG if error == self._logged else logging.WARNING  # a reason is said once
+            self._logged = error
+            log.log(level, "source %s failed: %s", self.name, error)
+            log.debug("source %s: started again in %g s", self.name, pause)
+            self._stop.wait(pause)
+            pause = min(self.backoff[1], pause * 2)
 
 
 class RenderedOnce:
@@ -185,13 +325,13 @@ def frozen(families: Iterable[Family]) -> list[FrozenFamily]:
     return out
 
 
-def stop_all(refreshers: Iterable[BackgroundRefresher], timeout: float = 5.0) -> None:
+def stop_all(refreshers: Iterable[Source], timeout: float = 5.0) -> None:
     """Stop several refreshers within one shared `timeout`: a fetch stuck in each of them must not
     add up at shutdown. (A hung command is killed before this: the exporter closes the command
     runner first.)"""
     refreshers = list(refreshers)
     for refresher in refreshers:
-        refresher._stop.set()
+        refresher.request_stop()
     deadline = time.monotonic() + timeout
     for refresher in refreshers:
         refresher.stop(timeout=max(0.0, deadline - time.monotonic()))

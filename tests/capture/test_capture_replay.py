@@ -24,7 +24,7 @@ from zfsnas import capture as capture_module
 from zfsnas.cli import build_parser, main
 from zfsnas.replay import CaptureError, ReplayExporter, open_capture
 from zfsnas.sources.zfs_datasets import LIST_DATASETS, LIST_SNAPSHOTS
-from zfsnas.sources.zpool import LIST_POOLS, STATUS_GUIDS, STATUS_PATHS
+from zfsnas.sources.zpool import LIST_POOLS, LIST_VDEVS, STATUS_GUIDS, STATUS_PATHS
 from zfsnas.sources.zpool_iostat import LATENCY_HISTOGRAMS, QUEUE_DEPTHS
 
 VOLATILE = ("zfs_exporter_collector_duration_seconds", "zfs_exporter_source_age_seconds")
@@ -66,7 +66,7 @@ def test_capture_records_exact_command_lines_and_trees(tmp_path):
     index = json.loads(files["zfsnas-capture/snapshots/0/commands.json"])
     recorded = [tuple(c["argv"]) for c in index["commands"]]
     assert sorted(recorded) == sorted([LIST_DATASETS, LIST_SNAPSHOTS, LIST_POOLS, STATUS_PATHS, STATUS_GUIDS,
-                                       LATENCY_HISTOGRAMS, QUEUE_DEPTHS])
+                                       LIST_VDEVS, LATENCY_HISTOGRAMS, QUEUE_DEPTHS])
     assert {c["exit_status"] for c in index["commands"]} == {0}
     pools_out = next(c["stdout"] for c in index["commands"] if tuple(c["argv"]) == LIST_POOLS)
     assert files[f"zfsnas-capture/snapshots/0/{pools_out}"].decode().startswith("backup\t3985729650688\t")
@@ -289,6 +289,52 @@ def test_anonymized_capture_leaks_no_name_serial_wwn_or_hostname(tmp_path, monke
     assert dict(key[1])["pool"] == next(iter(tank)) and dict(key[1])["workload"] == "seqwrite" and runs == 1
     assert disk["sdb"]["serial"].startswith("SERIAL") and disk["sdd"]["wwn"].startswith("0x5")
     assert disk["sdb"]["by_id"].startswith("ata-SERIAL")
+
+
+# The disks `zpool status` names in the stand-in's recordings (tests/fixtures/commands/generate.py):
+# none of them is in the fixture NAS's udev database or sysfs.
+STATUS_SERIALS = ("WD-CA0AAAA1", "WD-CA0AAAA2", "WD-CA0AAAA3", "WD-CA0AAAA4", "WD-CA0AAAA5", "WD-CA0AAAA6",
+                  "WD-CA0AAAS1", "WD-CA0AAAS2", "ZL2B0001", "ZL2B0002", "22331W800001", "S3Z8NB0K300001",
+                  "S3Z8NB0K300002", "S5H7NS0N100001", "S5H7NS0N100002", "BTDV7261000A", "BTDV7261000B",
+                  "S4EVNF0M200001", "S4EVNF0M200002")
+# by-id forms udev makes (and FreeBSD's), put in place of some of them: (path, what must not remain)
+OTHER_FORMS = {
+    "ata-WDC_WD80EFZZ-68BTXN0_WD-CA0AAAA3-part1": ("wwn-0x5000c50000000005-part1", "5000c50000000005"),
+    "ata-WDC_WD80EFZZ-68BTXN0_WD-CA0AAAA4-part1": ("ata-ZFSNAS_SATA_HDD_ZS0SATA0001-part1", "ZS0SATA0001"),
+    "ata-WDC_WD80EFZZ-68BTXN0_WD-CA0AAAA6-part1": ("scsi-35000c500e2e10002-part1", "5000c500e2e10002"),
+    "nvme-Samsung_SSD_970_EVO_Plus_500GB_S5H7NS0N100001-part1": ("nvme-eui.0025385b91b2c3d4-part1", "0025385b91b2c3d4"),
+    "ata-INTEL_SSDSC2BB120G7_BTDV7261000A-part1": ("usb-WD_Elements_25A3_575833314141-0:0-part1", "575833314141"),
+}
+
+
+def test_anonymized_capture_leaks_no_serial_of_a_disk_udev_knows_nothing_of(tmp_path, monkeypatch):
+    """Udev blind to the pool's disks (failed and gone, a container without /run/udev): the serials
+    and WWNs inside the by-id paths `zpool status` prints are still replaced, in every member."""
+    monkeypatch.setattr(socket, "gethostname", lambda: HOSTNAME)
+    root, flags = build_nas(tmp_path)
+    shutil.rmtree(root / "udev" / "data")
+    (root / "udev" / "data").mkdir()
+    status = root / "commands" / "zpool-status-P.txt"
+    text = status.read_text()
+    for old, (new, _) in OTHER_FORMS.items():
+        assert old in text
+        text = text.replace(old.ljust(len(new)), new.ljust(len(old)))
+    status.write_text(text)
+    out = take(tmp_path, "--anonymize", nas_flags=flags)
+    files = members(out)
+    secrets = [s for s in STATUS_SERIALS if not any(s in old for old in OTHER_FORMS)]
+    secrets += [secret for _, secret in OTHER_FORMS.values()]
+    leaks = [(name, secret) for name, content in files.items() for secret in secrets
+             if secret.lower().encode() in content.lower() or secret.lower() in name.lower()]
+    assert leaks == []
+    # The same disks under pseudonyms of the same shape: it still replays, by-id names and guids join.
+    [served] = replay_all(out)
+    vdevs = {dict(k[1])["vdev"] for k in samples(served) if k[0] == "zfs_vdev_state"}
+    shapes = {re.sub(r"(0x|eui\.|scsi-3)[0-9a-f]{16}|SERIAL[0-9]{4}", lambda m: (m[1] or "") + "X", v) for v in vdevs}
+    assert shapes >= {
+        "/dev/disk/by-id/wwn-0xX-part1", "/dev/disk/by-id/ata-X-part1", "/dev/disk/by-id/scsi-3X-part1",
+        "/dev/disk/by-id/nvme-eui.X-part1", "/dev/disk/by-id/usb-X-0:0-part1"}
+    assert "12897061293381947325" in vdevs   # guids are kept
 
 
 def test_capture_cli_refuses_a_missing_directory(tmp_path, capsys):

@@ -111,7 +111,8 @@ def test_zfs_missing(port, tmp_path):
         assert exp.proc.poll() is None
     lines = [line for line in exp.log().splitlines() if "command not found" in line]
     sources = [line.split("level=WARNING source ")[1] for line in lines if "level=WARNING source " in line]
-    assert sorted(sources) == sorted(f"{s} failed: {s.split('_')[0]}: command not found" for s in SOURCES)
+    assert sorted(sources) == sorted(f"{s} failed: {s.split('_')[0]}: command not found"
+                                     for s in (*SOURCES, "zpool_list_vdevs", "zpool_events"))
     assert all(len(line) < 200 for line in lines)
     assert "Traceback" not in exp.log()
 

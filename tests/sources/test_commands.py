@@ -165,3 +165,30 @@ def test_a_command_that_exits_while_another_thread_reaps_it_is_seen_to_exit():
     finally:
         release.set()
         holder.join(5)
+
+
+def test_follow_streams_a_long_lived_command_without_timeout_or_turn(tmp_path):
+    """`zpool events -f` runs for the exporter's life: past the runner's timeout, beside a one-at-a-time
+    command, until its stop event is set (then killed, its end no error) or it exits (a failure raised)."""
+    import threading
+
+    runner = CommandRunner(timeout=0.3, one_at_a_time={sys.executable})
+    events = [sys.executable, "-c", "import time\nfor n in range(100):\n print('event', n, flush=True); time.sleep(0.1)"]
+    stop = threading.Event()
+    seen: list[str] = []
+    follower = threading.Thread(target=lambda: seen.extend(runner.follow(events, stop)))
+    follower.start()
+    time.sleep(0.2)
+    assert runner.run([sys.executable, "-c", "print('beside')"]) == "beside\n"   # the turn is not held
+    time.sleep(0.6)   # past the 0.3 s timeout
+    [proc] = runner._running
+    stop.set()
+    follower.join(5)
+    assert not follower.is_alive() and seen[:3] == ["event 0", "event 1", "event 2"] and len(seen) >= 7
+    assert proc.poll() is not None and not runner._running
+    failing = [sys.executable, "-c", "import sys; print('last'); sys.exit('no /dev/zfs')"]
+    out: list[str] = []
+    with pytest.raises(SourceError, match="exited with status 1: no /dev/zfs"):
+        for line in runner.follow(failing, threading.Event()):
+            out.append(line)
+    assert out == ["last"]

@@ -6,8 +6,8 @@ import pytest
 
 from tests.conftest import FIXTURES
 from zfsnas.sources.model import SourceError
-from zfsnas.sources.zpool import (parse_bytes, parse_ctime, parse_duration, parse_list, parse_scan, parse_status,
-                                  read_pools, read_status)
+from zfsnas.sources.zpool import (LIST_VDEVS, parse_bytes, parse_ctime, parse_duration, parse_expansion, parse_list,
+                                  parse_scan, parse_status, parse_vdev_list, read_pools, read_status, read_vdev_space)
 
 COMMANDS = FIXTURES / "commands"
 VERSIONS = ("2.1", "2.3")
@@ -93,9 +93,55 @@ def test_pool_state_scans_and_errors(version):
     assert resilver.issued == 402 * 2**30
     assert resilver.total == round(10.8 * 2**40)
     assert (resilver.processed, resilver.percent_done) == (round(66.9 * 2**30), 3.63)
+    assert (resilver.rate, resilver.remaining) == (236 * 2**20, 12 * 3600 + 50 * 60 + 5)
     [running] = pools["scratch"].scans
     assert (running.state, running.start) == ("scanning", local(2026, 11, 2, 8, 0, 0))
     assert (running.examined, running.issued, running.total) == (210 * 2**30, round(98.5 * 2**30), 400 * 2**30)
+    assert (running.rate, running.remaining) == (240 * 2**20, 21 * 60 + 26)
+    assert (scrub.rate, scrub.remaining) == (None, None)  # finished: neither is printed
+
+
+# OpenZFS `print_scan_scrub_resilver_status`: 2.2+ prints a rate only once the pass has issued
+# something and a time to go only from 10 MB/s; 2.1 always prints both rates (`0B/s`).
+@pytest.mark.parametrize("lines, rate, remaining", [
+    (["resilver in progress since Sun Nov 22 10:00:00 2026", "\t1.45G / 1.45G scanned, 0B / 1.45G issued",
+      "\t0B resilvered, 0.00% done, no estimated completion time"], None, None),
+    (["resilver in progress since Sun Nov 22 10:00:00 2026", "\t1.45G / 1.45G scanned at 742M/s, 112M / 1.45G issued at 5.6M/s",
+      "\t110M resilvered, 7.55% done, no estimated completion time"], round(5.6 * 2**20), None),
+    (["resilver in progress since Sun Nov 22 10:00:00 2026", "\t1.45G scanned at 742M/s, 0B issued at 0B/s, 1.45G total",
+      "\t0B resilvered, 0.00% done, no estimated completion time"], 0, None),
+    (["scrub in progress since Sun Nov 22 10:00:00 2026", "\t9.99T / 10.8T scanned at 1.12G/s, 9.01T / 10.8T issued at 1.01G/s",
+      "\t0B repaired, 83.43% done, 1 days 02:03:04 to go"], round(1.01 * 2**30), 93784),
+])
+def test_scan_rate_and_time_remaining(lines, rate, remaining):
+    scan = parse_scan(lines)
+    assert (scan.rate, scan.remaining) == (rate, remaining)
+
+
+# OpenZFS 2.3 `print_raidz_expand_status` (zfs_nicenum figures, no `B`; `expansion of <vdev>`).
+def test_raidz_expansion():
+    running = parse_expansion(["expansion of raidz1-0 in progress since Sun Nov 22 10:00:00 2026",
+                               "\t118M / 403M copied at 12.3M/s, 29.28% done, 00:00:23 to go"])
+    assert (running.vdev, running.state, running.start, running.paused) == ("raidz1-0", "expanding",
+                                                                             local(2026, 11, 22, 10, 0, 0), False)
+    assert (running.copied, running.total, running.rate, running.remaining, running.percent_done) == (
+        118 * 2**20, 403 * 2**20, round(12.3 * 2**20), 23, 29.28)
+    paused = parse_expansion(["expansion of raidz2-0 in progress since Sun Nov 22 10:00:00 2026",
+                              "\t1.00G / 4.00G copied at 1.00M/s, 25.00% done, paused for resilver or clear"])
+    assert (paused.paused, paused.remaining) == (True, None)
+    slow = parse_expansion(["expansion of raidz1-0 in progress since Sun Nov 22 10:00:00 2026",
+                            "\t1 / 4.00T copied at 1/s, 0.00% done, (copy is slow, no estimated time)"])
+    assert (slow.copied, slow.rate, slow.remaining, slow.paused) == (1, 1, None, False)
+    done = parse_expansion(["expanded raidz1-0 copied 403M in 00:00:41, on Sun Nov 22 10:00:41 2026"])
+    assert (done.state, done.copied, done.start, done.end, done.total) == (
+        "finished", 403 * 2**20, local(2026, 11, 22, 10, 0, 0), local(2026, 11, 22, 10, 0, 41), None)
+    assert parse_expansion(["something else entirely"]) is None
+    # as a section of zpool status (printed without indentation, after `scan:`)
+    text = recorded("2.3", "zpool-status-P.txt").replace(
+        "  scan: scrub repaired 1.50M", "expand: expansion of mirror-0 in progress since Sun Nov 22 10:00:00 2026\n"
+        "\t1.00G / 2.00G copied at 10.0M/s, 50.00% done, 00:01:42 to go\n  scan: scrub repaired 1.50M")
+    backup = next(p for p in parse_status(text) if p.name == "backup")
+    assert (backup.expansion.copied, backup.expansion.remaining, len(backup.scans)) == (2**30, 102, 1)
 
 
 @pytest.mark.parametrize("lines, expect", [
@@ -154,3 +200,45 @@ def test_shared_value_is_a_vdev_list_with_pools():
     shared = status("2.3")
     assert len(shared) == 23 + 4 + 2
     assert [p.name for p in shared.pools] == ["backup", "scratch", "tank"]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_vdev_space(version):
+    vdevs = read_vdev_space(lambda argv: recorded(version, "zpool-list-v.txt") if tuple(argv) == LIST_VDEVS else "")
+    by_name = {(v.pool, v.name): v for v in vdevs}
+    raidz = by_name[("tank", "raidz2-0")]
+    assert (raidz.role, raidz.size, raidz.allocated, raidz.free, raidz.fragmentation, raidz.capacity) == (
+        "data", 47244640256000, 11730456035328, 35514184220672, 0.18, 0.24)
+    leaf = by_name[("tank", PART.format("A1"))]
+    assert (leaf.role, leaf.size, leaf.allocated, leaf.fragmentation) == ("data", 8001561821184, None, None)
+    assert [(v.name, v.role) for v in vdevs if v.role not in ("data",)][:3] == [
+        ("mirror-3", "dedup"), ("/dev/disk/by-id/ata-Samsung_SSD_850_PRO_256GB_S3Z8NB0K300001-part1", "dedup"),
+        ("/dev/disk/by-id/ata-Samsung_SSD_850_PRO_256GB_S3Z8NB0K300002-part1", "dedup")]
+    assert {v.role for v in vdevs if v.name in ("mirror-1", "mirror-2")} == {"special", "log"}
+    cache = by_name[("tank", "/dev/disk/by-id/ata-Samsung_SSD_860_EVO_500GB_S4EVNF0M200001-part1")]
+    assert (cache.role, cache.allocated, cache.capacity) == ("cache", 412316860416, 0.82)
+    assert by_name[("tank", PART.format("S2"))].role == "spare"
+    assert by_name[("tank", "12897061293381947325")].size is None  # an absent disk: printed by guid, no size
+    assert {v.pool for v in vdevs} == {"backup", "scratch", "tank"}  # the pool rows themselves are not vdevs
+    assert len(vdevs) == 3 + 1 + 22  # backup, scratch, tank: every row but the pools' and the headings
+
+
+def test_vdev_space_from_live_zfs():
+    """The guest's `zpool list -Hpv` (every column; -o picks fewer): the headings of a live pool."""
+    text = (FIXTURES / "linux-zfs-2.3.2-live" / "commands" / "zpool_list_v.txt").read_text()
+    rows = []
+    for line in text.splitlines():  # name size alloc free ckpoint expandsz frag cap ... -> the -o columns
+        fields = line.split("\t")
+        rows.append(line if len(fields) < 2 else "\t".join(fields[:4] + fields[6:8]) if fields[0]
+                    else "\t".join(fields[:5] + fields[7:9]))
+    vdevs = parse_vdev_list("\n".join(rows))
+    assert [(v.name, v.role) for v in vdevs if v.role != "data"] == [("virtio-ZNV0001", "cache"),
+                                                                      ("ata-ZFSNAS_SATA_HDD_ZNS0005", "spare")]
+    mirror = next(v for v in vdevs if v.name == "mirror-0")
+    assert (mirror.size, mirror.allocated, mirror.free, mirror.fragmentation, mirror.capacity) == (
+        251658240, 2149888, 249508352, 0.01, 0.0)
+
+
+def test_vdev_space_rejects_other_columns():
+    with pytest.raises(SourceError, match="7 columns"):
+        parse_vdev_list("tank\t1\t2\t3\t4\t5\n\tmirror-0\t1\t2\t3\t4\t5\t6\n")

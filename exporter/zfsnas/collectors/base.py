@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, ClassVar, TypeVar
 from ..exposition import Family
 
 if TYPE_CHECKING:
-    from ..refresh import BackgroundRefresher
+    from ..refresh import BackgroundRefresher, Source
     from ..sources.commands import CommandRunner
     from ..sources.model import KstatSource, VdevStatus
     from ..sources.zpool import ZpoolStatus
@@ -164,7 +164,7 @@ class Collector:
             return self.ctx.pools()
         return []
 
-    def sources(self) -> Sequence[BackgroundRefresher]:
+    def sources(self) -> Sequence[Source]:
         """Background sources whose age and success the exporter reports."""
         return ()
 

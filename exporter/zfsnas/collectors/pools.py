@@ -4,28 +4,45 @@ Owns `zfs_pool_{size,allocated,free}_bytes`, `zfs_pool_{fragmentation,capacity}_
 `zfs_pool_dedup_ratio` (multiplier), `zfs_pool_health{pool,state}` (one series per state, 1 on the
 current one), `zfs_vdev_state{pool,vdev,vdev_guid,role,parent,state}` (1, one series per vdev),
 `zfs_vdev_errors{pool,vdev,vdev_guid,role,type}` (gauges: `zpool clear` resets them),
-`zfs_pool_scan_*{pool,function}` for the latest scrub/resilver and `zfs_pool_data_errors{pool}`.
+`zfs_pool_scan_*{pool,function}` for the latest scrub/resilver (progress, issue rate, time
+remaining), `zfs_pool_expansion_*{pool,vdev}` for a RAID-Z expansion, `zfs_pool_data_errors{pool}`,
+`zfs_vdev_{size,allocated,free}_bytes` and `zfs_vdev_{fragmentation,capacity}_ratio{pool,vdev,role}`
+(from `zpool list -v`), `zfs_pool_expected_imported{pool}` (`--pool.expected`) and
+`zfs_pool_events_total{pool,class}` (`zpool events -f`).
 
-Both commands run in the background (sources `zpool_list` and `zpool_status`, every
-`--pools.refresh-interval` seconds), never on the scrape path; each refresh also builds and renders
-its families (`refresh.frozen`), so a scrape copies their text. The `zpool_status` refresher is
-set as `Context.zpool_status`; its value is a `sources.zpool.ZpoolStatus` (a `list[VdevStatus]`
-with `.pools`), which `disks` and `vdevlatency` read through `Context.vdevs()`.
+The commands run in the background (sources `zpool_list`, `zpool_status` and `zpool_list_vdevs`,
+every `--pools.refresh-interval` seconds), never on the scrape path; each refresh also builds and
+renders its families (`refresh.frozen`), so a scrape copies their text. Health stays fresh: every
+scrape reads each pool's `state` kstat (a small file), and when a state changed, or a pool came or
+went, it asks the three sources for a refresh at once and waits for it at most `FRESH_WAIT`
+seconds (a hung `zpool` is then reported by its source, not waited for); the events follower
+(source `zpool_events`, a long-lived `zpool events -fvH`) asks for one too when an event can change
+a vdev's state or errors. The `zpool_status` refresher is set as `Context.zpool_status`; its value is
+a `sources.zpool.ZpoolStatus` (a `list[VdevStatus]` with `.pools`), which `disks` and `vdevlatency`
+read through `Context.vdevs()`.
 """
 
 from __future__ import annotations
 
 import argparse
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..exposition import Families, Family, FrozenFamily
-from ..refresh import BackgroundRefresher, RenderedOnce, frozen
+from ..refresh import BackgroundRefresher, Follower, RenderedOnce, frozen
 from .base import Context, RefreshingCollector, Report
 from .datasets import compile_pattern, pool_selected
 
 if TYPE_CHECKING:
-    from ..sources.zpool import Pool, PoolStatus, ZpoolStatus
+    import threading
+
+    from ..refresh import Source
+    from ..sources.zpool import Pool, PoolStatus, VdevSpace, ZpoolStatus
+    from ..sources.zpool_events import EventCounts, EventReader
+
+FRESH_WAIT = 2.0   # seconds a scrape that saw a pool's state change waits for the zpool sources to follow it
+EVENT_REFRESH_GAP = 1.0  # seconds at least between the starts of two refreshes of a source (an event storm)
 
 SPACE = (
     ("size", "zfs_pool_size_bytes", "Total size of the pool (zpool list size)."),
@@ -44,6 +61,27 @@ SCAN = (
     ("total", "zfs_pool_scan_total_bytes", "Bytes the running scan has to examine."),
     ("processed", "zfs_pool_scan_repaired_bytes", "Bytes repaired by the scrub or resilvered by the resilver."),
     ("errors", "zfs_pool_scan_errors", "Errors the finished scan found."),
+    ("rate", "zfs_pool_scan_rate_bytes_per_second", "Issue rate of the running scan as zpool prints it (this pass)."),
+    ("remaining", "zfs_pool_scan_remaining_seconds", "Seconds the running scan still needs at its rate, as zpool "
+     "estimated it at the last refresh (none below 10 MB/s)."),
+)
+# (Expansion attribute, metric, help) of a RAID-Z expansion (zpool attach to a raidz vdev, OpenZFS 2.3+).
+EXPANSION = (
+    ("start", "zfs_pool_expansion_start_timestamp_seconds", "When the RAID-Z expansion started, Unix time."),
+    ("end", "zfs_pool_expansion_end_timestamp_seconds", "When the RAID-Z expansion finished, Unix time."),
+    ("copied", "zfs_pool_expansion_copied_bytes", "Bytes the RAID-Z expansion has reflowed (progress = copied / total)."),
+    ("total", "zfs_pool_expansion_total_bytes", "Bytes the running RAID-Z expansion has to reflow."),
+    ("rate", "zfs_pool_expansion_rate_bytes_per_second", "Reflow rate of the running RAID-Z expansion."),
+    ("remaining", "zfs_pool_expansion_remaining_seconds", "Seconds the running RAID-Z expansion still needs at "
+     "its rate, as zpool estimated it at the last refresh."),
+)
+# (VdevSpace attribute, metric, help) from `zpool list -v`; only where zpool prints a figure.
+VDEV_SPACE = (
+    ("size", "zfs_vdev_size_bytes", "Size of the vdev (zpool list -v size; for a disk its partition's size)."),
+    ("allocated", "zfs_vdev_allocated_bytes", "Space allocated on a top-level vdev or cache device (zpool list -v alloc)."),
+    ("free", "zfs_vdev_free_bytes", "Free space of a top-level vdev or cache device (zpool list -v free)."),
+    ("fragmentation", "zfs_vdev_fragmentation_ratio", "Free-space fragmentation of a top-level vdev, 0..1."),
+    ("capacity", "zfs_vdev_capacity_ratio", "Share of a top-level vdev or cache device allocated, 0..1."),
 )
 ERROR_TYPES = (("read", "read_errors"), ("write", "write_errors"), ("checksum", "checksum_errors"))
 
@@ -60,17 +98,37 @@ class PoolsCollector(RefreshingCollector):
                             help="regular expression on the whole pool name: only these pools (pools and datasets)")
         parser.add_argument("--pool.exclude", dest="pool_exclude", default=None,
                             help="regular expression on the whole pool name: leave these pools out (pools and datasets)")
+        parser.add_argument("--pool.expected", dest="pool_expected", action="append", default=None,
+                            metavar="POOL[,POOL...]",
+                            help="pools that should be imported (repeatable, or comma-separated): "
+                                 "zfs_pool_expected_imported{pool} is 0 while one is not (alert ZfsPoolMissing)")
+        parser.add_argument("--pools.events", dest="pools_events", action=argparse.BooleanOptionalAction, default=True,
+                            help="follow `zpool events -f`: zfs_pool_events_total{pool,class} and an early "
+                                 "refresh on a vdev's state change (default on)")
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         args = ctx.args
         self.include = compile_pattern(getattr(args, "pool_include", None), "--pool.include")
         self.exclude = compile_pattern(getattr(args, "pool_exclude", None), "--pool.exclude")
+        self.expected = expected_pools(getattr(args, "pool_expected", None))
         interval = getattr(args, "pools_refresh_interval", 60.0)
         # zpool runs after the exporter's first answer (refresh.START): that answer comes sooner
-        self.pool_list = BackgroundRefresher("zpool_list", self._read_list, interval, wait_for_start=True)
-        self.status = BackgroundRefresher("zpool_status", self._read_status, interval, wait_for_start=True)
-        self._rendered = RenderedOnce(4)  # the families of the last values of either source
+        gap = min(EVENT_REFRESH_GAP, interval)
+        self.pool_list = BackgroundRefresher("zpool_list", self._read_list, interval, wait_for_start=True, min_gap=gap)
+        self.status = BackgroundRefresher("zpool_status", self._read_status, interval, wait_for_start=True,
+                                          min_gap=gap)
+        self.vdev_space = BackgroundRefresher("zpool_list_vdevs", self._read_vdev_space, interval, wait_for_start=True,
+                                              min_gap=gap)
+        self._rendered = RenderedOnce(6)  # the families of the last values of the three sources
+        self._states: dict[str, str] | None = None  # each pool's state kstat at the last scrape
+        self.events: Follower | None = None
+        if getattr(args, "pools_events", True):
+            from ..sources.zpool_events import EventCounts, EventReader
+
+            self.event_counts: EventCounts = EventCounts()
+            self._event_reader: EventReader = EventReader()
+            self.events = Follower("zpool_events", self._follow_events, self._event_line, wait_for_start=True)
         ctx.zpool_status = self.status
 
     def _read_list(self) -> list[Pool]:
@@ -86,6 +144,28 @@ class PoolsCollector(RefreshingCollector):
         status = read_status(self.ctx.commands.run)
         self._families_of(status, self._status_families)
         return status
+
+    def _read_vdev_space(self) -> list[VdevSpace]:
+        from ..sources.zpool import read_vdev_space
+
+        vdevs = read_vdev_space(self.ctx.commands.run)
+        self._families_of(vdevs, self._vdev_space_families)
+        return vdevs
+
+    def _follow_events(self, stop: threading.Event) -> Iterable[str]:
+        from ..sources.zpool_events import FOLLOW_EVENTS, EventReader
+
+        self._event_reader = EventReader()  # a block cut short by the last run's end is forgotten
+        self.event_counts.started()
+        return self.ctx.commands.follow(FOLLOW_EVENTS, stop)
+
+    def _event_line(self, line: str) -> None:
+        from ..sources.zpool_events import changes_health
+
+        event = self._event_reader.feed(line)
+        if event is not None and self.event_counts.add(event) and changes_health(event):
+            for source in self._zpool_sources():
+                source.request()
 
     def _families_of(self, value: Any, build: Callable[[Any, Families], None]) -> list[FrozenFamily]:
         """The rendered families of one source's value: made by its refresh (before the value is
@@ -109,22 +189,75 @@ class PoolsCollector(RefreshingCollector):
             if self._selected(pool_status.name):
                 self._vdevs(families, pool_status)
                 self._scans(families, pool_status)
+                self._expansion(families, pool_status)
 
-    def sources(self) -> Sequence[BackgroundRefresher]:
-        return (self.pool_list, self.status)
+    def _vdev_space_families(self, vdevs: list[VdevSpace], families: Families) -> None:
+        for vdev in vdevs:
+            if self._selected(vdev.pool):
+                labels = {"pool": vdev.pool, "vdev": vdev.name, "role": vdev.role}
+                for attr, name, documentation in VDEV_SPACE:
+                    if (number := getattr(vdev, attr)) is not None:
+                        families.gauge(name, documentation, labels, number)
+
+    def _zpool_sources(self) -> tuple[BackgroundRefresher, ...]:
+        return (self.pool_list, self.status, self.vdev_space)
+
+    def sources(self) -> Sequence[Source]:
+        # the events follower runs only in a started exporter (not in a one-shot render: capture, tests)
+        follower = (self.events,) if self.events is not None and self._started else ()
+        return (*self._zpool_sources(), *follower)
 
     def _selected(self, pool: str) -> bool:
         return pool_selected(pool, self.include, self.exclude)
 
     def collect(self, report: Report) -> Iterable[Family]:
         out: list[Family] = []
+        imported = self._follow_states(report)
         pools = self.current(self.pool_list, report)
         if pools is not None:
             out.extend(self._families_of(pools, self._list_families))
         status = self.current(self.status, report)
         if status is not None:
             out.extend(self._families_of(status, self._status_families))
-        return out
+        vdevs = self.current(self.vdev_space, report)
+        if vdevs is not None:
+            out.extend(self._families_of(vdevs, self._vdev_space_families))
+        families = Families()
+        if imported is not None:
+            for pool in self.expected:
+                families.gauge("zfs_pool_expected_imported", "1 if the pool named in --pool.expected is imported "
+                               "(it has kstats), 0 if not.", {"pool": pool}, 1 if pool in imported else 0)
+        if self.events is not None:
+            for (pool, event_class), count in sorted(self.event_counts.counts.copy().items()):
+                if self._selected(pool) or not pool:
+                    families.counter("zfs_pool_events_total", "ZFS events seen since the exporter started "
+                                     "(zpool events), by pool and class without its *.fs.zfs. prefix.",
+                                     {"pool": pool, "class": event_class}, count)
+        return [*out, *families]
+
+    def _follow_states(self, report: Report) -> set[str] | None:
+        """Each pool's `state` kstat, read every scrape; when one changed or a pool came or went
+        since the last scrape, the zpool sources refresh now and this scrape waits for them (at
+        most FRESH_WAIT seconds). Returns the pools with kstats (None if they could not be read)."""
+        pools = None
+        with report.guard("listing pools"):
+            pools = self.ctx.pools()
+        if pools is None:
+            return None
+        states = {}
+        for pool in pools:
+            try:
+                states[pool] = self.ctx.kstat.pool_state(pool).upper()
+            except Exception:  # exported since it was listed: gone, as the next listing will say
+                continue
+        changed = self._states is not None and states != self._states
+        self._states = states
+        if changed and self._started:
+            asks = [(source, source.request()) for source in self._zpool_sources()]
+            deadline = time.monotonic() + FRESH_WAIT
+            for source, ask in asks:
+                source.wait_for(ask, max(0.0, deadline - time.monotonic()))
+        return set(states)
 
     def _pool(self, families: Families, pool: Pool) -> None:
         from ..sources.zpool import HEALTH_STATES
@@ -153,6 +286,19 @@ class PoolsCollector(RefreshingCollector):
             families.gauge("zfs_pool_data_errors", "Permanent data errors (zpool status: N data errors).",
                            {"pool": status.name}, status.data_errors)
 
+    def _expansion(self, families: Families, status: PoolStatus) -> None:
+        expansion = status.expansion
+        if expansion is None:
+            return
+        families.gauge("zfs_pool_expansion_info", "The latest RAID-Z expansion of the pool: its vdev and state "
+                       "(expanding, paused, finished).",
+                       {"pool": status.name, "vdev": expansion.vdev,
+                        "state": "paused" if expansion.paused else expansion.state}, 1)
+        labels = {"pool": status.name, "vdev": expansion.vdev}
+        for attr, name, documentation in EXPANSION:
+            if (number := getattr(expansion, attr)) is not None:
+                families.gauge(name, documentation, labels, number)
+
     def _scans(self, families: Families, status: PoolStatus) -> None:
         seen = set()
         for scan in status.scans:
@@ -166,3 +312,13 @@ class PoolsCollector(RefreshingCollector):
             for attr, name, documentation in SCAN:
                 if (number := getattr(scan, attr)) is not None:
                     families.gauge(name, documentation, labels, number)
+
+
+def expected_pools(values: list[str] | None) -> tuple[str, ...]:
+    """`--pool.expected tank,backup --pool.expected usb`: the pool names, in order, once each."""
+    names: dict[str, None] = {}
+    for value in values or ():
+        for name in value.split(","):
+            if name.strip():
+                names[name.strip()] = None
+    return tuple(names)

@@ -8,6 +8,9 @@ Every command runs in its own process group with stdin closed, and is bounded th
   printing more is killed and its source fails with one line saying which limit to raise);
   `lines` streams and caps each line at `MAX_LINE_BYTES`;
 - error text: only the last `MAX_STDERR` bytes of stderr are read, for the one-line error.
+A long-lived command (`zpool events -f`, through `follow`) has no timeout: it runs until it ends,
+its `stop` event is set or the runner is closed, and it never takes the one-at-a-time turn below
+(it holds no pool lock: it waits for the kernel's next event).
 The optional prefix (e.g. `nsenter --target 1 --mount --`) lets an exporter in a container run
 the host's own userland, which must match the host's kernel module.
 
@@ -139,6 +142,13 @@ class CommandRunner:
         with closing(self._chunks(argv, timeout)) as chunks:
             yield from self._split(chunks, argv, max_output)
 
+    def follow(self, argv: Sequence[str], stop: threading.Event) -> Iterator[str]:
+        """Run a long-lived `argv` and yield its stdout line by line (each cut at MAX_LINE_BYTES)
+        until it exits or `stop` is set (then it is killed); no timeout, no turn. A non-zero exit
+        status raises SourceError at the end."""
+        with closing(self._stream(argv, None, None, stop)) as chunks:
+            yield from self._split(chunks, argv, None)
+
     @staticmethod
     def _split(chunks: Iterator[bytes], argv: Sequence[str], max_output: int | None) -> Iterator[str]:
         pending = bytearray()
@@ -201,12 +211,13 @@ class CommandRunner:
         with self._turn(argv):
             yield from self._stream(argv, timeout, status)
 
-    def _stream(self, argv: Sequence[str], timeout: float | None,
-                status: _Exit | None) -> Generator[bytes, None, None]:
+    def _stream(self, argv: Sequence[str], timeout: float | None, status: _Exit | None,
+                stop: threading.Event | None = None) -> Generator[bytes, None, None]:
+        """With `stop` (a long-lived command) there is no deadline: it runs until it exits or `stop` is set."""
         import tempfile
 
         full = [*self.prefix, *argv]
-        limit = self.timeout if timeout is None else timeout
+        limit = float("inf") if stop is not None else self.timeout if timeout is None else timeout
         with tempfile.TemporaryFile() as err:  # a file, not a pipe: stderr can never block stdout
             proc = self._start(full, err)
             assert proc.stdout is not None
@@ -227,6 +238,8 @@ class CommandRunner:
                         exited_at = now
                     if exited_at is not None and now - exited_at > EOF_GRACE:
                         break  # the command is done; whoever still holds its pipe is not waited for
+                    if stop is not None and stop.is_set():
+                        break
                     if not poller.poll(min(deadline - now, 0.2) * 1000):
                         continue
                     try:
@@ -234,7 +247,7 @@ class CommandRunner:
                     except BlockingIOError:
                         continue
                     if not chunk:  # end of output: the command gets the rest of its time to exit
-                        timed_out = not _wait_exit(proc, deadline)
+                        timed_out = not _wait_exit(proc, deadline if stop is None else now + 5 * EOF_GRACE)
                         break
                     yield chunk
             finally:
@@ -242,6 +255,8 @@ class CommandRunner:
                     self._running.discard(proc)
                 proc.stdout.close()
                 _kill_group(proc)
+            if stop is not None and stop.is_set():
+                return  # stopped on purpose: how it ended says nothing
             if timed_out:
                 raise SourceError(f"{_show(argv)} timed out after {limit:g}s and was killed")
             if proc.returncode != 0:

@@ -6,8 +6,14 @@ Owns the argument lists the `pools` collector runs and the parsing of their text
 - `zpool status -Pp` and `zpool status -gp`: the same tree printed twice, once with full device
   paths (`/dev/disk/by-id/...-part1`, interior vdevs as `raidz2-0`, `mirror-1`, `spare-1`) and once
   with vdev guids; rows are paired by position to give every `VdevStatus` both. `-p` prints exact
-  error counts. The `scan:` lines (OpenZFS 2.1 and 2.2+ wordings), `errors:` and `state:` too.
-  Byte figures in `scan:` lines are what `zpool` prints (three significant digits, 1024-based).
+  error counts. The `scan:` lines (OpenZFS 2.1 and 2.2+ wordings: progress, issue rate and the
+  time to go), the `expand:` lines of a RAID-Z expansion (2.3+), `errors:` and `state:` too.
+  Byte figures in `scan:` and `expand:` lines are what `zpool` prints (three significant digits,
+  1024-based); a time to go (`12:50:05 to go`) is read as seconds remaining.
+- `zpool list -HpPv -o name,size,alloc,free,frag,cap`: each pool's vdevs with their space; rows of
+  top-level vdevs (and cache devices) carry allocation, free space and fragmentation, leaves only
+  their size. Section headings (`special`, `dedup`, `logs`, `cache`, `spare`) are printed without
+  a tab even with -H and set the role of the rows below them.
 It must not build metrics nor run anything but these commands.
 
 Shared value: `read_status` returns a `ZpoolStatus`, a `list[VdevStatus]` (every vdev of every pool,
@@ -33,9 +39,12 @@ from .model import SourceError, VdevStatus
 LIST_POOLS = ("zpool", "list", "-Hp", "-o", "name,size,alloc,free,frag,cap,dedup,health")
 STATUS_PATHS = ("zpool", "status", "-Pp")
 STATUS_GUIDS = ("zpool", "status", "-gp")
+LIST_VDEVS = ("zpool", "list", "-HpPv", "-o", "name,size,alloc,free,frag,cap")
 HEALTH_STATES = ("ONLINE", "DEGRADED", "FAULTED", "OFFLINE", "UNAVAIL", "REMOVED", "SUSPENDED")
 NO_POOLS = "no pools available"
 SECTION_ROLES = {"logs": "log", "cache": "cache", "spares": "spare", "special": "special", "dedup": "dedup"}
+# The headings of `zpool list -v` (it says `spare`, not `spares`).
+LIST_SECTION_ROLES = {**SECTION_ROLES, "spare": "spare"}
 
 
 # NamedTuples and slotted classes, not dataclasses: this module is imported by the first refresh,
@@ -54,12 +63,29 @@ class Pool(NamedTuple):
     health: str
 
 
+class VdevSpace(NamedTuple):
+    """One vdev row of `zpool list -v`: `name` as `zpool status -P` prints it, `role` from the
+    section it is listed in. Top-level vdevs and cache devices have every figure; leaves, spares
+    and the members of a mirror or RAID-Z only `size` (the others None, printed `-`)."""
+
+    pool: str
+    name: str
+    role: str
+    size: int | None
+    allocated: int | None
+    free: int | None
+    fragmentation: float | None  # 0..1
+    capacity: float | None  # 0..1
+
+
 class Scan:
     """One `scan:` block. function: scrub, resilver or none; state: finished, canceled, scanning,
-    paused or none. Times are Unix seconds; byte fields are None when the line does not say."""
+    paused or none. Times are Unix seconds; byte fields are None when the line does not say. `rate`
+    is the issue rate zpool prints (bytes/s, the running pass), `remaining` the seconds to go it prints
+    (None when it prints none: slower than 10 MB/s, or a pass that has issued nothing yet)."""
 
     __slots__ = ("function", "state", "start", "end", "examined", "issued", "total", "processed", "errors",
-                 "percent_done")
+                 "percent_done", "rate", "remaining")
 
     def __init__(self, function: str, state: str, start: float | None = None, end: float | None = None,
                  processed: int | None = None, errors: int | None = None):
@@ -73,10 +99,34 @@ class Scan:
         self.processed = processed  # repaired (scrub) or resilvered bytes
         self.errors = errors
         self.percent_done: float | None = None
+        self.rate: int | None = None
+        self.remaining: int | None = None
+
+
+class Expansion:
+    """The `expand:` block of a RAID-Z expansion (`zpool attach` to a raidz vdev, OpenZFS 2.3+).
+    state: expanding or finished; `copied` bytes reflowed so far (all of them once finished), `total`
+    bytes to reflow, `rate` bytes/s and `remaining` seconds (as zpool estimates) while it runs; `paused`
+    while it waits for a resilver or a `zpool clear`."""
+
+    __slots__ = ("vdev", "state", "start", "end", "copied", "total", "rate", "remaining", "percent_done", "paused")
+
+    def __init__(self, vdev: str, state: str, start: float | None = None, end: float | None = None,
+                 copied: int | None = None):
+        self.vdev = vdev
+        self.state = state
+        self.start = start
+        self.end = end
+        self.copied = copied
+        self.total: int | None = None
+        self.rate: int | None = None
+        self.remaining: int | None = None
+        self.percent_done: float | None = None
+        self.paused = False
 
 
 class PoolStatus:
-    __slots__ = ("name", "state", "scans", "data_errors", "vdevs")
+    __slots__ = ("name", "state", "scans", "data_errors", "vdevs", "expansion")
 
     def __init__(self, name: str):
         self.name = name
@@ -84,6 +134,7 @@ class PoolStatus:
         self.scans: list[Scan] = []
         self.data_errors: int | None = None
         self.vdevs: list[VdevStatus] = []
+        self.expansion: Expansion | None = None
 
 
 class ZpoolStatus(list[VdevStatus]):
@@ -115,6 +166,38 @@ def parse_list(text: str) -> list[Pool]:
         except ValueError as exc:
             raise SourceError(f"zpool list line {number}: {exc}") from None
     return pools
+
+
+def parse_vdev_list(text: str) -> list[VdevSpace]:
+    """`zpool list -HpPv -o name,size,alloc,free,frag,cap`: the vdev rows of every pool (the pool
+    rows themselves are what `parse_list` reads)."""
+    out: list[VdevSpace] = []
+    pool, role = "", "data"
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line or line == NO_POOLS:
+            continue
+        if "\t" not in line:  # a section heading, printed with spaces even with -H
+            role = LIST_SECTION_ROLES.get(line.split()[0], role)
+            continue
+        fields = line.split("\t")
+        if not fields[0]:  # a vdev: a leading tab
+            fields = fields[1:]
+        else:
+            pool, role = fields[0], "data"
+            continue
+        if len(fields) != 6 or not pool:
+            raise SourceError(f"zpool list -v line {number}: {len(fields)} columns, expected 6")
+        name, size, alloc, free, frag, cap = fields
+        try:
+            out.append(VdevSpace(pool, name, role, _count(size), _count(alloc), _count(free),
+                                 _scaled_figure(frag, 100), _scaled_figure(cap, 100)))
+        except ValueError as exc:
+            raise SourceError(f"zpool list -v line {number}: {exc}") from None
+    return out
+
+
+def _count(text: str) -> int | None:
+    return None if text in ("-", "") else int(text)
 
 
 # --- zpool status ---------------------------------------------------------------------------
@@ -160,9 +243,13 @@ _FINISHED = re.compile(r"(scrub repaired|resilvered(?: \(\S+\))?) (\S+) in (.+?)
 _CANCELED = re.compile(r"(scrub|resilver(?: \(\S+\))?) canceled on (.+)")
 _RUNNING = re.compile(r"(scrub|resilver(?: \(\S+\))?) (in progress|paused) since (.+)")
 _STARTED = re.compile(r"scrub started on (.+)")
-_PROGRESS_21 = re.compile(r"(\S+) scanned(?: at \S+)?, (\S+) issued(?: at \S+)?, (\S+) total")
-_PROGRESS_22 = re.compile(r"(\S+) / (\S+) scanned(?: at \S+)?, (\S+) / \S+ issued(?: at \S+)?")
+_PROGRESS_21 = re.compile(r"(\S+) scanned(?: at \S+)?, (\S+) issued(?: at (\S+)/s)?, (\S+) total")
+_PROGRESS_22 = re.compile(r"(\S+) / (\S+) scanned(?: at \S+)?, (\S+) / \S+ issued(?: at (\S+)/s)?")
 _DONE = re.compile(r"(\S+) (?:repaired|resilvered), ([\d.]+)% done")
+_TO_GO = re.compile(r", ((?:\d+ days? )?\d+:\d\d:\d\d) to go$")
+_EXPANDING = re.compile(r"expansion of (\S+) in progress since (.+)")
+_EXPANDED = re.compile(r"expanded (\S+) copied (\S+) in (.+?), on (.+)")
+_EXPAND_PROGRESS = re.compile(r"(\S+) / (\S+) copied at (\S+)/s, ([\d.]+)% done(.*)")
 
 
 def parse_scan(lines: list[str]) -> Scan | None:
@@ -187,12 +274,46 @@ def parse_scan(lines: list[str]) -> Scan | None:
         if started := _STARTED.fullmatch(line):
             scan.start = parse_ctime(started[1])
         elif progress := _PROGRESS_21.fullmatch(line):
-            scan.examined, scan.issued, scan.total = (parse_bytes(x) for x in progress.groups())
+            scan.examined, scan.issued, scan.total = (parse_bytes(progress[i]) for i in (1, 2, 4))
+            scan.rate = _rate(progress[3])
         elif progress := _PROGRESS_22.fullmatch(line):
-            scan.examined, scan.total, scan.issued = (parse_bytes(x) for x in progress.groups())
+            scan.examined, scan.total, scan.issued = (parse_bytes(x) for x in progress.groups()[:3])
+            scan.rate = _rate(progress[4])
         elif done := _DONE.match(line):
             scan.processed, scan.percent_done = parse_bytes(done[1]), float(done[2])
+            scan.remaining = _remaining(line)
     return scan
+
+
+def _rate(text: str | None) -> int | None:
+    """An `at 236M/s` figure (2.1 prints `0B/s` before the first issue; 2.2+ prints none then)."""
+    return None if text is None else parse_bytes(text)
+
+
+def _remaining(line: str) -> int | None:
+    """The seconds of `, 12:50:05 to go`; None for `no estimated completion time` and the like."""
+    match = _TO_GO.search(line)
+    return None if match is None else parse_duration(match[1])
+
+
+def parse_expansion(lines: list[str]) -> Expansion | None:
+    """The `expand:` block (OpenZFS 2.3's `print_raidz_expand_status`); None for a wording we do not know."""
+    first = lines[0].strip()
+    if match := _EXPANDED.fullmatch(first):
+        end = parse_ctime(match[4])
+        return Expansion(match[1], "finished", start=end - parse_duration(match[3]), end=end,
+                         copied=parse_bytes(match[2]))
+    match = _EXPANDING.fullmatch(first)
+    if match is None:
+        return None
+    expansion = Expansion(match[1], "expanding", start=parse_ctime(match[2]))
+    for line in (x.strip() for x in lines[1:]):
+        if progress := _EXPAND_PROGRESS.fullmatch(line):
+            expansion.copied, expansion.total, expansion.rate = (parse_bytes(progress[i]) for i in (1, 2, 3))
+            expansion.percent_done = float(progress[4])
+            expansion.paused = "paused" in progress[5]
+            expansion.remaining = _remaining(line)
+    return expansion
 
 
 def _sections(block: list[str]) -> list[tuple[str, list[str]]]:
@@ -265,6 +386,8 @@ def parse_status(text: str) -> list[PoolStatus]:
             elif key == "scan":
                 if (scan := parse_scan(lines)) is not None:
                     status.scans.append(scan)
+            elif key == "expand":
+                status.expansion = parse_expansion(lines)
             elif key == "errors":
                 status.data_errors = _data_errors(lines[0])
             elif key == "config":
@@ -323,3 +446,7 @@ def read_status(run: Callable[[list[str]], str]) -> ZpoolStatus:
     by_path = parse_status(_run_or_no_pools(run, STATUS_PATHS))
     by_guid = parse_status(_run_or_no_pools(run, STATUS_GUIDS))
     return ZpoolStatus(merge_guids(by_path, by_guid))
+
+
+def read_vdev_space(run: Callable[[list[str]], str]) -> list[VdevSpace]:
+    return parse_vdev_list(_run_or_no_pools(run, LIST_VDEVS))
