@@ -77,16 +77,147 @@ def qemu_disk_args(disks: list[dict], diskdir: Path) -> list[str]:
             f.truncate(DISK_MIB << 20)
         drive = f"d{n}"
         args += ["-drive", f"file={image},if=none,id={drive},format=raw,cache=unsafe,aio=threads"]
+        ident = f"id=disk-{d['serial']}"   # the QEMU monitor unplugs a disk by this id (Hotplug)
         if d["bus"] == "sata":
             args += ["-device", f"ide-hd,bus=ahci.{sata_port},drive={drive},serial={d['serial']},"
-                                f"model={d['model']},wwn={d['wwn']},rotation_rate=7200"]
+                                f"model={d['model']},wwn={d['wwn']},rotation_rate=7200,{ident}"]
             sata_port += 1
         elif d["bus"] == "scsi":
             args += ["-device", f"scsi-hd,bus=scsi.0,drive={drive},serial={d['serial']},vendor={d['vendor']},"
-                                f"product={d['product']},wwn={d['wwn']},rotation_rate=7200"]
+                                f"product={d['product']},wwn={d['wwn']},rotation_rate=7200,{ident}"]
         else:
-            args += ["-device", f"virtio-blk-pci,drive={drive},serial={d['serial']}"]
+            args += ["-device", f"virtio-blk-pci,drive={drive},serial={d['serial']},{ident}"]
+    for d in SPARE_DISKS:   # not attached at boot: plugged in later by the guest's request (Hotplug)
+        with open(diskdir / f"{d['serial']}.raw", "wb") as f:
+            f.truncate(DISK_MIB << 20)
     return args
+
+
+# A new disk the failure phases plug in to replace a removed one (guest/failures.py).
+SPARE_DISKS = [{"bus": "scsi", "serial": "ZNC0009", "vendor": "ZFSNAS", "product": "SAS HDD",
+                "wwn": "0x5000c500e2e10009", "pool": None, "role": "new", "group": None}]
+
+
+class Hotplug:
+    """Answers the guest's hotplug/request-N.json on the share through the QEMU monitor (QMP):
+    {"remove": [serial...]} unplugs those disks (`device_del`: the guest sees a disk vanish, as when
+    it dies or its cable is pulled), {"add": [serial...]} plugs a disk back in, or a new one of
+    SPARE_DISKS (`blockdev-add` of its image, `device_add` with its identity). done-N.json holds
+    the monitor's answers and the seconds it took."""
+
+    def __init__(self, share: Path, socket_path: Path, diskdir: Path, disks: list[dict]):
+        self.exchange = share / "hotplug"
+        self.exchange.mkdir(exist_ok=True)
+        self.socket_path, self.diskdir = socket_path, diskdir
+        self.disks = {d["serial"]: d for d in [*disks, *SPARE_DISKS]}
+        self.done: set[str] = set()
+        self.plugged = 0
+
+    def poll(self) -> None:
+        for request in sorted(self.exchange.glob("request-*.json")):
+            n = request.stem.split("-", 1)[1]
+            if n in self.done:
+                continue
+            self.done.add(n)
+            started = time.time()
+            try:
+                answers = self.handle(json.loads(request.read_text()))
+                done = {"ok": True, "answers": answers}
+            except Exception as exc:   # said to the guest, which fails its phase with it
+                done = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+            done["seconds"] = round(time.time() - started, 3)
+            (self.exchange / f"done-{n}.json").write_text(json.dumps(done, indent=1))
+            log(f"hotplug {request.name}: {done}")
+
+    def handle(self, request: dict) -> list:
+        answers = []
+        with QemuMonitor(self.socket_path) as monitor:
+            for serial in request.get("remove", []):
+                answers.append(monitor.execute("device_del", id=f"disk-{serial}"))
+                answers.append(monitor.event("DEVICE_DELETED", device=f"disk-{serial}"))
+            for serial in request.get("add", []):
+                disk = self.disks[serial]
+                self.plugged += 1
+                node = f"plugged{self.plugged}"
+                answers.append(monitor.execute("blockdev-add", driver="raw", **{"node-name": node}, file={
+                    "driver": "file", "filename": str(self.diskdir / f"{serial}.raw"), "aio": "threads"},
+                    cache={"direct": False, "no-flush": True}))
+                answers.append(monitor.execute("device_add", driver="scsi-hd", bus="scsi.0", drive=node,
+                                               id=f"disk-{serial}", serial=serial, vendor=disk["vendor"],
+                                               product=disk["product"], wwn=int(disk["wwn"], 16), rotation_rate=7200))
+        return answers
+
+
+class QemuMonitor:
+    """A QMP session on QEMU's monitor socket: `execute` a command and get its answer (an error
+    raises), `event` waits for an event (those that came in between are kept)."""
+
+    def __init__(self, path: Path, timeout: float = 30.0):
+        self.path, self.timeout = path, timeout
+        self.events: list[dict] = []
+
+    def __enter__(self) -> QemuMonitor:
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(str(self.path))
+        self.reader = self.sock.makefile("r")
+        self._read()   # the greeting
+        self.execute("qmp_capabilities")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.reader.close()
+        self.sock.close()
+
+    def _read(self) -> dict:
+        line = self.reader.readline()
+        if not line:
+            raise ConnectionError("QEMU closed its monitor")
+        return json.loads(line)
+
+    def execute(self, command: str, **arguments) -> dict:
+        self.sock.sendall(json.dumps({"execute": command, "arguments": arguments}).encode() + b"\n")
+        while True:
+            message = self._read()
+            if "event" in message:
+                self.events.append(message)
+            elif "error" in message:
+                raise RuntimeError(f"{command}: {message['error']}")
+            else:
+                return {command: message.get("return")}
+
+    def event(self, name: str, **data) -> dict:
+        deadline = time.time() + self.timeout
+        while time.time() < deadline:
+            for message in self.events:
+                if message["event"] == name and data.items() <= message.get("data", {}).items():
+                    self.events.remove(message)
+                    return {name: message.get("data")}
+            self.events.append(self._read())
+        raise TimeoutError(f"no {name} {data} within {self.timeout} s")
+
+
+class PrometheusWatch:
+    """Answers the guest's prom/wait-N.json ({"query": ..., "seconds": ...}) on the share: seen-N.json
+    once the harness's Prometheus returns something for the query (the guest holds a state until
+    then: a frozen resilver until its alert has fired)."""
+
+    def __init__(self, share: Path, prometheus):
+        self.exchange = share / "prom"
+        self.exchange.mkdir(exist_ok=True)
+        self.prometheus = prometheus
+
+    def poll(self) -> None:
+        for request in sorted(self.exchange.glob("wait-*.json")):
+            seen = self.exchange / f"seen-{request.stem.split('-', 1)[1]}.json"
+            if seen.exists():
+                continue
+            try:
+                result = self.prometheus.query(json.loads(request.read_text())["query"])
+            except (OSError, ValueError, KeyError):
+                continue
+            if result:
+                seen.write_text(json.dumps({"time": time.time(), "result": result}, indent=1))
 
 
 def accel() -> list[str]:
@@ -245,7 +376,8 @@ def prepare_share(share: Path, wheel: Path, port: int, disks: list[dict]) -> Non
     shutil.copytree(HERE / "guest", share / "guest")
     if (ROOT / "benchmark-jobs").is_dir():
         shutil.copytree(ROOT / "benchmark-jobs", share / "benchmark-jobs")
-    config = {"port": port, "disks": disks, "data_mib": 8, "write_mib": 256, "linger_seconds": 60}
+    config = {"port": port, "disks": disks, "new_disks": SPARE_DISKS, "data_mib": 8, "write_mib": 256,
+              "linger_seconds": 60}
     if only := os.environ.get("ZFSNAS_E2E_ONLY"):   # a developer's shortcut: these phases alone (e.g. client)
         config["only"] = only.split()
     (share / "config.json").write_text(json.dumps(config, indent=1))
@@ -256,7 +388,15 @@ def boot(image: Path, workdir: Path, share: Path, host_port: int, guest_port: in
     diskdir = workdir / "disks"
     shutil.rmtree(diskdir, ignore_errors=True)
     diskdir.mkdir(parents=True)
+    monitor = workdir / "qmp.sock"
+    monitor.unlink(missing_ok=True)
+    pollers: list = [Hotplug(share, monitor, diskdir, disks)]
+    if client is not None:
+        pollers.append(client)
+    if prometheus is not None:
+        pollers.append(PrometheusWatch(share, prometheus))
     argv = ["qemu-system-x86_64", *accel(), "-m", "3072", "-smp", "2", "-nographic", "-no-reboot",
+            "-qmp", f"unix:{monitor},server=on,wait=off",
             "-kernel", str(image / "vmlinuz"), "-initrd", str(image / "initrd.img"),
             "-append", "root=/dev/vda rw console=ttyS0 init=/sbin/zfsnas-e2e-init panic=-1 loglevel=5",
             # the root disk first on the PCI bus, so that it is vda
@@ -278,8 +418,8 @@ def boot(image: Path, workdir: Path, share: Path, host_port: int, guest_port: in
             try:
                 rc = proc.wait(1)
             except subprocess.TimeoutExpired:
-                if client is not None:
-                    client.poll()
+                for poller in pollers:
+                    poller.poll()
                 if time.time() > deadline:
                     proc.kill()
                     proc.wait()
@@ -318,7 +458,9 @@ def run_flavour(flavour: str, image: Path, wheel: Path, workdir: Path, pytest_ar
                       grafana_token="glsa_e2e")
         (share / "config.json").write_text(json.dumps(config, indent=1))
     shutil.rmtree(workdir / "prometheus", ignore_errors=True)
-    prometheus = Prometheus(workdir / "prometheus", free_port(), [f"127.0.0.1:{host_port}"], scrape_interval="5s")
+    # our alert rules evaluated as a user's Prometheus would (tests/e2e/test_failures.py reads ALERTS)
+    prometheus = Prometheus(workdir / "prometheus", free_port(), [f"127.0.0.1:{host_port}"], scrape_interval="5s",
+                            rule_files=[str(ROOT / "alerts" / "zfsnas.rules.yml")])
     try:
         log(f"[{flavour}] booting {image.name} (exporter on 127.0.0.1:{host_port})")
         result = boot(image, workdir, share, host_port, guest_port, disks, prometheus,

@@ -6,7 +6,8 @@ snapshot; quota, refquota, reservation, refreservation only where set; volume si
 `zfs_dataset_info{pool,dataset,type,compression,recordsize,...}` (`recordsize` holds volblocksize
 for volumes), `zfs_dataset_snapshots` (a count per dataset, never one series per snapshot) and
 `zfs_dataset_newest_snapshot_timestamp_seconds` (creation time of its newest snapshot, only for
-datasets that have one).
+datasets that have one) and `zfs_dataset_key_loaded` (encrypted datasets only: 1 when the key is
+loaded, 0 while the dataset is locked: not mounted, its shares and backups down).
 Labels `pool` and `dataset` are the `objset` collector's, so the two join in PromQL.
 
 `zfs list` can take minutes on a NAS with tens of thousands of snapshots, so nothing here runs on
@@ -69,7 +70,8 @@ RATIOS = (
     ("refcompressratio", "zfs_dataset_refcompressratio",
      "Compression ratio of referenced data as ZFS prints it (1.48 means 1.48x)."),
 )
-INFO_SETTINGS = tuple(s for s in SETTINGS if s != "volblocksize")
+INFO_SETTINGS = tuple(s for s in SETTINGS if s not in ("volblocksize", "keystatus"))  # keystatus: zfs_dataset_key_loaded
+KEY_STATES = {"available": 1, "unavailable": 0}  # `-` for a dataset that is not encrypted: not served
 INFO_LABELS = ("pool", "dataset", "type", *INFO_SETTINGS)
 
 
@@ -113,6 +115,9 @@ def build_families(datasets: list[Dataset]) -> list[Family]:
             settings["recordsize"] = settings.get("volblocksize", "-")
         family("zfs_dataset_info", "Configuration of the dataset (recordsize holds volblocksize for volumes).",
                INFO_LABELS).append(("", (*key, ds.type, *(settings.get(s, "") for s in INFO_SETTINGS)), 1))
+        if (loaded := KEY_STATES.get(settings.get("keystatus", ""))) is not None:
+            family("zfs_dataset_key_loaded", "1 if the encryption key of the dataset is loaded, 0 while it is locked "
+                   "(zfs keystatus; encrypted datasets only).").append(("", key, loaded))
     return [family.freeze() for family in families.values()]
 
 

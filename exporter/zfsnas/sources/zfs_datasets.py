@@ -23,7 +23,7 @@ NUMBERS = ("used", "logicalused", "referenced", "logicalreferenced", "available"
            "written", "quota", "refquota", "reservation", "refreservation", "volsize")
 RATIOS = ("compressratio", "refcompressratio")
 SETTINGS = ("compression", "recordsize", "volblocksize", "atime", "sync", "primarycache", "secondarycache",
-            "encryption", "dedup", "logbias", "special_small_blocks")
+            "encryption", "dedup", "logbias", "special_small_blocks", "keystatus")
 DATASET_PROPERTIES = ("name", "type", *NUMBERS, *RATIOS, *SETTINGS)
 LIST_DATASETS = ("zfs", "list", "-Hp", "-t", "filesystem,volume", "-o", ",".join(DATASET_PROPERTIES))
 LIST_SNAPSHOTS = ("zfs", "list", "-Hp", "-t", "snapshot", "-o", "name,creation")

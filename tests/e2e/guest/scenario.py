@@ -137,6 +137,18 @@ def copy_tree(dest: Path, parameters: bool = True) -> None:
         version.write_bytes(Path("/sys/module/zfs/version").read_bytes())
 
 
+def settle_pools() -> None:
+    """Before the guest and the exporter read a moment's values: what ZFS frees in the background
+    after a `zfs destroy` (the bench phase's scratch datasets) freed (`zpool wait -t free`), and
+    every dirty txg synced. (`zpool list` ALLOC kept falling for seconds after the bench phase:
+    34 MB between the exporter's read and the guest's.)"""
+    pools = run(["zpool", "list", "-H", "-o", "name"], check=False).stdout.split()
+    for pool in pools:
+        run(["zpool", "wait", "-t", "free", pool], check=False)
+    if pools:
+        run(["zpool", "sync"], check=False)
+
+
 def block_devices() -> list[str]:
     names = []
     for entry in sorted(Path("/sys/class/block").iterdir()):
@@ -153,6 +165,7 @@ def capture(name: str, udev: bool = True) -> Path:
     local = Path("/tmp/capture") / name
     shutil.rmtree(local, ignore_errors=True)
     local.mkdir(parents=True)
+    settle_pools()
     times: dict[str, float] = {"commands_start": time.time()}
     for filename, argv in COMMANDS.items():
         proc = run(argv, check=False)
@@ -201,7 +214,8 @@ def start_exporter() -> subprocess.Popen:
     argv = ["zfsnas-exporter", f"--web.listen-address=0.0.0.0:{PORT}"]
     optional = [("--collector.vdevlatency", None), ("--datasets.refresh-interval", "5"),
                 ("--datasets.snapshot-interval", "5"), ("--pools.refresh-interval", "5"),
-                ("--vdevlatency.refresh-interval", "5"), ("--bench.db", BENCH_DB)]
+                ("--vdevlatency.refresh-interval", "5"), ("--bench.db", BENCH_DB),
+                ("--pool.expected", "tank,fast,lab,backup")]   # backup: a USB pool never imported (failures.py)
     for flag, val in optional:
         if flag in helptext:
             argv.append(flag if val is None else f"{flag}={val}")
@@ -742,7 +756,14 @@ def optional_phase(name: str, phase) -> float:
     return time.time() - mark
 
 
-PHASES = {"client": client_phase, "bench": bench_phase, "capture": capture_roundtrip}
+def failures_phase() -> None:
+    """Issue 28's failure states, in guest/failures.py (results/failures/; tests/e2e/test_failures.py)."""
+    import failures
+
+    failures.run_all(sys.modules[__name__])
+
+
+PHASES = {"client": client_phase, "bench": bench_phase, "capture": capture_roundtrip, "failures": failures_phase}
 
 
 def main() -> int:
@@ -809,6 +830,7 @@ def main() -> int:
         timeline["host_saw_degraded"] = (SHARE / "host-saw-degraded").exists()
         # Last, so that on a slow host it can only cut itself short, never the moments before it.
         timeline["capture_roundtrip_seconds"] = optional_phase("capture round trip", capture_roundtrip)
+        timeline["failures_seconds"] = optional_phase("failures phase", failures_phase)
         if (SHARE / "container" / "run.json").exists():   # the stack's exporter container (port 9923 too)
             timeline["exporter_stop_seconds"] = stop_exporter(exporter)
             exporter = None
