@@ -36,9 +36,10 @@ def tank(state: str, second: str, scan: str = SCAN_NONE) -> dict[str, str]:
         "zpool-list.txt": f"tank\t3985729650688\t1394168324505\t2591561326183\t4\t34\t1.00\t{state}\n",
         "zpool-status-P.txt": head + render_tree(rows, by_guid=False) + "\nerrors: No known data errors\n",
         "zpool-status-g.txt": head + render_tree(rows, by_guid=True) + "\nerrors: No known data errors\n",
-        "zpool-list-v.txt": "tank\t3985729650688\t1394168324505\t2591561326183\t4\t34\n"
-                            "\tmirror-0\t3985729650688\t1394168324505\t2591561326183\t4\t34\n"
-                            f"\t{DISKS[0]}\t4000785104896\t-\t-\t-\t-\n\t{DISKS[1]}\t4000785104896\t-\t-\t-\t-\n",
+        "zpool-list-v.txt": f"tank\t3985729650688\t1394168324505\t2591561326183\t-\t-\t4\t34\t1.00\t{state}\t-\n"
+                            f"\tmirror-0\t3985729650688\t1394168324505\t2591561326183\t-\t-\t4\t34\t-\t{state}\n"
+                            f"\t{DISKS[0]}\t4000785104896\t-\t-\t-\t-\t-\t-\t-\tONLINE\n"
+                            f"\t{DISKS[1]}\t4000785104896\t-\t-\t-\t-\t-\t-\t-\t{second}\n",
         "zpool-events.txt": "",
     }
 

@@ -10,10 +10,13 @@ Owns the argument lists the `pools` collector runs and the parsing of their text
   time to go), the `expand:` lines of a RAID-Z expansion (2.3+), `errors:` and `state:` too.
   Byte figures in `scan:` and `expand:` lines are what `zpool` prints (three significant digits,
   1024-based); a time to go (`12:50:05 to go`) is read as seconds remaining.
-- `zpool list -HpPv -o name,size,alloc,free,frag,cap`: each pool's vdevs with their space; rows of
-  top-level vdevs (and cache devices) carry allocation, free space and fragmentation, leaves only
-  their size. Section headings (`special`, `dedup`, `logs`, `cache`, `spare`) are printed without
-  a tab even with -H and set the role of the rows below them.
+- `zpool list -HpPv`: each pool's vdevs with their space; rows of top-level vdevs (and cache
+  devices) carry allocation, free space and fragmentation, leaves only their size. A vdev row has
+  the same nine figures whatever `-o` asks for (size, alloc, free, ckpoint, expandsz, frag, cap,
+  dedup, health: OpenZFS's `collect_list_stats`; seen live on 2.3.2), so none is asked for and the
+  pool rows (the default columns) are left to `zpool list -o`. Section headings (`special`,
+  `dedup`, `logs`, `cache`, `spare`) are printed without a tab even with -H and set the role of
+  the rows below them.
 It must not build metrics nor run anything but these commands.
 
 Shared value: `read_status` returns a `ZpoolStatus`, a `list[VdevStatus]` (every vdev of every pool,
@@ -39,7 +42,8 @@ from .model import SourceError, VdevStatus
 LIST_POOLS = ("zpool", "list", "-Hp", "-o", "name,size,alloc,free,frag,cap,dedup,health")
 STATUS_PATHS = ("zpool", "status", "-Pp")
 STATUS_GUIDS = ("zpool", "status", "-gp")
-LIST_VDEVS = ("zpool", "list", "-HpPv", "-o", "name,size,alloc,free,frag,cap")
+LIST_VDEVS = ("zpool", "list", "-HpPv")
+VDEV_ROW = ("size", "alloc", "free", "ckpoint", "expandsz", "frag", "cap", "dedup", "health")
 HEALTH_STATES = ("ONLINE", "DEGRADED", "FAULTED", "OFFLINE", "UNAVAIL", "REMOVED", "SUSPENDED")
 NO_POOLS = "no pools available"
 SECTION_ROLES = {"logs": "log", "cache": "cache", "spares": "spare", "special": "special", "dedup": "dedup"}
@@ -169,8 +173,8 @@ def parse_list(text: str) -> list[Pool]:
 
 
 def parse_vdev_list(text: str) -> list[VdevSpace]:
-    """`zpool list -HpPv -o name,size,alloc,free,frag,cap`: the vdev rows of every pool (the pool
-    rows themselves are what `parse_list` reads)."""
+    """`zpool list -HpPv`: the vdev rows of every pool (the pool rows themselves are what
+    `parse_list` reads, from `zpool list -o ...`)."""
     out: list[VdevSpace] = []
     pool, role = "", "data"
     for number, line in enumerate(text.splitlines(), 1):
@@ -185,9 +189,9 @@ def parse_vdev_list(text: str) -> list[VdevSpace]:
         else:
             pool, role = fields[0], "data"
             continue
-        if len(fields) != 6 or not pool:
-            raise SourceError(f"zpool list -v line {number}: {len(fields)} columns, expected 6")
-        name, size, alloc, free, frag, cap = fields
+        if len(fields) != 1 + len(VDEV_ROW) or not pool:
+            raise SourceError(f"zpool list -v line {number}: {len(fields)} columns, expected {1 + len(VDEV_ROW)}")
+        name, size, alloc, free, _ckpoint, _expandsz, frag, cap, _dedup, _health = fields
         try:
             out.append(VdevSpace(pool, name, role, _count(size), _count(alloc), _count(free),
                                  _scaled_figure(frag, 100), _scaled_figure(cap, 100)))
