@@ -118,7 +118,7 @@ class Hotplug:
             n = request.stem.split("-", 1)[1]
             if n in self.done:
                 continue
-            self.done.add(n)
+            self.done.add(n)   # (the guest renames a request into place whole)
             started = time.time()
             try:
                 answers = self.handle(json.loads(request.read_text()))

@@ -20,9 +20,10 @@ said at that moment.
                (`raidz_expand_max_reflow_bytes`): its progress (`expanding`)
 A moment: the commands (`zpool status -P/-gP`, `zpool list -Hp`, `zpool list -HpPv`, others the
 phase adds), each bounded (a command stuck on a suspended pool is killed and left behind, never
-waited for), the scrape once the zpool sources have refreshed since the state settled (their
-start), `zpool status -P` again after it, the state kstats around it; and for a pool's state
-change, the first scrape whose state kstat shows it and the one after (`first.txt`, `second.txt`).
+waited for), the scrape once the zpool sources have refreshed since the phase saw the state
+reached, `zpool status -P` again after it, the state kstats around it. Loop devices over sparse
+files in /tmp stand for disks; device-mapper only where one must fail. Each phase destroys its
+pool; the loop devices go with the guest.
 Standard library only, like scenario.py, whose helpers it is given (`run_all(scenario)`).
 """
 
@@ -129,7 +130,9 @@ class Failures:
         exchange = self.sc.SHARE / "hotplug"
         exchange.mkdir(exist_ok=True)
         done = exchange / f"done-{self.requests}.json"
-        (exchange / f"request-{self.requests}.json").write_text(json.dumps(request))
+        ask = exchange / f"request-{self.requests}.json"
+        ask.with_suffix(".tmp").write_text(json.dumps(request))
+        ask.with_suffix(".tmp").rename(ask)   # whole, or not there: the host polls this directory
         self.wait(f"hotplug {request}", done.exists, 60, 0.2)
         answer = json.loads(done.read_text())
         if not answer.get("ok"):
@@ -140,7 +143,9 @@ class Failures:
         """Hold the state until the harness's Prometheus returns something for `query`, at most `seconds`."""
         exchange = self.sc.SHARE / "prom"
         exchange.mkdir(exist_ok=True)
-        (exchange / f"wait-{name}.json").write_text(json.dumps({"query": query}))
+        ask = exchange / f"wait-{name}.json"
+        ask.with_suffix(".tmp").write_text(json.dumps({"query": query}))
+        ask.with_suffix(".tmp").rename(ask)
         try:
             self.wait(f"Prometheus: {query}", (exchange / f"seen-{name}.json").exists, seconds, 0.5)
             return True
@@ -163,29 +168,12 @@ class Failures:
 
     # --- moments ---------------------------------------------------------------------------------
 
-    def first_scrape(self, name: str, pool: str) -> None:
-        """The first scrape whose state kstat shows `pool`'s new state (the exporter then refreshed its
-        zpool sources and waited for them), and the one right after it: first.txt, second.txt."""
-        out = self.out / name
-        out.mkdir(parents=True, exist_ok=True)
-        want = self.kstat_states().get(pool)
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            started = time.time()
-            text = self.sc.metrics()
-            if f'zfs_pool_state{{pool="{pool}",state="{want}"}} 1' in text:
-                (out / "first.txt").write_text(text)
-                (out / "second.txt").write_text(self.sc.metrics())
-                (out / "first.json").write_text(json.dumps({"pool": pool, "state": want,
-                                                            "seconds": time.time() - started}))
-                return
-        self.log(f"{name}: no scrape showed {pool} {want} within 30 s")
-
-    def moment(self, name: str, extra: dict[str, list[str]] | None = None, sources=ZPOOL_SOURCES,
+    def moment(self, name: str, settled: float, extra: dict[str, list[str]] | None = None, sources=ZPOOL_SOURCES,
                fresh_seconds: float = 15, command_seconds: float = 30) -> Path:
+        """`settled`: when the phase saw the state reached (nothing it compares moves after it)."""
         out = self.out / name
         (out / "commands").mkdir(parents=True, exist_ok=True)
-        times = {"commands_start": time.time()}
+        times = {"settled": settled, "commands_start": time.time()}
         states_before = self.kstat_states()
         exits = {}
         for filename, argv in {**COMMANDS, **(extra or {})}.items():
@@ -199,7 +187,7 @@ class Failures:
             scraped = time.time()
             text = self.sc.metrics()
             ages = self.sc.source_ages(text)
-            fresh = {s: s in ages and scraped - ages[s] >= times["commands_start"] for s in sources}
+            fresh = {s: s in ages and scraped - ages[s] >= settled for s in sources}
             if all(fresh.values()) or time.time() > deadline:
                 break
             time.sleep(0.3)
@@ -250,8 +238,7 @@ class Failures:
         self.run(["zpool", "sync"], check=False, seconds=60)
         self.wait("REMOVED in zpool status", lambda: self.leaf_state("fast", paths["ZNC0005"]) in ("REMOVED", "UNAVAIL")
                   and self.leaf_state("tank", paths["ZNC0002"]) in ("REMOVED", "UNAVAIL"), 60, 1)
-        self.first_scrape("removed", "fast")
-        self.moment("removed")
+        self.moment("removed", settled=time.time())
         # both resilvers held where they start, so that their progress holds still while it is compared
         self.parameter("zfs_scan_suspend_progress", 1)
         try:
@@ -263,7 +250,7 @@ class Failures:
             self.record["new_disk"] = new
             self.wait("both resilvers running", lambda: all("resilver in progress" in self.status(p)
                                                             for p in ("tank", "fast")), 60, 1)
-            self.moment("resilvering")
+            self.moment("resilvering", settled=time.time())
             self.record["prometheus_saw_resilvering"] = self.prometheus_saw(
                 "resilvering", 'ALERTS{alertname="ZfsPoolResilvering",alertstate="firing",pool="tank"}', 40)
         finally:
@@ -279,34 +266,42 @@ class Failures:
         if "INUSE" in self.status("tank"):
             self.run(["zpool", "detach", "tank", paths["ZNS0005"]])
         self.wait("tank ONLINE", lambda: self.kstat_states().get("tank") == "ONLINE", 60)
-        self.moment("readded")
+        self.moment("readded", settled=time.time())
 
     # --- a pool on device-mapper devices: a failing disk, exported, imported without its cache -----
 
-    def dm_device(self, name: str, mib: int = DEVICE_MIB) -> str:
+    def loop_device(self, name: str, mib: int = DEVICE_MIB) -> str:
+        """A loop device over a sparse file in /tmp (tmpfs)."""
         backing = Path(f"/tmp/{name}.img")
         with open(backing, "wb") as f:
             f.truncate(mib * MiB)
         loop = self.run(["losetup", "--find", "--show", str(backing)])[1].strip()
         self.loops[name] = loop
-        self.run(["dmsetup", "create", name, "--table", f"0 {mib * 2048} linear {loop} 0"])
+        return loop
+
+    def dm_device(self, name: str, mib: int = DEVICE_MIB) -> str:
+        """A device-mapper device (`linear` over a loop device) whose table can turn to `error`."""
+        self.run(["dmsetup", "create", name, "--table", self.linear(name, self.loop_device(name, mib), mib)])
         return f"/dev/mapper/{name}"
 
     def dm_table(self, name: str, table: str) -> None:
         self.run(["dmsetup", "reload", name, "--table", table])
         self.run(["dmsetup", "resume", name], seconds=30)
 
-    def linear(self, name: str, mib: int = DEVICE_MIB) -> str:
-        return f"0 {mib * 2048} linear {self.loops[name]} 0"
+    @staticmethod
+    def linear(name: str, loop: str, mib: int = DEVICE_MIB) -> str:
+        return f"0 {mib * 2048} linear {loop} 0"
 
     def lab_phase(self) -> None:
         self.run(["modprobe", "-a", "loop", "dm_mod"], check=False)
-        dev = {name: self.dm_device(name) for name in LAB_DEVICES}
+        # labB fails later (device-mapper); the others are plain loop devices
+        dev = {name: self.dm_device(name) if name == "labB" else self.loop_device(name) for name in LAB_DEVICES}
+        self.record["lab_devices"] = dev
         self.run(["zpool", "create", "-f", "-O", "atime=off", "lab", "mirror", dev["labA"], dev["labB"],
                   "special", dev["labS"], "log", dev["labL"], "cache", dev["labC"], "spare", dev["labP"]])
         key = Path("/tmp/lab.key")
-        key.write_text("correct horse battery staple\n")
-        self.run(["zfs", "create", "-o", "encryption=on", "-o", "keyformat=passphrase",
+        key.write_bytes(os.urandom(32))   # a raw key: no PBKDF2 rounds (a passphrase costs 20 s under TCG)
+        self.run(["zfs", "create", "-o", "encryption=on", "-o", "keyformat=raw",
                   "-o", f"keylocation=file://{key}", "lab/secret"])
         for path in ("/lab/data.bin", "/lab/secret/data.bin"):
             with open(path, "wb") as f:
@@ -318,10 +313,9 @@ class Failures:
             f.write(os.urandom(2 * MiB))
         self.run(["zpool", "sync", "lab"], check=False, seconds=60)
         self.wait("labB FAULTED", lambda: self._faulted_yet(dev["labB"]), 60, 1)
-        self.first_scrape("faulted", "lab")
         keys = {"zfs_keystatus.txt": ["zfs", "get", "-Hp", "-r", "-o", "name,value", "keystatus", "lab"]}
-        self.moment("faulted", extra=keys, sources=(*ZPOOL_SOURCES, "zfs_datasets"))
-        self.dm_table("labB", self.linear("labB"))
+        self.moment("faulted", settled=time.time(), extra=keys, sources=(*ZPOOL_SOURCES, "zfs_datasets"))
+        self.dm_table("labB", self.linear("labB", self.loops["labB"]))
         self.run(["zpool", "clear", "lab"])
         self.run(["zpool", "wait", "-t", "resilver", "lab"], seconds=120)
         # exported while a client scrapes without pause: every scrape answers
@@ -335,7 +329,7 @@ class Failures:
                     with urllib.request.urlopen(f"http://127.0.0.1:{self.sc.PORT}/metrics", timeout=60) as r:
                         text = r.read().decode()
                     answers.append({"status": r.status, "seconds": time.time() - started,
-                                    "lab": 'pool="lab"' in text, "failed": [
+                                    "lab": 'zfs_pool_state{pool="lab"' in text, "failed": [
                                         line for line in text.splitlines()
                                         if line.startswith("zfs_exporter_collector_success") and line.endswith(" 0")]})
                 except Exception as exc:
@@ -346,19 +340,21 @@ class Failures:
         try:
             time.sleep(0.5)
             self.run(["zpool", "export", "lab"])
+            exported = time.time()
             self.wait("a scrape without lab", lambda: any(a.get("lab") is False for a in answers), 30)
         finally:
             stop.set()
             scraper.join(120)
         (self.out / "export_scrapes.json").write_text(json.dumps(answers, indent=1))
-        self.moment("exported")
+        self.moment("exported", settled=exported)
         # imported again after a reboot that lost the cache and spare devices; the key is not loaded
         for name in ("labC", "labP"):
-            self.run(["dmsetup", "remove", name])
-        self.run(["zpool", "import", "-d", "/dev/mapper", "lab"])
+            self.run(["losetup", "-d", self.loops.pop(name)])
+            Path(f"/tmp/{name}.img").unlink()
+        self.run(["zpool", "import", "-d", dev["labB"], *(f"-d{self.loops[n]}" for n in ("labA", "labS", "labL")), "lab"])
         self.wait("lab imported", lambda: "lab" in self.kstat_states(), 30)
         keys = {"zfs_keystatus.txt": ["zfs", "get", "-Hp", "-r", "-o", "name,value", "keystatus", "lab"]}
-        self.moment("aux_missing", extra=keys, sources=(*ZPOOL_SOURCES, "zfs_datasets"))
+        self.moment("aux_missing", settled=time.time(), extra=keys, sources=(*ZPOOL_SOURCES, "zfs_datasets"))
         self.run(["zpool", "destroy", "-f", "lab"], check=False)
 
     def _faulted_yet(self, device: str) -> bool:
@@ -383,7 +379,8 @@ class Failures:
             for _ in range(16):
                 f.write(block)
         self.run(["zpool", "sync", "one"])
-        self.run(["zpool", "export", "one"])   # nothing cached: the reads go to the disk
+        # blocks overwritten under ZFS through the loop device's backing file (a scrub reads the disk,
+        # not the ARC)
         image = Path("/tmp/one0.img")
         data = image.read_bytes()
         spots = []
@@ -396,17 +393,16 @@ class Failures:
                 f.seek(at)
                 f.write(b"\0" * 512)
         self.record["corrupted_spots"] = len(spots)
-        self.run(["zpool", "import", "-d", "/dev/mapper", "one"])
         self.run(["zpool", "scrub", "one"])
         self.run(["zpool", "wait", "-t", "scrub", "one"], seconds=120)
-        self.moment("data_errors", extra={"zpool_status_v.txt": ["zpool", "status", "-v", "one"]})
+        self.moment("data_errors", settled=time.time(), extra={"zpool_status_v.txt": ["zpool", "status", "-v", "one"]})
         # the disk dies: every I/O fails; with failmode=wait the pool suspends
         self.dm_table("one0", f"0 {DEVICE_MIB * 2048} error")
         writer = subprocess.Popen(["dd", "if=/dev/urandom", "of=/one/data/after.bin", "bs=1M", "count=4", "conv=fsync"],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         try:
             self.wait("one SUSPENDED", lambda: self.kstat_states().get("one") == "SUSPENDED", 60, 0.5)
-            self.first_scrape("suspended", "one")
+            suspended = time.time()
             scrapes = []
             for _ in range(4):   # every scrape answers while the pool hangs
                 started = time.time()
@@ -415,9 +411,9 @@ class Failures:
                                 "suspended": 'zfs_pool_state{pool="one",state="SUSPENDED"} 1' in text})
                 time.sleep(1)
             (self.out / "suspended_scrapes.json").write_text(json.dumps(scrapes, indent=1))
-            self.moment("suspended", fresh_seconds=8, command_seconds=15)
+            self.moment("suspended", settled=suspended, fresh_seconds=8, command_seconds=15)
         finally:
-            self.dm_table("one0", self.linear("one0"))
+            self.dm_table("one0", self.linear("one0", self.loops["one0"]))
             self.run(["zpool", "clear", "one"], check=False, seconds=60)
             try:
                 writer.wait(60)
@@ -433,7 +429,7 @@ class Failures:
             self.record["expansion"] = "not in this OpenZFS"
             return
         self.run(["modprobe", "-a", "loop", "dm_mod"], check=False)
-        disks = [self.dm_device(f"grow{n}", 128) for n in range(4)]
+        disks = [self.loop_device(f"grow{n}", 128) for n in range(4)]
         self.run(["zpool", "create", "-f", "-O", "atime=off", "-O", "compression=off", "grow", "raidz1", *disks[:3]])
         with open("/grow/data.bin", "wb") as f:
             f.write(os.urandom(48 * MiB))
@@ -443,7 +439,7 @@ class Failures:
             self.run(["zpool", "attach", "grow", "raidz1-0", disks[3]])
             self.wait("expansion held", lambda: "expansion of raidz1-0 in progress" in self.status("grow")
                       and self._expansion_held(), 60, 1)
-            self.moment("expanding")
+            self.moment("expanding", settled=time.time())
         finally:
             self.parameter("raidz_expand_max_reflow_bytes", 0)
         self.run(["zpool", "wait", "-t", "raidz_expand", "grow"], seconds=300)
@@ -455,12 +451,6 @@ class Failures:
         second = [line for line in self.status("grow").splitlines() if "copied at" in line]
         return bool(first) and first[0].split(" copied")[0] == second[0].split(" copied")[0]
 
-    def cleanup(self) -> None:
-        for name in list(self.loops):
-            self.run(["dmsetup", "remove", "--force", name], check=False, seconds=30)
-            self.run(["losetup", "-d", self.loops[name]], check=False, seconds=30)
-            Path(f"/tmp/{name}.img").unlink(missing_ok=True)
-
 
 def run_all(scenario) -> dict:
     """Every failure phase in turn (one failing does not stop the others); returns their seconds."""
@@ -471,7 +461,6 @@ def run_all(scenario) -> dict:
         failures.timed("single", failures.single_phase)
         failures.timed("expansion", failures.expansion_phase)
     finally:
-        failures.timed("cleanup", failures.cleanup)
         failures.record["timeline"] = failures.timeline
         (failures.out / "record.json").write_text(json.dumps(failures.record, indent=1))
     return failures.timeline
