@@ -336,9 +336,9 @@ def test_embedding_as_readme_shows(tmp_path):
         deadline = time.monotonic() + 20
         while True:
             data = samples(generate_latest(registry).decode())
-            if data.get(("zfs_exporter_source_success", frozenset({("source", "zpool_status")}))) == 1:
+            if data.get(("zfs_exporter_collector_success", frozenset({("collector", "pools")}))) == 1:
                 break
-            assert time.monotonic() < deadline, "zpool status never refreshed"
+            assert time.monotonic() < deadline, "zpool list/status never refreshed"
             time.sleep(0.1)
     finally:
         exporter.stop()

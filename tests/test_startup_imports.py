@@ -19,7 +19,7 @@ LATE = ("zfsnas.replay", "zfsnas.capture", "tarfile", "urllib.request", "ssl", "
         "shutil", "bz2", "lzma")
 # Needed by the first command or refresh (in a refresh thread), not to build or serve.
 FIRST_REFRESH = ("subprocess", "tempfile", "shlex", "zfsnas.sources.zpool", "zfsnas.sources.zpool_iostat",
-                 "zfsnas.sources.benchdb")
+                 "zfsnas.sources.zpool_events", "zfsnas.sources.benchdb")
 # Not loaded by a start at all (the sources' values are NamedTuples, their paths strings, and the
 # server reads render's parameters from its code object): dataclasses, inspect (with dis and ast)
 # and pathlib (with urllib.parse) cost milliseconds each.

@@ -123,11 +123,10 @@ class PoolsCollector(RefreshingCollector):
         self._rendered = RenderedOnce(6)  # the families of the last values of the three sources
         self._states: dict[str, str] | None = None  # each pool's state kstat at the last scrape
         self.events: Follower | None = None
+        # made by the follower's thread when it first runs (its module is not imported at start)
+        self.event_counts: EventCounts | None = None
+        self._event_reader: EventReader | None = None
         if getattr(args, "pools_events", True):
-            from ..sources.zpool_events import EventCounts, EventReader
-
-            self.event_counts: EventCounts = EventCounts()
-            self._event_reader: EventReader = EventReader()
             self.events = Follower("zpool_events", self._follow_events, self._event_line, wait_for_start=True)
         ctx.zpool_status = self.status
 
@@ -153,8 +152,10 @@ class PoolsCollector(RefreshingCollector):
         return vdevs
 
     def _follow_events(self, stop: threading.Event) -> Iterable[str]:
-        from ..sources.zpool_events import FOLLOW_EVENTS, EventReader
+        from ..sources.zpool_events import FOLLOW_EVENTS, EventCounts, EventReader
 
+        if self.event_counts is None:
+            self.event_counts = EventCounts()
         self._event_reader = EventReader()  # a block cut short by the last run's end is forgotten
         self.event_counts.started()
         return self.ctx.commands.follow(FOLLOW_EVENTS, stop)
@@ -162,6 +163,7 @@ class PoolsCollector(RefreshingCollector):
     def _event_line(self, line: str) -> None:
         from ..sources.zpool_events import changes_health
 
+        assert self._event_reader is not None and self.event_counts is not None  # made by _follow_events
         event = self._event_reader.feed(line)
         if event is not None and self.event_counts.add(event) and changes_health(event):
             for source in self._zpool_sources():
@@ -227,7 +229,7 @@ class PoolsCollector(RefreshingCollector):
             for pool in self.expected:
                 families.gauge("zfs_pool_expected_imported", "1 if the pool named in --pool.expected is imported "
                                "(it has kstats), 0 if not.", {"pool": pool}, 1 if pool in imported else 0)
-        if self.events is not None:
+        if self.event_counts is not None:
             for (pool, event_class), count in sorted(self.event_counts.counts.copy().items()):
                 if self._selected(pool) or not pool:
                     families.counter("zfs_pool_events_total", "ZFS events seen since the exporter started "
