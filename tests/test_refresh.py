@@ -155,7 +155,7 @@ def test_a_request_refreshes_now_and_can_be_waited_for():
     assert source.wait_for(source.request(), 5) is False   # stopped: the wait ends at once
 
 
-def test_asks_in_a_storm_keep_the_minimum_gap():
+def test_asks_in_a_storm_keep_the_minimum_gap_an_urgent_ask_does_not_wait():
     calls: list[float] = []
     source = BackgroundRefresher("storm", lambda: calls.append(time.monotonic()), 3600, min_gap=0.2)
     source.start()
@@ -163,9 +163,16 @@ def test_asks_in_a_storm_keep_the_minimum_gap():
     while time.monotonic() < stop:
         source.request()
         time.sleep(0.005)
-    source.stop()
     gaps = [b - a for a, b in zip(calls, calls[1:])]
     assert 3 <= len(calls) <= 6 and all(gap >= 0.19 for gap in gaps), gaps
+    time.sleep(0.3)
+    count = len(calls)
+    source.request()   # starts the gap again...
+    time.sleep(0.05)
+    asked = time.monotonic()
+    assert source.wait_for(source.request(urgent=True), 5)   # ...which an urgent ask does not wait out
+    source.stop()
+    assert len(calls) == count + 2 and calls[-1] - asked < 0.15, (calls[-2:], asked)
 
 
 def test_a_follower_hands_on_its_lines_and_restarts_with_a_growing_pause(caplog):

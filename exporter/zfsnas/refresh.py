@@ -111,7 +111,8 @@ class BackgroundRefresher(Generic[T]):
     def __init__(self, name: str, fetch: Callable[[], T], interval: float,
                  clock: Callable[[], float] = time.monotonic, wait_for_start: bool = False, min_gap: float = 0.0):
         """`wait_for_start`: the thread's first refresh waits for the exporter's first answer (`START`).
-        `min_gap`: seconds between the starts of two refreshes, however often one is requested."""
+        `min_gap`: seconds between the starts of two refreshes however often one is requested, but
+        for an `urgent` request (one a scrape waits for)."""
         self.name = name
         self.wait_for_start = wait_for_start
         self.interval = interval
@@ -131,13 +132,17 @@ class BackgroundRefresher(Generic[T]):
         # an ask comes or it is stopped.
         self._changed = threading.Condition(self._lock)
         self._asked = 0
+        self._urgent = 0   # the number of the last urgent ask
         self._covered = 0
 
-    def request(self) -> int:
+    def request(self, urgent: bool = False) -> int:
         """Ask for a refresh now rather than at the next interval (in the background: a refresh
-        running already finishes first, then another starts); returns the ask's number for `wait_for`."""
+        running already finishes first, then another starts, `min_gap` after it started unless
+        `urgent`); returns the ask's number for `wait_for`."""
         with self._changed:
             self._asked += 1
+            if urgent:
+                self._urgent = self._asked
             self._changed.notify_all()
             return self._asked
 
@@ -180,8 +185,10 @@ class BackgroundRefresher(Generic[T]):
             self._thread = threading.Thread(target=self._loop, name=f"refresh-{self.name}", daemon=True)
             self._thread.start()
 
-    def _asked_after(self, covered: int) -> Callable[[], bool]:
-        """What ends the loop's sleep: a stop, or an ask after those the last refresh covered."""
+    def _asked_after(self, covered: int, urgent: bool = False) -> Callable[[], bool]:
+        """What ends the loop's sleep: a stop, or an (urgent) ask after those the last refresh covered."""
+        if urgent:
+            return lambda: self._stop.is_set() or self._urgent > covered
         return lambda: self._stop.is_set() or self._asked > covered
 
     def request_stop(self) -> None:
@@ -206,8 +213,9 @@ class BackgroundRefresher(Generic[T]):
                 self._covered = max(self._covered, covering)
                 self._changed.notify_all()
                 self._changed.wait_for(self._asked_after(covering), max(0.0, self.interval - (time.monotonic() - started)))
-            # an early refresh still keeps `min_gap` after the start of the one before
-            self._stop.wait(max(0.0, self.min_gap - (time.monotonic() - started)))
+                # an early refresh keeps `min_gap` after the start of the one before, unless urgent
+                self._changed.wait_for(self._asked_after(covering, urgent=True),
+                                       max(0.0, self.min_gap - (time.monotonic() - started)))
 
 
 class Follower:

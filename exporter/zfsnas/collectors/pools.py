@@ -42,7 +42,10 @@ if TYPE_CHECKING:
     from ..sources.zpool_events import EventCounts, EventReader
 
 FRESH_WAIT = 2.0   # seconds a scrape that saw a pool's state change waits for the zpool sources to follow it
-EVENT_REFRESH_GAP = 1.0  # seconds at least between the starts of two refreshes of a source (an event storm)
+# Seconds at least between the starts of two refreshes a source does for events: a failing disk
+# can report thousands of checksum or I/O errors a second, and the zpool commands share one turn
+# with every other zfs/zpool command of the exporter. (A scrape's ask after a state change is urgent.)
+EVENT_REFRESH_GAP = 5.0
 
 SPACE = (
     ("size", "zfs_pool_size_bytes", "Total size of the pool (zpool list size)."),
@@ -255,7 +258,7 @@ class PoolsCollector(RefreshingCollector):
         changed = self._states is not None and states != self._states
         self._states = states
         if changed and self._started:
-            asks = [(source, source.request()) for source in self._zpool_sources()]
+            asks = [(source, source.request(urgent=True)) for source in self._zpool_sources()]
             deadline = time.monotonic() + FRESH_WAIT
             for source, ask in asks:
                 source.wait_for(ask, max(0.0, deadline - time.monotonic()))

@@ -20,8 +20,8 @@ said at that moment.
                (`raidz_expand_max_reflow_bytes`): its progress (`expanding`)
 A moment: the commands (`zpool status -P/-gP`, `zpool list -Hp`, `zpool list -HpPv`, others the
 phase adds), each bounded (a command stuck on a suspended pool is killed and left behind, never
-waited for), the scrape once the zpool sources have refreshed since the phase saw the state
-reached, `zpool status -P` again after it, the state kstats around it. Loop devices over sparse
+waited for), the scrape once each zpool source has refreshed twice since the phase saw the state
+reached (the first may have started before), the state kstats around it. Loop devices over sparse
 files in /tmp stand for disks; device-mapper only where one must fail. Each phase destroys its
 pool; the loop devices go with the guest.
 Standard library only, like scenario.py, whose helpers it is given (`run_all(scenario)`).
@@ -181,21 +181,25 @@ class Failures:
             (out / "commands" / filename).write_text(text)
             exits[filename] = rc
         times["commands_end"] = time.time()
+        # A refresh that ends after `settled` may have started before it: each source must end a
+        # second refresh after the first one that ended after `settled` (that one started after it).
+        first: dict[str, float] = {}
         fresh: dict[str, bool] = {}
         deadline = time.time() + fresh_seconds
         while True:
             scraped = time.time()
             text = self.sc.metrics()
             ages = self.sc.source_ages(text)
-            fresh = {s: s in ages and scraped - ages[s] >= settled for s in sources}
+            for source in sources:
+                ended = scraped - ages.get(source, float("inf"))
+                if ended >= settled and source not in first:
+                    first[source] = ended
+                fresh[source] = source in first and ended > first[source] + 0.1
             if all(fresh.values()) or time.time() > deadline:
                 break
             time.sleep(0.3)
         times["metrics"] = time.time()
         (out / "metrics.txt").write_text(text)
-        # moving figures (a rate, a time to go) are compared between the readings before and after
-        (out / "commands" / "zpool_status_P_after.txt").write_text(
-            self.run(COMMANDS["zpool_status_P.txt"], check=False, seconds=command_seconds)[1])
         (out / "states.json").write_text(json.dumps({"before": states_before, "after": self.kstat_states(),
                                                      "exits": exits, "fresh": fresh}, indent=1))
         (out / "times.json").write_text(json.dumps(times, indent=1))
@@ -245,7 +249,6 @@ class Failures:
             self.run(["zpool", "replace", "tank", paths["ZNC0002"], paths["ZNS0005"]])
             self.hotplug(add=["ZNC0009"])
             new = self.by_id("ZNC0009")
-            self.run(["udevadm", "settle", "--timeout=30"], check=False)
             self.run(["zpool", "replace", "-f", "fast", paths["ZNC0005"], new])
             self.record["new_disk"] = new
             self.wait("both resilvers running", lambda: all("resilver in progress" in self.status(p)
@@ -260,10 +263,10 @@ class Failures:
         # the pulled tank disk plugged back in: onlined, resilvered from where it left; the spare goes back
         self.hotplug(add=["ZNC0002"])
         self.wait("ZNC0002 back", lambda: os.path.exists(paths["ZNC0002"]), 60)
-        self.run(["udevadm", "settle", "--timeout=30"], check=False)
         self.run(["zpool", "online", "tank", paths["ZNC0002"]])
         self.run(["zpool", "wait", "-t", "resilver", "tank"], seconds=300)
-        if "INUSE" in self.status("tank"):
+        self.record["spare_detached_by_hand"] = "INUSE" in self.status("tank")
+        if self.record["spare_detached_by_hand"]:   # (seen on 2.3.2: the spare stays until detached)
             self.run(["zpool", "detach", "tank", paths["ZNS0005"]])
         self.wait("tank ONLINE", lambda: self.kstat_states().get("tank") == "ONLINE", 60)
         self.moment("readded", settled=time.time())
