@@ -380,6 +380,8 @@ def prepare_share(share: Path, wheel: Path, port: int, disks: list[dict]) -> Non
               "linger_seconds": 60}
     if only := os.environ.get("ZFSNAS_E2E_ONLY"):   # a developer's shortcut: these phases alone (e.g. client)
         config["only"] = only.split()
+    if os.environ.get("ZFSNAS_E2E_CAPTURE_FIXTURES"):   # run --capture-fixtures: failure states captured too
+        config["capture_fixtures"] = True
     (share / "config.json").write_text(json.dumps(config, indent=1))
 
 
@@ -509,6 +511,17 @@ def capture_fixtures(flavour: str, results: Path) -> None:
     shutil.copy(results / "steady" / "metrics.txt", dest / "commands" / "metrics.txt")
     log(f"[{flavour}] fixtures written to {dest}")
     capture_archive_fixture(flavour, version, results)
+    capture_failure_fixtures(flavour, version, results)
+
+
+def capture_failure_fixtures(flavour: str, version: str, results: Path) -> None:
+    """tests/fixtures/captures/failures/linux-zfs-<version>-<moment>.tar.gz: each failure state's
+    capture (guest/failures.py), replayed against tests/golden/failure-*.prom (tests/golden/update.py)."""
+    dest = ROOT / "tests" / "fixtures" / "captures" / "failures"
+    dest.mkdir(parents=True, exist_ok=True)
+    for archive in sorted((results / "failures").glob("*/capture.tar.gz")):
+        shutil.copy(archive, dest / f"linux-zfs-{version}-{archive.parent.name}.tar.gz")
+        log(f"[{flavour}] failure capture written: {archive.parent.name}")
 
 
 def capture_archive_fixture(flavour: str, version: str, results: Path) -> None:
@@ -532,6 +545,8 @@ def main() -> int:
     args = parser.parse_args()
     flavours = args.flavour or os.environ.get("ZFSNAS_E2E_FLAVOURS", "2.3 2.1").split()
     work = Path(os.environ.get("ZFSNAS_E2E_WORK", ROOT / "build" / "e2e"))
+    if args.capture_fixtures:
+        os.environ["ZFSNAS_E2E_CAPTURE_FIXTURES"] = "1"
     started = time.time()
     builder = ImageBuilder(flavours)
     builder.start()

@@ -24,7 +24,10 @@ COLLECTORS = ["--collector.disable-defaults", "--collector.arc", "--collector.tx
 # The command collectors on the OpenZFS 2.1 / 2.3 recordings (the stand-in replays them), the disks
 # collector on the block-device tree, bench on a store written through the runner's Store API.
 COMMAND_CASES = {f"commands-zfs-{v}": v for v in ("2.1", "2.3")}
-OTHER_CASES = (*COMMAND_CASES, "disks", "bench")
+# The failure states captured on live OpenZFS in the e2e guests (tests/e2e/guest/failures.py), replayed.
+FAILURE_CAPTURES = {f"failure-{p.name.removesuffix('.tar.gz')}": p
+                    for p in sorted((FIXTURES / "captures" / "failures").glob("*.tar.gz"))}
+OTHER_CASES = (*COMMAND_CASES, "disks", "bench", *FAILURE_CAPTURES)
 
 
 def other_flags(case: str, workdir: Path) -> list[str]:
@@ -75,6 +78,17 @@ def render(case: str) -> str:
 
     from zfsnas.cli import build_exporter, build_parser
 
+    if case in FAILURE_CAPTURES:
+        from zfsnas.replay import ReplayExporter, open_capture
+
+        capture = open_capture(FAILURE_CAPTURES[case])
+        try:
+            text = ReplayExporter(capture, build_parser().parse_args([]), process_metrics=False).render()
+        finally:
+            capture.close()
+        return "".join(line + "\n" for line in text.splitlines()
+                       if not line.startswith(("zfs_exporter_collector_duration_seconds{",
+                                               "zfs_exporter_source_age_seconds{")))
     with tempfile.TemporaryDirectory() as workdir:
         if case in OTHER_CASES:
             flags = other_flags(case, Path(workdir))
