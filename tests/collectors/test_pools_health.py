@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.collectors.test_shared_runner import wait_until
 from tests.conftest import exporter_args, linux_tree, samples, scrape_text, value, zfs_commands
 from tests.fixtures.commands.generate import render_tree
 from zfsnas.cli import build_exporter
@@ -66,13 +67,6 @@ def kstat_tree(tmp: Path, state: str) -> Path:
 def flags(root: Path, recordings: Path, *extra: str) -> list[str]:
     return ["--path.procfs", str(root / "proc"), "--path.sysfs", str(root / "sys"), "--collector.disable-defaults",
             "--collector.pools", "--collector.poolstats", *zfs_commands(recordings, *extra)]
-
-
-def wait_until(check, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
 
 
 def zpool_read(exporter) -> bool:
