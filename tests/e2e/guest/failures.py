@@ -224,7 +224,7 @@ class Failures:
         archive = out / "capture.tar.gz"
         self.run(["zfsnas-exporter", "capture", str(archive), "--collector.disable-defaults", "--collector.pools",
                   "--collector.poolstats", f"--path.procfs={tree}/proc", f"--path.sysfs={tree}/sys",
-                  "--capture.metrics-url=", "--pool.expected=tank,fast,lab,backup"], check=False, seconds=120)
+                  "--capture.metrics-url=", f"--pool.expected={self.sc.EXPECTED_POOLS}"], check=False, seconds=120)
 
     def timed(self, name: str, phase) -> None:
         mark = time.time()
