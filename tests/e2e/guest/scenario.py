@@ -642,6 +642,14 @@ def terminate(proc: subprocess.Popen, seconds: float) -> None:
         proc.wait()
 
 
+def port_open(port: int) -> bool:
+    import socket
+
+    with socket.socket() as sock:
+        sock.settimeout(1)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
 def wait_for(path: Path, seconds: float) -> bool:
     deadline = time.time() + seconds
     while not path.exists() and time.time() < deadline:
@@ -667,15 +675,17 @@ def client_phase() -> None:
         os.chmod(f"/{dataset}", 0o777)
     for directory in ("/run/samba", "/var/lib/samba/private", "/var/cache/samba", "/var/log/samba"):
         os.makedirs(directory, exist_ok=True)
-    # a session of its own: smbd signals its whole process group when it stops
-    smbd = subprocess.Popen(["smbd", "--foreground", "-s", "/etc/samba/smb.conf"], start_new_session=True,
-                            stdout=open(out / "smbd.log", "wb"), stderr=subprocess.STDOUT)
+    # --no-process-group in a session of its own: smbd signals its whole process group when it stops
+    smbd = subprocess.Popen(["smbd", "--foreground", "--no-process-group", "--debug-stdout", "-s",
+                             "/etc/samba/smb.conf"], start_new_session=True, stdout=open(out / "smbd.log", "wb"),
+                            stderr=subprocess.STDOUT)
     env = {**os.environ, "ZFSNAS_BENCH_DB": BENCH_DB}
     try:
-        deadline = time.time() + 60
-        while time.time() < deadline and ":01BD " not in Path("/proc/net/tcp").read_text() + \
-                Path("/proc/net/tcp6").read_text():
-            time.sleep(0.3)   # port 445 (0x1BD) listening
+        deadline = time.time() + 120
+        while not port_open(445):
+            if smbd.poll() is not None or time.time() > deadline:
+                raise RuntimeError(f"smbd did not listen on 445 (exit {smbd.poll()}): see client/smbd.log")
+            time.sleep(0.3)
         for n, (dataset, share, compression) in enumerate(SMB_SHARES, 1):
             argv = ["zfsnas-bench", "watch", "--dataset", dataset, "--until-idle", "4", "--duration", "600",
                     "--matrix", "smb-copy", "--workload", "fits-copy", "--label", "FITS over SMB",
