@@ -120,13 +120,15 @@ def test_watch_measures_first_byte_to_last_and_stops_when_idle(fake_zfs, tmp_pat
     assert took < 0.6 + 5.0        # idle, then settle and space: it stopped by itself (--duration is 30)
     [row] = ReadOnlyStore(db).results()
     assert row["bytes"] == 11 * MiB
-    window = client.last - client.first          # 10 paces of 0.2 s
-    assert abs(row["duration_seconds"] - window) <= 0.11          # the edges to half a 0.1 s step
+    # The client's own time: 11 chunks of 0.2 s each, the first one's transfer before it landed.
+    window = client.last - client.first + client.pace
+    assert abs(row["duration_seconds"] - window) <= 0.12          # the edges to half a 0.1 s step
     assert row["throughput_bytes_per_second"] == pytest.approx(11 * MiB / row["duration_seconds"])
     assert row["iops"] == pytest.approx(88 / row["duration_seconds"])
     assert row["compressratio"] == pytest.approx(4.0, rel=0.01)     # logicalused / used growth of the files
     details = json.loads(row["details"])
     assert (details["written_bytes"], details["read_bytes"], details["writes"]) == (11 * MiB, 0, 88)
+    assert details["first_landing_bytes"] == MiB
     assert details["stopped_by"] == "until-idle" and details["step_seconds"] > 0
     assert (details["txgs_synced"], details["txg_sync_seconds_max"]) == (1, 0.412345678)   # txg 58, synced after
     assert details["peak_dirty_bytes"] is not None          # arcstats anon_size of the tree

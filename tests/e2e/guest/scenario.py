@@ -687,7 +687,8 @@ def client_phase() -> None:
                 raise RuntimeError(f"smbd did not listen on 445 (exit {smbd.poll()}): see client/smbd.log")
             time.sleep(0.3)
         for n, (dataset, share, compression) in enumerate(SMB_SHARES, 1):
-            argv = ["zfsnas-bench", "watch", "--dataset", dataset, "--until-idle", "4", "--duration", "600",
+            # --until-idle 10: under TCG a zstd txg sync can starve smbd for seconds mid-copy
+            argv = ["zfsnas-bench", "watch", "--dataset", dataset, "--until-idle", "10", "--duration", "600",
                     "--matrix", "smb-copy", "--workload", "fits-copy", "--label", "FITS over SMB",
                     "--set", "protocol=smb", "--set", "client=smbclient", "--db", BENCH_DB]
             if CONFIG.get("grafana_url"):
@@ -725,6 +726,8 @@ def client_phase() -> None:
                 "--set", "client=guest", "--db", BENCH_DB], check=False, env=env)
     record["import_fio"] = {"rc": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}
     (out / "record.json").write_text(json.dumps(record, indent=1))
+    (RESULTS / "bench").mkdir(exist_ok=True)
+    shutil.copy(BENCH_DB, RESULTS / "bench" / "bench.sqlite")     # with the watched and imported results
 
 
 def stop_exporter(exporter: subprocess.Popen) -> float:
