@@ -363,9 +363,9 @@ def test_crystaldiskmark_5_round_trip_is_byte_identical():
 @pytest.mark.skipif(shutil.which("fio") is None, reason="fio not installed (./dev test installs it)")
 def test_import_fio_json_round_trips_a_real_fio_run(tmp_path, capsys):
     out = tmp_path / "fio.json"
-    subprocess.run(["fio", "--name=randwrite", "--rw=randwrite", "--bs=4k", "--size=8M", "--ioengine=psync",
-                    f"--directory={tmp_path}", "--output-format=json", f"--output={out}", "--name=seqread",
-                    "--rw=read", "--bs=1M", "--size=8M"], check=True, capture_output=True, timeout=120)
+    subprocess.run(["fio", f"--directory={tmp_path}", "--output-format=json", f"--output={out}", "--name=randwrite",
+                    "--rw=randwrite", "--bs=4k", "--size=8M", "--ioengine=psync", "--name=seqread", "--rw=read",
+                    "--bs=1M", "--size=8M"], check=True, capture_output=True, timeout=120, cwd=tmp_path)
     fio = json.loads(out.read_text())
     db = tmp_path / "bench.sqlite"
     assert main(["import", "fio", str(out), "--set", "client=laptop", "--db", str(db)]) == 0
