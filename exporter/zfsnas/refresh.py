@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
 from .exposition import Family, FrozenFamily
+from .sources.model import Explained, NotRecorded
 
 T = TypeVar("T")
 log = logging.getLogger("zfsnas")
@@ -37,16 +38,19 @@ log = logging.getLogger("zfsnas")
 
 class SourceState(Generic[T]):
     """A source's last good value (None before the first), whether its last refresh succeeded, the
-    seconds since that value was read (or since the source was made), and the last error. (A plain
-    class: a frozen dataclass costs about half a millisecond of every start.)"""
+    seconds since that value was read (or since the source was made), and the last error; `absent`
+    when that error is a replay's capture lacking the input (`NotRecorded`), not a failure of the
+    collector that reads the source. (A plain class: a frozen dataclass costs about half a
+    millisecond of every start.)"""
 
-    __slots__ = ("value", "success", "age_seconds", "error")
+    __slots__ = ("value", "success", "age_seconds", "error", "absent")
 
-    def __init__(self, value: T | None, success: bool, age_seconds: float, error: str | None):
+    def __init__(self, value: T | None, success: bool, age_seconds: float, error: str | None, absent: bool = False):
         self.value = value
         self.success = success
         self.age_seconds = age_seconds
         self.error = error
+        self.absent = absent
 
     def __repr__(self) -> str:
         return (f"SourceState(value={self.value!r}, success={self.success!r}, "
@@ -100,6 +104,7 @@ class BackgroundRefresher(Generic[T]):
         self._started_at = clock()
         self._success = False
         self._error: str | None = "not refreshed yet"
+        self._absent = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -111,13 +116,14 @@ class BackgroundRefresher(Generic[T]):
         except Exception as exc:
             error = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             with self._lock:
-                first = error != self._error
-                self._success, self._error = False, error
+                first = error != self._error and not isinstance(exc, Explained)  # an Explained one was said
+                self._success, self._error, self._absent = False, error, isinstance(exc, NotRecorded)
             log.log(logging.WARNING if first else logging.DEBUG, "source %s failed: %s", self.name, error)
             return False
         with self._lock:
             recovered = not self._success and self._good_at is not None
             self._value, self._good_at, self._success, self._error = value, self._clock(), True, None
+            self._absent = False
         if recovered:
             log.info("source %s recovered", self.name)
         log.debug("source %s refreshed in %.3fs", self.name, time.perf_counter() - started)
@@ -126,7 +132,7 @@ class BackgroundRefresher(Generic[T]):
     def state(self) -> SourceState[T]:
         with self._lock:
             since = self._good_at if self._good_at is not None else self._started_at
-            return SourceState(self._value, self._success, max(0.0, self._clock() - since), self._error)
+            return SourceState(self._value, self._success, max(0.0, self._clock() - since), self._error, self._absent)
 
     def start(self) -> None:
         if self._thread is None:

@@ -168,6 +168,10 @@ class Collector:
         """Background sources whose age and success the exporter reports."""
         return ()
 
+    def continue_from(self, earlier: Collector) -> None:
+        """A replay's next snapshot: take over what `earlier` (this collector in the snapshot before)
+        built across scrapes, as one live exporter would have kept it. Nothing by default."""
+
     def start(self) -> None:
         """Start background work (refresh threads, monitors)."""
 
@@ -194,11 +198,12 @@ class RefreshingCollector(Collector):
         stop_all(self.sources())
 
     def current(self, source: BackgroundRefresher[T], report: Report) -> T | None:
-        """The source's last good value (None if none yet); a failed or pending refresh fails the report."""
+        """The source's last good value (None if none yet); a failed or pending refresh fails the
+        report, unless what failed is absent from a replay's capture (`SourceState.absent`)."""
         state = source.state()
         if state.value is None and not state.success and not self._started:
             source.refresh_now()  # no refresh thread (tests, one-shot renders): read once, in line
             state = source.state()
-        if not state.success:
+        if not state.success and not state.absent:  # absent: a replay's capture lacks it (its source says so)
             report.fail(f"source {source.name}", state.error or "not read yet")
         return state.value
