@@ -84,3 +84,60 @@ def test_sigterm_right_after_the_first_answer_stops_the_exporter_every_time(tmp_
             if exporter.proc.poll() is None:
                 exporter.proc.kill()
                 exporter.proc.wait()
+
+
+def start_log(tmp_path, *flags: str) -> tuple[str, str]:
+    """The log of an exporter started with `flags` and no `zfs`/`zpool` on its PATH, scraped twice
+    while its refreshes (every 0.2 s) fail a few times, then stopped; and its last page."""
+    from tests.conftest import free_port
+    from tests.integration.exporter_process import ExporterProcess
+
+    (tmp_path / "bin").mkdir()
+    fast = [f"--{name}.refresh-interval=0.2" for name in ("datasets", "pools", "tunables")]
+    with ExporterProcess(free_port(), *flags, *fast, "--bench.db", str(tmp_path / "none.sqlite"),
+                         log_path=tmp_path / "log", env={"PATH": str(tmp_path / "bin")}) as exporter:
+        exporter.wait_ready()
+        exporter.get()
+        time.sleep(1.0)
+        page = exporter.get()
+    return exporter.log(), page
+
+
+def test_without_zfs_one_line_says_what_is_and_is_not_served(tmp_path):
+    from tests.conftest import FIXTURES, value
+
+    disks = FIXTURES / "linux-disks"
+    log, page = start_log(tmp_path, f"--path.procfs={disks / 'proc'}", f"--path.sysfs={disks / 'sys'}",
+                          f"--path.udev.data={disks / 'udev' / 'data'}")
+    warnings = [line for line in log.splitlines() if "level=INFO" not in line]
+    assert warnings == [line for line in log.splitlines() if "level=WARNING" in line] and len(warnings) == 1, log
+    assert warnings[0].endswith(
+        "level=WARNING zfsnas-exporter 0.1.0: no ZFS kernel module found (procfs); zfs, zpool: command not found: "
+        "serving disks, bench, self metrics; not arc, txg, objset, poolstats, tunables, datasets, pools "
+        "(their zfs_exporter_collector_success is 0 until that changes)"), warnings
+    assert value(page, "zfs_exporter_collector_success", collector="disks") == 1
+    assert value(page, "zfs_exporter_collector_success", collector="bench") == 1
+    assert value(page, "zfs_exporter_collector_success", collector="arc") == 0
+
+
+def test_a_missing_zfs_command_is_one_line(tmp_path):
+    from tests.conftest import value
+
+    tree = linux_tree("2.3.2")
+    log, page = start_log(tmp_path, f"--path.procfs={tree}/proc", f"--path.sysfs={tree}/sys", "--no-collector.disks")
+    warnings = [line for line in log.splitlines() if "level=INFO" not in line]
+    assert len(warnings) == 1 and warnings[0].endswith(
+        "level=WARNING zfsnas-exporter 0.1.0: zfs, zpool: command not found (in a container: --zfs.command-prefix "
+        "'nsenter --target 1 --mount --'): serving arc, txg, objset, poolstats, tunables, bench, self metrics; "
+        "not datasets, pools (their zfs_exporter_collector_success is 0 until that changes)"), log
+    assert value(page, "zfs_exporter_collector_success", collector="datasets") == 0
+    assert value(page, "zfs_exporter_source_success", source="zfs_datasets") == 0
+    assert value(page, "zfs_exporter_collector_success", collector="arc") == 1
+
+
+def test_with_zfs_the_line_names_the_collectors(tmp_path):
+    tree = linux_tree("2.3.2")
+    log, _ = start_log(tmp_path, f"--path.procfs={tree}/proc", f"--path.sysfs={tree}/sys",
+                       "--collector.disable-defaults", "--collector.arc", "--collector.txg")
+    assert log.splitlines()[0].endswith("level=INFO zfsnas-exporter 0.1.0: collectors arc, txg"), log
+    assert "WARNING" not in log

@@ -114,6 +114,10 @@ def _manifest(root: Path, origin: Path) -> dict:
     return manifest
 
 
+# Flags whose setting changed name since captures were first taken (manifest "flags" hold the old).
+RENAMED_FLAGS = {"dataset_exclude": "datasets_exclude", "pool_include": "pools_include", "pool_exclude": "pools_exclude"}
+
+
 def snapshot_args(capture: Capture, index: int, base: argparse.Namespace) -> argparse.Namespace:
     """The exporter's flags for snapshot `index`: the capture's collector settings, its recorded trees."""
     from .collectors import ALL
@@ -121,6 +125,7 @@ def snapshot_args(capture: Capture, index: int, base: argparse.Namespace) -> arg
     snap = capture.snapshots[index]
     args = argparse.Namespace(**vars(base))
     for dest, value in capture.manifest.get("flags", {}).items():
+        dest = RENAMED_FLAGS.get(dest, dest)
         if hasattr(args, dest) and not dest.startswith("collector_"):
             setattr(args, dest, value)
     chosen = set(capture.manifest.get("collectors", []))
