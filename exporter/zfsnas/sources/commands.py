@@ -195,8 +195,8 @@ class CommandRunner:
         import subprocess
 
         with self._state_lock:
-            if self._closed:
-                raise SourceError("exporter shutting down: command not started")
+            if self._closed:  # the exporter's "shutting down" line says it
+                raise Explained("exporter shutting down: command not started")
             try:
                 proc = subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
                                         start_new_session=True, env={**os.environ, "LC_ALL": "C"})
