@@ -81,7 +81,7 @@ class ReplayRunner(_WholeOutputRunner):
         record = self._records.get(key)
         if record is not None:
             return record
-        derived = derive_listing(tuple(argv), self._records.values())
+        derived = derive_listing(tuple(argv), self.records)
         if derived is None:
             self._say(key, f"replay: this capture did not record `{key}`: what it feeds is served as absent "
                            "(its source's success 0)")
@@ -90,6 +90,11 @@ class ReplayRunner(_WholeOutputRunner):
         self._say(key, f"replay: `{key}` derived from the recorded `{shlex.join(source.argv)}`"
                        + (f" ({', '.join(missing)}: not in the capture, served as absent)" if missing else ""))
         return record
+
+    @property
+    def records(self) -> list[Completed]:
+        """The successful and failed runs recorded (not those that could not run at all)."""
+        return list(self._records.values())
 
     def _say(self, key: str, line: str) -> None:
         if key not in self._said:
