@@ -331,7 +331,7 @@ def test_a_missing_corpus_is_refused_before_any_change(fake_zfs, tmp_path, caplo
     assert changing(fake_zfs.commands()) == []
 
 
-def test_list_settles_stale_rows_only_when_no_run_holds_the_lock(tmp_path, capsys):
+def test_list_shows_stale_rows_only_when_no_run_holds_the_lock(tmp_path, capsys):
     from zfsnas.bench.store import Store
 
     db = tmp_path / "db"
@@ -343,6 +343,8 @@ def test_list_settles_stale_rows_only_when_no_run_holds_the_lock(tmp_path, capsy
         assert "\trunning\t" in capsys.readouterr().out
     assert main(["list", "--db", str(db)]) == 0  # nobody holds the lock: the row's run is gone
     assert "\tincomplete\t" in capsys.readouterr().out
+    # ... as read: `list` wrote nothing; the next run records it
+    assert store.results(status="running") and not store.results(status="incomplete")
 
 
 def test_a_read_cell_times_only_its_read(fake_zfs, tmp_path):
