@@ -106,6 +106,9 @@ def command_problems(snippet: str) -> list[str]:
                 problems += [f"zfsnas-bench {n}" for n in missing]
                 continue
             sub = bench_subcommands()[names[-1]]
+            for word in rest[1:2]:   # `zfsnas-bench import crystaldiskmark`: a subcommand of a subcommand
+                nested = next((a.choices for a in sub._actions if isinstance(a, argparse._SubParsersAction)), {})
+                sub = nested.get(word, sub)
             known = options(sub) | {"--version"}
         else:
             is_capture = rest[:1] == ["capture"]
