@@ -57,11 +57,17 @@ def job_names(jobs_dir: Path) -> set[str]:
 
 
 def resolve_matrix(name: str, jobs_dir: Path) -> Path:
-    """A path, or the name of a shipped matrix (`fits-copy` -> benchmark-jobs/matrices/fits-copy.toml)."""
+    """A path, or the name of a shipped matrix (`fits-copy` -> benchmark-jobs/matrices/fits-copy.toml);
+    an unknown name is refused with the list of the shipped ones."""
     path = Path(name)
     if path.exists() or "/" in name or name.endswith(".toml"):
         return path
-    return jobs_dir / "matrices" / f"{name}.toml"
+    shipped = jobs_dir / "matrices" / f"{name}.toml"
+    if not shipped.exists():
+        names = sorted(p.stem for p in (jobs_dir / "matrices").glob("*.toml"))
+        raise MatrixError(f"no matrix {name!r}: the shipped ones are {', '.join(names) or 'none'} "
+                          "(or give the path of a .toml)")
+    return shipped
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -143,6 +149,9 @@ def _client(args) -> GrafanaClient | None:
 
 def cmd_init(args) -> int:
     check_dataset_name(args.dataset)
+    zfs = _zfs(args)
+    if not zfs.get(args.dataset, "type"):  # before asking: a typo is not worth a "yes"
+        raise GuardError(f"{args.dataset!r}: dataset does not exist")
     if not args.yes:
         sys.stderr.write(f"zfsnas-bench will create, fill and destroy child datasets under {args.dataset}.\n"
                          f"It never touches {args.dataset} itself or anything it did not create.\n"
@@ -152,7 +161,7 @@ def cmd_init(args) -> int:
             sys.stderr.write("not marked\n")
             return 1
     token = f"init-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
-    _zfs(args).mark_scratch(args.dataset, token)
+    zfs.mark_scratch(args.dataset, token)
     print(f"{args.dataset} marked as scratch (org.zfsnas:scratch={token})")
     return 0
 
