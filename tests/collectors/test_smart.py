@@ -12,8 +12,14 @@ import sys
 
 import pytest
 
-from tests.conftest import FIXTURES, exporter_args, samples, scrape_text, types, value
+from tests.conftest import FIXTURES, collected, exporter_args, samples, scrape_text, types, value
 from zfsnas.cli import build_exporter
+from zfsnas.collectors.base import Context
+from zfsnas.collectors.smart import SmartCollector
+from zfsnas.exposition import render
+from zfsnas.refresh import BackgroundRefresher
+from zfsnas.sources.commands import CommandRunner
+from zfsnas.sources.model import VdevStatus
 from zfsnas.sources.smart import smartctl_argv
 
 TREE = FIXTURES / "linux-disks"
@@ -214,3 +220,23 @@ def test_flags_and_defaults():
     smart = next(c for c in build_exporter(exporter_args(*PATHS)).collectors if c.name == "smart")
     assert smart.refresher.interval == 600 and smart.refresher.wait_for_start and not smart.needs_zfs
     assert exporter_args("--smart.interval", "1800").smart_interval == 1800
+
+
+def test_without_sysfs_the_disks_come_from_smartctl_scan(tmp_path):
+    """FreeBSD: no /sys/block, so `smartctl --scan` lists the disks; each is labelled with the serial
+    it reports and the pool whose `zpool status -P` leaf is one of its partitions."""
+    vdevs = [VdevStatus("tank", "/dev/ada0p2", "1234", "data", "mirror-0", "ONLINE", 0, 0, 0, True)]
+    status = BackgroundRefresher("zpool_status", lambda: vdevs, 60)
+    status.refresh_now()
+    args = exporter_args("--path.sysfs", str(tmp_path), *prefix(FIXTURES / "smart" / "freebsd"))
+    ctx = Context(kstat=None, commands=CommandRunner(args.command_prefix, 30), args=args, zpool_status=status)
+    text = render(collected(SmartCollector(ctx)))
+    assert {dict(k[1])["device"]: dict(k[1]) for k, v in samples(text).items() if k[0] == "zfs_disk_smart_state" and v} == {
+        "ada0": {"device": "ada0", "serial": "WD-WCC7K1AAAAAA", "pool": "tank", "vdev_guid": "1234", "state": "ok"},
+        "nvme0": {"device": "nvme0", "serial": "S4EWNX0N123456", "pool": "", "vdev_guid": "", "state": "ok"}}
+    assert disk(text, "zfs_disk_smart_temperature_celsius", "ada0") == 33
+    assert disk(text, "zfs_disk_smart_nvme_endurance_used_ratio", "nvme0") == 0.03
+    # With the disks collector on (it finds nothing there) the scan is used all the same.
+    text = scrape_text("--path.procfs", str(tmp_path), "--path.sysfs", str(tmp_path), "--collector.disable-defaults",
+                       "--collector.disks", "--collector.smart", *prefix(FIXTURES / "smart" / "freebsd"))
+    assert set(labels_of(text, "zfs_disk_smart_info")) == {"ada0", "nvme0"}

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import re
 import time
 from collections.abc import Iterable, Sequence
@@ -114,6 +115,7 @@ class SmartSurvey(NamedTuple):
     disks: tuple[DiskSmart, ...]
     identities: list[DiskIdentity]
     unavailable: str                 # why smartctl cannot be used at all ("" when it can)
+    scanned: bool = False            # the disks came from `smartctl --scan` (no sysfs), labelled by smartctl
 
 
 def parse_device_types(values: Sequence[str] | None) -> tuple[str | None, dict[str, str]]:
@@ -157,6 +159,7 @@ class SmartCollector(RefreshingCollector):
                                              wait_for_start=True)
         self._kept: dict[str, DiskSmart] = {}
         self._learned: dict[tuple[str, str], str] = {}  # (device, serial) -> the type that read a USB bridge
+        self._scan_types: dict[str, str] = {}  # device -> the type `smartctl --scan` gave it
         self._said = ""  # the unavailability last logged
         self._rendered = RenderedOnce(4)
 
@@ -168,12 +171,16 @@ class SmartCollector(RefreshingCollector):
     def _survey(self) -> SmartSurvey:
         from ..sources.smart import SmartctlMissing
 
-        identities = self._identities(FIRST_SCAN_WAIT)
         disks: list[DiskSmart] = []
-        unavailable = ""
+        identities: list[DiskIdentity] = []
+        unavailable, scanned = "", False
         try:
-            for identity in identities:
-                disks.append(self._disk(identity, self._read(identity)))
+            identities, scanned = self._identities(FIRST_SCAN_WAIT)
+            for at, identity in enumerate(identities):
+                result = self._read(identity)
+                if scanned:  # labelled by what the disk says of itself (or said before it slept)
+                    identity = identities[at] = identity._replace(serial=self._scanned_serial(identity, result))
+                disks.append(self._disk(identity, result))
         except SmartctlMissing as exc:
             disks, unavailable = [], f"{exc} (install smartmontools 7.0 or later)"
         if not unavailable and _all_denied(disks):
@@ -186,28 +193,57 @@ class SmartCollector(RefreshingCollector):
             else:
                 log.info("smart: smartctl reads the disks")
             self._said = unavailable
-        survey = SmartSurvey(tuple(disks), identities, unavailable)
+        survey = SmartSurvey(tuple(disks), identities, unavailable, scanned)
         self._families(survey, identities)  # rendered here, before the scrape asks
         return survey
 
-    def _identities(self, wait: float = 0.0) -> list[DiskIdentity]:
-        """The disks to read and their labels: the disks collector's, else a scan of /sys/block."""
-        if self.ctx.disk_identities is not None:
-            return self.ctx.disk_identities(wait)
-        from ..sources.blockdevices import identify, scan_sysfs
-        from .disks import DEFAULT_EXCLUDE
-
+    def _identities(self, wait: float = 0.0) -> tuple[list[DiskIdentity], bool]:
+        """The disks to read and their labels: the disks collector's, else a scan of /sys/block, and
+        where there is no sysfs (FreeBSD) `smartctl --scan`'s list; True when it was that."""
         args = self.ctx.args
-        devices = scan_sysfs(getattr(args, "sysfs", "/sys"), getattr(args, "udev_data", "/run/udev/data"))
-        exclude = re.compile(getattr(args, "disks_device_exclude", DEFAULT_EXCLUDE))
-        return [i for i in identify(devices, self.ctx.vdevs()) if not exclude.search(i.device)]
+        sysfs = getattr(args, "sysfs", "/sys")
+        if os.path.isdir(f"{sysfs}/block"):
+            if self.ctx.disk_identities is not None:
+                return self.ctx.disk_identities(wait), False
+            from ..sources.blockdevices import identify, scan_sysfs
+            from .disks import DEFAULT_EXCLUDE
+
+            devices = scan_sysfs(sysfs, getattr(args, "udev_data", "/run/udev/data"))
+            exclude = re.compile(getattr(args, "disks_device_exclude", DEFAULT_EXCLUDE))
+            return [i for i in identify(devices, self.ctx.vdevs()) if not exclude.search(i.device)], False
+        return self._scanned(), True
+
+    def _scanned(self) -> list[DiskIdentity]:
+        """`smartctl --scan`'s disks, in the pool whose `zpool status -P` leaf is the disk or one of its
+        partitions (/dev/ada0p2); their smartctl types are remembered for the reads."""
+        from ..sources.blockdevices import DiskIdentity
+        from ..sources.smart import scan
+
+        leaves = [v for v in self.ctx.vdevs() if v.is_leaf]
+        out = []
+        for path, kind in scan(self.ctx.commands.complete):
+            device = path.removeprefix("/dev/")
+            member = re.compile(rf"/dev/{re.escape(device)}(?:p\d+|s\d+[a-h]?)?")
+            vdev = next((v for v in leaves if member.fullmatch(v.name)), None)
+            if kind:
+                self._scan_types[device] = kind
+            out.append(DiskIdentity(device, "", "", "", "", "", vdev.pool if vdev else "", vdev.guid if vdev else "",
+                                    "smartctl"))
+        return out
+
+    def _scanned_serial(self, identity: DiskIdentity, result: SmartResult) -> str:
+        if result.reading is not None:
+            return result.reading.serial
+        before = self._kept.get(identity.device)
+        return before.serial if before is not None else ""
 
     def _read(self, identity: DiskIdentity) -> SmartResult:
         from ..sources.smart import OK, STANDBY, read_disk
 
         path = f"/dev/{identity.device}"
         key = (identity.device, identity.serial)
-        chosen = self.types.get(identity.device) or self.default_type or self._learned.get(key)
+        chosen = (self.types.get(identity.device) or self.default_type or self._learned.get(key)
+                  or self._scan_types.get(identity.device))
         result = read_disk(self.ctx.commands.complete, path, chosen)
         if result.needs_device_type and chosen is None:
             retry = read_disk(self.ctx.commands.complete, path, "sat")
@@ -235,7 +271,7 @@ class SmartCollector(RefreshingCollector):
         if survey is None or survey.unavailable:
             return []
         identities = survey.identities
-        if self.ctx.disk_identities is not None:
+        if self.ctx.disk_identities is not None and not survey.scanned:
             with report.guard("identifying disks"):
                 identities = self.ctx.disk_identities(0.0)
         for disk in survey.disks:

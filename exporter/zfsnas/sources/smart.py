@@ -1,6 +1,7 @@
 """SMART through smartmontools' `smartctl --json` (7.x): one disk per call, never waking a sleeping one.
 
-Owns the argument list smartctl runs with (`smartctl_argv`), what its exit status and messages mean
+Owns the argument list smartctl runs with (`smartctl_argv`; `scan` lists disks where no sysfs
+does), what its exit status and messages mean
 (`interpret`: read, asleep, unsupported or failed), and the parsing of its JSON into a
 `SmartReading` of plain numbers (`parse_reading`). Nothing here knows about metrics or runs a
 command itself: the `smart` collector runs `smartctl_argv` through the shared command runner.
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
     from .commands import Completed
 
 SMARTCTL = "smartctl"
+SCAN = (SMARTCTL, "--scan", "--json=c")
 STANDBY_STATUS = 3            # what `--nocheck=standby,3` makes smartctl exit with for a sleeping disk
 OPEN_FAILED = 0x02            # exit status bit 1
 NVME_DATA_UNIT_BYTES = 512_000
@@ -149,6 +151,31 @@ def smartctl_argv(device_path: str, device_type: str | None = None) -> list[str]
         argv.append(f"--device={device_type}")
     argv.append(device_path)
     return argv
+
+
+def scan(complete: Callable[[Sequence[str]], Completed]) -> list[tuple[str, str]]:
+    """The (device path, device type) pairs `smartctl --scan` lists: the disks where no sysfs lists
+    them (FreeBSD: /dev/ada0 atacam, /dev/da0 scsi, /dev/nvme0 nvme). Lists, opens nothing."""
+    try:
+        done = complete(SCAN)
+    except SourceError as exc:
+        if str(exc).endswith("command not found"):
+            raise SmartctlMissing(str(exc)) from None
+        raise
+    try:
+        data = json.loads(done.stdout)
+    except (ValueError, RecursionError):
+        data = None
+    if not isinstance(data, dict):
+        if done.returncode == MISSING_STATUS:
+            raise SmartctlMissing(f"{SMARTCTL} not found: {_first_line(done.stderr) or 'exit status 127'}")
+        raise SourceError(f"smartctl --scan printed no JSON object (exit status {done.returncode})")
+    out = []
+    for entry in _entries(data.get("devices")):
+        name, kind = entry.get("name"), entry.get("type")
+        if isinstance(name, str) and name.startswith("/dev/") and "/" not in name[5:] and isinstance(kind, str):
+            out.append((name, kind if valid_device_type(kind) else ""))
+    return out
 
 
 def read_disk(complete: Callable[[Sequence[str]], Completed], device_path: str,
