@@ -100,8 +100,14 @@ class BackgroundRefresher(Generic[T]):
         self._started_at = clock()
         self._success = False
         self._error: str | None = "not refreshed yet"
+        self._tried = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+
+    @property
+    def tried(self) -> bool:
+        """Whether a refresh has ended yet, well or not."""
+        return self._tried
 
     def refresh_now(self) -> bool:
         """Fetch once, synchronously; True on success."""
@@ -112,12 +118,12 @@ class BackgroundRefresher(Generic[T]):
             error = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             with self._lock:
                 first = error != self._error
-                self._success, self._error = False, error
+                self._success, self._error, self._tried = False, error, True
             log.log(logging.WARNING if first else logging.DEBUG, "source %s failed: %s", self.name, error)
             return False
         with self._lock:
             recovered = not self._success and self._good_at is not None
-            self._value, self._good_at, self._success, self._error = value, self._clock(), True, None
+            self._value, self._good_at, self._success, self._error, self._tried = value, self._clock(), True, None, True
         if recovered:
             log.info("source %s recovered", self.name)
         log.debug("source %s refreshed in %.3fs", self.name, time.perf_counter() - started)

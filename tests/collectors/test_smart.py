@@ -223,12 +223,13 @@ def test_flags_and_defaults():
 
 
 def test_without_sysfs_the_disks_come_from_smartctl_scan(tmp_path):
-    """FreeBSD: no /sys/block, so `smartctl --scan` lists the disks; each is labelled with the serial
+    """FreeBSD: no sysfs, so `smartctl --scan` lists the disks; each is labelled with the serial
     it reports and the pool whose `zpool status -P` leaf is one of its partitions."""
+    nosys = tmp_path / "no-sysfs-here"
     vdevs = [VdevStatus("tank", "/dev/ada0p2", "1234", "data", "mirror-0", "ONLINE", 0, 0, 0, True)]
     status = BackgroundRefresher("zpool_status", lambda: vdevs, 60)
     status.refresh_now()
-    args = exporter_args("--path.sysfs", str(tmp_path), *prefix(FIXTURES / "smart" / "freebsd"))
+    args = exporter_args("--path.sysfs", str(nosys), *prefix(FIXTURES / "smart" / "freebsd"))
     ctx = Context(kstat=None, commands=CommandRunner(args.command_prefix, 30), args=args, zpool_status=status)
     text = render(collected(SmartCollector(ctx)))
     assert {dict(k[1])["device"]: dict(k[1]) for k, v in samples(text).items() if k[0] == "zfs_disk_smart_state" and v} == {
@@ -237,6 +238,15 @@ def test_without_sysfs_the_disks_come_from_smartctl_scan(tmp_path):
     assert disk(text, "zfs_disk_smart_temperature_celsius", "ada0") == 33
     assert disk(text, "zfs_disk_smart_nvme_endurance_used_ratio", "nvme0") == 0.03
     # With the disks collector on (it finds nothing there) the scan is used all the same.
-    text = scrape_text("--path.procfs", str(tmp_path), "--path.sysfs", str(tmp_path), "--collector.disable-defaults",
+    text = scrape_text("--path.procfs", str(tmp_path), "--path.sysfs", str(nosys), "--collector.disable-defaults",
                        "--collector.disks", "--collector.smart", *prefix(FIXTURES / "smart" / "freebsd"))
     assert set(labels_of(text, "zfs_disk_smart_info")) == {"ada0", "nvme0"}
+
+
+def test_before_the_first_read_there_is_nothing_and_nothing_wrong():
+    from zfsnas.collectors.base import Report
+
+    smart = next(c for c in build_exporter(exporter_args(*flags())).collectors if c.name == "smart")
+    smart._started = True  # as after start(), its thread not yet through its first read
+    report = Report("smart")
+    assert list(smart.collect(report)) == [] and report.ok

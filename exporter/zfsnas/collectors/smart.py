@@ -199,10 +199,10 @@ class SmartCollector(RefreshingCollector):
 
     def _identities(self, wait: float = 0.0) -> tuple[list[DiskIdentity], bool]:
         """The disks to read and their labels: the disks collector's, else a scan of /sys/block, and
-        where there is no sysfs (FreeBSD) `smartctl --scan`'s list; True when it was that."""
+        where there is no sysfs at all (FreeBSD) `smartctl --scan`'s list; True when it was that."""
         args = self.ctx.args
         sysfs = getattr(args, "sysfs", "/sys")
-        if os.path.isdir(f"{sysfs}/block"):
+        if os.path.isdir(sysfs):
             if self.ctx.disk_identities is not None:
                 return self.ctx.disk_identities(wait), False
             from ..sources.blockdevices import identify, scan_sysfs
@@ -267,6 +267,8 @@ class SmartCollector(RefreshingCollector):
     # --- the scrape ----------------------------------------------------------------------------
 
     def collect(self, report: Report) -> Iterable[Family]:
+        if self._started and not self.refresher.tried:  # the first read is under way: nothing yet, nothing wrong
+            return []
         survey = self.current(self.refresher, report)
         if survey is None or survey.unavailable:
             return []
