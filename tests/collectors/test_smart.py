@@ -63,7 +63,7 @@ def test_every_disk_carries_its_zfs_disk_info_labels():
     assert disk(text, "zfs_disk_smart_self_test_info", "sdc", type="short", result="failed") == 1
     assert disk(text, "zfs_disk_smart_self_test_age_seconds", "sdc", type="short") == 10 * 3600
     assert disk(text, "zfs_disk_smart_info", "sde", protocol="ATA", device_type="sat", model="WDC WD20SPZX-22UA7T0",
-                firmware="01.01A01") == 1  # read through -d sat
+                firmware="01.01A01", media="hdd") == 1  # read through -d sat: the disk, not the bridge
     assert disk(text, "zfs_disk_smart_state", "vda", state="unsupported") == 1
     assert disk(text, "zfs_disk_smart_state", "vda", state="ok") == 0
     assert "zfs_disk_smart_temperature_celsius" not in {k[0] for k in samples(text) if dict(k[1]).get("device") == "vda"}

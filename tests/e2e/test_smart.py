@@ -102,7 +102,7 @@ def test_served_values_are_smartctl_s_own(smart, config):
         assert served(data, "zfs_disk_smart_healthy", join) == (1 if said["smart_status"]["passed"] else 0)
         assert served(data, "zfs_disk_smart_reallocated_sectors", join) == attributes[5]
         assert served(data, "zfs_disk_smart_info", join, protocol="ATA", device_type="sat",
-                      model=said["model_name"], firmware=said["firmware_version"]) == 1
+                      model=said["model_name"], firmware=said["firmware_version"], media="hdd") == 1  # 7200 rpm
         assert served(data, "zfs_disk_smart_read_timestamp_seconds", join) <= said["local_time"]["time_t"]
         compared += 1
     assert compared == sum(d["bus"] == "sata" for d in config["disks"]) >= 5

@@ -45,8 +45,8 @@ def test_sata_hdd():
     found = result("sata-hdd.json")
     assert found.state == OK and found.reason == ""
     reading = found.reading
-    assert (reading.protocol, reading.device_type, reading.model, reading.serial, reading.firmware) == \
-        ("ATA", "sat", "WDC WD40EFRX-68N32N0", "WD-WCC7K1AAAAAA", "82.00A82")
+    assert (reading.protocol, reading.device_type, reading.model, reading.serial, reading.firmware, reading.media) == \
+        ("ATA", "sat", "WDC WD40EFRX-68N32N0", "WD-WCC7K1AAAAAA", "82.00A82", "hdd")
     assert reading.read_at == 1795752000
     assert reading.numbers == {"healthy": 1, "temperature": 33, "temperature_limit": 60, "power_on_seconds": 26300 * 3600,
                                "power_cycles": 41, "reallocated_sectors": 0, "pending_sectors": 0,
@@ -59,6 +59,7 @@ def test_sata_hdd():
 
 def test_sata_ssd_temperature_from_attribute_190_and_crc_errors():
     reading = result("sata-ssd.json").reading
+    assert reading.media == "ssd"  # rotation_rate 0
     assert reading.numbers["temperature"] == 31 and reading.numbers["udma_crc_errors"] == 2
     assert reading.numbers["reported_uncorrectable_errors"] == 0 and "pending_sectors" not in reading.numbers
     assert reading.self_tests == {"short": ("short", "passed", 10)}
@@ -89,7 +90,7 @@ def test_sas_disk():
 
 def test_nvme():
     reading = result("nvme.json").reading
-    assert reading.protocol == "NVMe" and reading.device_type == "nvme"
+    assert reading.protocol == "NVMe" and reading.device_type == "nvme" and reading.media == "ssd"
     numbers = reading.numbers
     assert numbers["nvme_critical_warning"] == 0 and numbers["nvme_available_spare_ratio"] == 1.0
     assert numbers["nvme_available_spare_threshold_ratio"] == 0.1 and numbers["nvme_endurance_used_ratio"] == 0.03

@@ -309,9 +309,9 @@ def _reading(families: Families, join: dict[str, str], reading: SmartReading, re
                    "When the values served were read (Unix time); older than the interval while the disk sleeps.",
                    join, round(read_at, 3))
     families.gauge("zfs_disk_smart_info", "What smartctl found: protocol (ATA, SCSI, NVMe), smartctl device type, "
-                   "model and firmware as the drive reports them; 1.",
+                   "model and firmware as the drive reports them, media hdd or ssd as it says (\"\" when it does not); 1.",
                    {**join, "protocol": reading.protocol, "device_type": reading.device_type, "model": reading.model,
-                    "firmware": reading.firmware}, 1)
+                    "firmware": reading.firmware, "media": reading.media}, 1)
     for key, metric, kind, documentation in NUMBERS:
         if (number := reading.numbers.get(key)) is not None:
             families.add(kind, metric, documentation, join, number)

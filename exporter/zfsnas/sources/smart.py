@@ -41,7 +41,7 @@ scsiprint.cpp, nvmeprint.cpp; host smartctl 7.3 seen answering):
   blocks of 512 bytes), power_cycles, power_on_hours, unsafe_shutdowns, media_errors}`;
   `nvme_self_test_log.table[]` from 7.4 (unused entries may be null), `temperature.op_limit_max`
   (the warning composite temperature) from 7.5.
-- Every protocol: `local_time.time_t` (when smartctl ran), `smart_status.passed`,
+- Every protocol: `local_time.time_t` (when smartctl ran), `rotation_rate` (rpm, 0 for an SSD; ATA, SCSI), `smart_status.passed`,
   `temperature.current`, `power_on_time.{hours,minutes}`, `power_cycle_count`, `model_name` (SCSI:
   `scsi_model_name`), `serial_number`, `firmware_version` (SCSI: `scsi_revision`),
   `device.{type,protocol}`, `smart_support.{available,enabled}`.
@@ -125,6 +125,7 @@ class SmartReading(NamedTuple):
     model: str
     serial: str
     firmware: str
+    media: str                # hdd (it spins: rotation_rate > 0), ssd (0, or NVMe), "" when it does not say
     exit_status: int
     read_at: float | None                         # when smartctl ran (its `local_time.time_t`), Unix time
     numbers: dict[str, float]                     # key -> value, keys as in the collector's table
@@ -265,8 +266,16 @@ def parse_reading(data: Mapping[str, Any], exit_status: int = 0) -> SmartReading
                         _text(data.get("model_name")) or _text(data.get("scsi_model_name")),
                         _text(data.get("serial_number")),
                         _text(data.get("firmware_version")) or _text(data.get("scsi_revision")),
-                        exit_status, _number(_mapping(data.get("local_time")).get("time_t")), numbers,
+                        _media(protocol, data.get("rotation_rate")), exit_status, _number(_mapping(data.get("local_time")).get("time_t")), numbers,
                         temperatures, scsi_errors, _self_tests(data, hours))
+
+
+def _media(protocol: str, rotation_rate: Any) -> str:
+    """The drive's own word on whether it spins (the kernel's `rotational` is often wrong behind USB)."""
+    if protocol == "NVMe":
+        return "ssd"
+    rpm = _number(rotation_rate)
+    return "" if rpm is None else "hdd" if rpm > 0 else "ssd"
 
 
 def _ata(data: Mapping[str, Any], numbers: dict[str, float]) -> None:
