@@ -40,3 +40,17 @@ def test_the_opt_in_self_test_threshold_is_documented_with_the_shared_value():
     # Nothing ships the rule: without the user's, the alert never fires.
     text = (ROOT / "alerts" / "zfsnas.rules.yml").read_text()
     assert "record: zfsnas:smart_self_test_max_age_days:threshold" not in text
+
+
+def test_the_disks_dashboard_uses_the_shared_thresholds():
+    from tests.dashboards.queries import load, panels
+
+    table = next(p for p in panels(load("disks")) if p["title"] == "Disk health")
+    overrides = {o["matcher"]["options"]: {p["id"]: p["value"] for p in o["properties"]}
+                 for o in table["fieldConfig"]["overrides"]}
+    steps = [s["value"] for s in overrides["temperature"]["thresholds"]["steps"]]
+    assert steps == [None, SHARED["disk_temperature_hdd_max"], SHARED["disk_temperature_ssd_max"]]
+    steps = [s["value"] for s in overrides["self-test age"]["thresholds"]["steps"]]
+    assert steps == [None, SHARED["smart_self_test_max_age_days"] * 86400]
+    temperature = next(p for p in panels(load("disks")) if p["title"] == "Temperature by pool")
+    assert f"{SHARED['disk_temperature_hdd_max']} °C for disks that spin" in temperature["description"]
