@@ -640,8 +640,10 @@ def health_table():
         "I": per(f"zfs_disk_smart_nvme_media_errors_total{{{SMART}}}"),
         "J": f"max by ({DISK_KEY}, type, result) ({newest_test})",
         "K": f"min by ({DISK_KEY}) (zfs_disk_smart_self_test_age_seconds{{{SMART}}})",
+        # every disk, with the parent of its vdev where zpool status (the pools collector) knows it
         "L": (f"max by ({DISK_KEY}, parent) ((zfs_disk_smart_state{{{SMART}}} == 1) * on (nas, instance, pool, vdev_guid) "
-              f"group_left (parent) max by (nas, instance, pool, vdev_guid, parent) (zfs_vdev_state{{{POOL_MATCHERS}}}))"),
+              f"group_left (parent) max by (nas, instance, pool, vdev_guid, parent) (zfs_vdev_state{{{POOL_MATCHERS}}}) "
+              f"or on (nas, instance, device, serial) (zfs_disk_smart_state{{{SMART}}} == 1))"),
     }
     renames = {f"Value #{ref}": name for ref, name, _ in HEALTH_COLUMNS}
     renames.update({"parent": "vdev", "type": "last self-test", "result": "result"})

@@ -57,7 +57,8 @@ def test_health_table_columns(tmp_path):
         (pending, [(sdc + "}", 24)]), (offline, [(sdc + "}", 24)]), (crc, [(sdc + "}", 0)]), (media, [(nvme + "}", 0)]),
         (newest, [(sdc + ', type="short", result="failed"}', 1)]),   # the newer of its two tests
         (age, [(sdc + "}", 122400)]),
-        (vdev, [(sdc + ', parent="raidz2-0"}', 1)]),
+        # sdc's vdev from zpool status; the disks it does not list (here) are rows all the same
+        (vdev, [(sdc + ', parent="raidz2-0"}', 1), (nvme + "}", 1), (sdd + "}", 1), (sdb + "}", 1)]),
     ])
 
 
