@@ -26,7 +26,7 @@ import os
 import re
 import time
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from ..exposition import Families, Family
 from ..refresh import BackgroundRefresher, RenderedOnce, frozen
@@ -34,7 +34,7 @@ from .base import Context, RefreshingCollector, Report
 
 if TYPE_CHECKING:
     from ..sources.blockdevices import DiskIdentity
-    from ..sources.smart import SmartReading, SmartResult
+    from ..sources.smart import DiskSmart, SmartReading, SmartResult, SmartSurvey
 
 log = logging.getLogger("zfsnas")
 
@@ -97,27 +97,6 @@ SCSI_ERRORS = {
 }
 
 
-class DiskSmart(NamedTuple):
-    """What the exporter knows of one disk's SMART: its state at the last read and the last values."""
-
-    device: str
-    serial: str                      # the disk's serial when read: another disk under this name is not it
-    state: str
-    reading: SmartReading | None     # the last values read, kept while the disk sleeps or fails
-    read_at: float | None            # Unix time of `reading` (smartctl's clock, else ours)
-    reason: str                      # why the last read gave no values
-    denied: bool = False             # smartctl may not open the device (privileges)
-
-
-class SmartSurvey(NamedTuple):
-    """One refresh: every disk, and the identities it was made with."""
-
-    disks: tuple[DiskSmart, ...]
-    identities: list[DiskIdentity]
-    unavailable: str                 # why smartctl cannot be used at all ("" when it can)
-    scanned: bool = False            # the disks came from `smartctl --scan` (no sysfs), labelled by smartctl
-
-
 def parse_device_types(values: Sequence[str] | None) -> tuple[str | None, dict[str, str]]:
     """`--smart.device-type` values: TYPE for every disk or DEVICE=TYPE for one -> (default, by device)."""
     default, by_device = None, {}
@@ -169,7 +148,7 @@ class SmartCollector(RefreshingCollector):
     # --- the refresh (its own thread) --------------------------------------------------------
 
     def _survey(self) -> SmartSurvey:
-        from ..sources.smart import SmartctlMissing
+        from ..sources.smart import SmartctlMissing, SmartSurvey
 
         disks: list[DiskSmart] = []
         identities: list[DiskIdentity] = []
@@ -254,7 +233,7 @@ class SmartCollector(RefreshingCollector):
         return result
 
     def _disk(self, identity: DiskIdentity, result: SmartResult) -> DiskSmart:
-        from ..sources.smart import OK, UNSUPPORTED
+        from ..sources.smart import OK, UNSUPPORTED, DiskSmart
 
         if result.state == OK and result.reading is not None:  # smartctl's own time of the read (a replay keeps it)
             return DiskSmart(identity.device, identity.serial, OK, result.reading, result.reading.read_at or time.time(), "")

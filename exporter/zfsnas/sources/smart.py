@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from .model import SourceError
 
 if TYPE_CHECKING:
+    from .blockdevices import DiskIdentity
     from .commands import Completed
 
 SMARTCTL = "smartctl"
@@ -142,6 +143,27 @@ class SmartResult(NamedTuple):
     reason: str = ""                    # one line: why the disk was not read
     needs_device_type: bool = False     # an unknown USB bridge: worth one more try with `-d sat`
     denied: bool = False                # smartctl may not open the device (privileges)
+
+
+class DiskSmart(NamedTuple):
+    """What the exporter knows of one disk's SMART: its state at the last read and the last values."""
+
+    device: str
+    serial: str                      # the disk's serial when read: another disk under this name is not it
+    state: str
+    reading: SmartReading | None     # the last values read, kept while the disk sleeps or fails
+    read_at: float | None            # Unix time of `reading` (smartctl's clock, else ours)
+    reason: str                      # why the last read gave no values
+    denied: bool = False             # smartctl may not open the device (privileges)
+
+
+class SmartSurvey(NamedTuple):
+    """One refresh: every disk, and the identities it was made with."""
+
+    disks: tuple[DiskSmart, ...]
+    identities: list[DiskIdentity]
+    unavailable: str                 # why smartctl cannot be used at all ("" when it can)
+    scanned: bool = False            # the disks came from `smartctl --scan` (no sysfs), labelled by smartctl
 
 
 def smartctl_argv(device_path: str, device_type: str | None = None) -> list[str]:
@@ -266,8 +288,9 @@ def parse_reading(data: Mapping[str, Any], exit_status: int = 0) -> SmartReading
                         _text(data.get("model_name")) or _text(data.get("scsi_model_name")),
                         _text(data.get("serial_number")),
                         _text(data.get("firmware_version")) or _text(data.get("scsi_revision")),
-                        _media(protocol, data.get("rotation_rate")), exit_status, _number(_mapping(data.get("local_time")).get("time_t")), numbers,
-                        temperatures, scsi_errors, _self_tests(data, hours))
+                        _media(protocol, data.get("rotation_rate")), exit_status,
+                        _number(_mapping(data.get("local_time")).get("time_t")), numbers, temperatures, scsi_errors,
+                        _self_tests(data, hours))
 
 
 def _media(protocol: str, rotation_rate: Any) -> str:
