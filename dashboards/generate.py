@@ -603,6 +603,72 @@ def per_disk(expr: str) -> str:
     return joined
 
 
+# The SMART families of the selected disks; every one carries zfs_disk_info's device, serial, pool, vdev_guid.
+SMART = f'{NAS_MATCHERS}, pool=~"$pool", device=~"$disk"'
+DISK_KEY = "nas, instance, device, serial, pool, vdev_guid"
+ASLEEP = f'(zfs_disk_smart_state{{{SMART}, state="standby"}} == 1)'
+# Columns of the health table after its per-query values: (query value, column, unit).
+HEALTH_COLUMNS = (("C", "temperature", "celsius"), ("D", "power-on hours", "h"), ("E", "reallocated", "none"),
+                  ("F", "pending", "none"), ("G", "offline uncorrectable", "none"), ("H", "CRC errors", "none"),
+                  ("I", "NVMe media errors", "none"), ("K", "self-test age", "s"))
+
+
+def cell_colours(*steps: tuple[float | None, str]) -> list[model.DynamicConfigValue]:
+    return [model.DynamicConfigValue(id_val="thresholds", value={"mode": "absolute", "steps": [
+                {"value": v, "color": c} for v, c in steps]}),
+            model.DynamicConfigValue(id_val="custom.cellOptions", value={"type": "color-background"})]
+
+
+def health_table():
+    """One row per disk from SMART: its state, model, temperature, hours, the counters that predict
+    failure and its newest self-test, merged on the disk's labels; the vdev (parent in zpool status)
+    through vdev_guid. Columns a disk lacks (NVMe has no pending sectors) stay empty."""
+    def per(expr: str) -> str:
+        return f"max by ({DISK_KEY}) ({expr})"
+
+    newest_test = (f"zfs_disk_smart_self_test_info{{{SMART}}} and on (nas, instance, device, serial, type) "
+                   f"bottomk by (nas, instance, device, serial) (1, zfs_disk_smart_self_test_age_seconds{{{SMART}}})")
+    exprs = {
+        "A": f"max by ({DISK_KEY}, state) (zfs_disk_smart_state{{{SMART}}} == 1)",
+        "B": f"max by ({DISK_KEY}, model, media) (zfs_disk_smart_info{{{SMART}}})",
+        "C": per(f"zfs_disk_smart_temperature_celsius{{{SMART}}}"),
+        "D": per(f"zfs_disk_smart_power_on_seconds_total{{{SMART}}} / 3600"),
+        "E": per(f"zfs_disk_smart_reallocated_sectors{{{SMART}}} or zfs_disk_smart_grown_defects{{{SMART}}}"),
+        "F": per(f"zfs_disk_smart_pending_sectors{{{SMART}}}"),
+        "G": per(f"zfs_disk_smart_offline_uncorrectable_sectors{{{SMART}}}"),
+        "H": per(f"zfs_disk_smart_udma_crc_errors_total{{{SMART}}}"),
+        "I": per(f"zfs_disk_smart_nvme_media_errors_total{{{SMART}}}"),
+        "J": f"max by ({DISK_KEY}, type, result) ({newest_test})",
+        "K": f"min by ({DISK_KEY}) (zfs_disk_smart_self_test_age_seconds{{{SMART}}})",
+        # every disk, with the parent of its vdev where zpool status (the pools collector) knows it
+        "L": (f"max by ({DISK_KEY}, parent) ((zfs_disk_smart_state{{{SMART}}} == 1) * on (nas, instance, pool, vdev_guid) "
+              f"group_left (parent) max by (nas, instance, pool, vdev_guid, parent) (zfs_vdev_state{{{POOL_MATCHERS}}}) "
+              f"or on (nas, instance, device, serial) (zfs_disk_smart_state{{{SMART}}} == 1))"),
+    }
+    renames = {f"Value #{ref}": name for ref, name, _ in HEALTH_COLUMNS}
+    renames.update({"parent": "vdev", "type": "last self-test", "result": "result"})
+    hidden = {"Time": True, "nas": True, "Value #A": True, "Value #B": True, "Value #J": True, "Value #L": True}
+    order = ["instance", "pool", "vdev", "serial", "device", "model", "media", "state", "temperature", "power-on hours",
+             "reallocated", "pending", "offline uncorrectable", "CRC errors", "NVMe media errors", "last self-test",
+             "result", "self-test age", "vdev_guid"]
+    overrides = [(name, unit_override(unit)) for _, name, unit in HEALTH_COLUMNS]
+    overrides[0] = ("temperature", unit_override("celsius") + cell_colours(
+        (None, "green"), (SHARED["disk_temperature_hdd_max"], "orange"), (SHARED["disk_temperature_ssd_max"], "red")))
+    overrides[-1] = ("self-test age", unit_override("s") + cell_colours(
+        (None, "green"), (SHARED["smart_self_test_max_age_days"] * 86400, "orange")))
+    return grid("Disk health", "SMART of every disk of the selected pools (smart collector, read every "
+                "--smart.interval): state (standby = asleep and not woken: its values are from the last read), "
+                "temperature, power-on hours, the counters that predict failure (reallocated: ATA attribute 5, or "
+                "SAS grown defects; pending, offline uncorrectable; CRC errors are cabling) and the newest self-test "
+                "with its age in the drive's power-on time. Orange past alerts/thresholds.toml's limits.", "none",
+                *[query(expr, instant=True, fmt=PromQueryFormat.TABLE, ref=ref) for ref, expr in exprs.items()],
+                transformations=[transform("merge"),
+                                 transform("organize", excludeByName=hidden, renameByName=renames,
+                                           indexByName={name: n for n, name in enumerate(order)}),
+                                 transform("sortBy", sort=[{"field": "pool"}, {"field": "vdev"}, {"field": "serial"}])],
+                overrides=overrides, height=9)
+
+
 def disks() -> Board:
     dev = f'{NAS_MATCHERS}, device=~"$disk"'
     legend = "{{pool}} {{serial}} ({{device}})"
@@ -626,6 +692,17 @@ def disks() -> Board:
              transformations=[transform("organize", excludeByName={"Time": True}, renameByName={"Value": "errors"}),
                               transform("sortBy", sort=[{"field": "errors", "desc": True}])],
              width=12, height=8),
+        row("Health (smart collector)"),
+        health_table(),
+        series("Temperature by pool", "Hottest and average disk temperature of each pool over time (SMART, read "
+               f"every --smart.interval); disks asleep are left out (their last value is not their temperature now). "
+               f"ZfsDiskTemperatureHigh: {SHARED['disk_temperature_hdd_max']} °C for disks that spin, "
+               f"{SHARED['disk_temperature_ssd_max']} °C for SSDs, for 30 minutes.", "celsius",
+               query(f'max by (nas, instance, pool) (zfs_disk_smart_temperature_celsius{{{SMART}, pool!=""}} '
+                     f"unless on (nas, instance, device, serial) {ASLEEP})", "{{pool}} hottest"),
+               query(f'avg by (nas, instance, pool) (zfs_disk_smart_temperature_celsius{{{SMART}, pool!=""}} '
+                     f"unless on (nas, instance, device, serial) {ASLEEP})", "{{pool}} average"),
+               width=24, min_val=None),
         row("Per disk"),
         series("Read throughput", "Bytes read per second per disk.", "Bps",
                query(per_disk(f"rate(zfs_disk_read_bytes_total{{{dev}}}[{RI}])"), legend)),

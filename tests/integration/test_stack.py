@@ -41,7 +41,7 @@ GiB = 1 << 30
 
 def exporter_flags(root: Path, tmp: Path, bench_db: Path) -> list[str]:
     """Every collector on, zfs/zpool replaced by the stand-in, refreshes every second."""
-    commands = copy_commands(tmp / "commands", iostat="zpool-2.3.2")
+    commands = copy_commands(tmp / "commands", iostat="zpool-2.3.2", smart="awake")
     return ["--path.procfs", str(root / "proc"), "--path.sysfs", str(root / "sys"),
             "--path.udev.data", str(root / "udev" / "data"), *zfs_commands(commands),
             "--collector.vdevlatency", "--bench.db", str(bench_db),
