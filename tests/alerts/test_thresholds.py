@@ -83,7 +83,7 @@ def test_dashboards_use_the_shared_thresholds():
     steps = [s["value"] for s in overview["Oldest scrub"]["fieldConfig"]["defaults"]["thresholds"]["steps"]]
     assert steps[-1] == SHARED["scrub_max_age_days"] * 86400
     forecast = overview["Pool full forecast"]
-    assert f"{SHARED['pool_full_forecast_days']} * 86400" in forecast["targets"][1]["expr"]
+    assert f"{SHARED['pool_full_forecast_days']} * pool:zfs_pool_free_bytes:delta1d_median3d" in forecast["targets"][1]["expr"]
     assert forecast["targets"][1]["legendFormat"].endswith(f"in {SHARED['pool_full_forecast_days']} days")
     problems = overview["Exporter problems"]["targets"][0]["expr"]
     assert f"> bool {SHARED['exporter_source_max_age_seconds']}" in problems
