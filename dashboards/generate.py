@@ -422,11 +422,11 @@ def overview() -> Board:
         row("Capacity"),
         series("Pool full forecast", f"Free space of each pool now and in {FORECAST_DAYS} days at its usual daily "
                "fill (recording rule pool:zfs_pool_free_bytes:delta1d_median3d, the median of the last 3 days' "
-               "daily changes: a one-off copy is no trend); ZfsPoolFullForecast fires when the forecast reaches 0 "
-               "for a pool at least half full.", "bytes",
+               "daily changes: a one-off copy is no trend; the same as now until Prometheus has a day of it); "
+               "ZfsPoolFullForecast fires when the forecast reaches 0 for a pool at least half full.", "bytes",
                query(f"zfs_pool_free_bytes{{{POOL_MATCHERS}}}", "{{instance}} {{pool}} free now"),
                query(f"zfs_pool_free_bytes{{{POOL_MATCHERS}}} + {FORECAST_DAYS} * "
-                     f"pool:zfs_pool_free_bytes:delta1d_median3d{{{POOL_MATCHERS}}}",
+                     f"(pool:zfs_pool_free_bytes:delta1d_median3d{{{POOL_MATCHERS}}} or 0 * zfs_pool_free_bytes{{{POOL_MATCHERS}}})",
                      f"{{{{instance}}}} {{{{pool}}}} in {FORECAST_DAYS} days"), min_val=None),
         quota_used(POOL_MATCHERS),
         bars("Pool fragmentation", "Free-space fragmentation of each pool (zpool list frag): high values make "
