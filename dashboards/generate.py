@@ -426,7 +426,8 @@ def overview() -> Board:
                "ZfsPoolFullForecast fires when the forecast reaches 0 for a pool at least half full.", "bytes",
                query(f"zfs_pool_free_bytes{{{POOL_MATCHERS}}}", "{{instance}} {{pool}} free now"),
                query(f"zfs_pool_free_bytes{{{POOL_MATCHERS}}} + {FORECAST_DAYS} * "
-                     f"(pool:zfs_pool_free_bytes:delta1d_median3d{{{POOL_MATCHERS}}} or 0 * zfs_pool_free_bytes{{{POOL_MATCHERS}}})",
+                     f"(pool:zfs_pool_free_bytes:delta1d_median3d{{{POOL_MATCHERS}}}"
+                     f" or 0 * zfs_pool_free_bytes{{{POOL_MATCHERS}}})",
                      f"{{{{instance}}}} {{{{pool}}}} in {FORECAST_DAYS} days"), min_val=None),
         quota_used(POOL_MATCHERS),
         bars("Pool fragmentation", "Free-space fragmentation of each pool (zpool list frag): high values make "

@@ -113,7 +113,8 @@ def test_prometheus_config_as_the_container_sees_it(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert "1 rule files found" in result.stdout
     # Prometheus scrapes itself too (ZfsRemoteWriteStalled reads its queue metrics), as the same NAS.
-    jobs = {job["job_name"]: job["static_configs"] for job in yaml.safe_load((tmp_path / "prometheus.yml").read_text())["scrape_configs"]}
+    config = yaml.safe_load((tmp_path / "prometheus.yml").read_text())
+    jobs = {job["job_name"]: job["static_configs"] for job in config["scrape_configs"]}
     assert jobs.keys() == {"zfsnas", "node", "prometheus"}
     assert jobs["prometheus"] == [{"targets": ["127.0.0.1:9090"], "labels": {"instance": "nas"}}]
     assert {c[0]["labels"]["instance"] for c in jobs.values()} == {"nas"}

@@ -154,10 +154,12 @@ DAY = 86400
 START = 1759276800          # 2025-10-01 00:00 UTC: the recorded history runs 92 days from here
 HISTORY_DAYS = 92
 SCRAPE = 120
+PHASE = 17                  # scrapes are not on round times: Prometheus spreads targets over the interval
 NAS = {"instance": "nas", "job": "zfsnas"}
 GiB = 1 << 30
 # The exporter's series (live 2.3.2 capture) and a user's tuning over three months: a change is
 # (day, hours into the day, what, old, new); what is a parameter name or (dataset, property).
+# A change is seen at the first scrape after it.
 PARAMETERS = {"zfs_arc_max": 0, "zfs_dirty_data_max": 4 * GiB, "zfs_txg_timeout": 5,
               "zfs_vdev_async_write_max_active": 10}
 DATASETS = {"fast": {"type": "filesystem", "compression": "on", "recordsize": "131072", "atime": "off",
@@ -172,7 +174,7 @@ CHANGES = [
     (10, 9.75, "zfs_txg_timeout", 5, 10),                 # a quarter of an hour after the one before
     (24, 21.2, ("fast/db", "compression"), "lz4", "zstd"),
     (40, 8.0, "zfs_dirty_data_max", 8 * GiB, 4 * GiB),   # the earlier change reverted
-    (55, 0.0, ("fast", "recordsize"), "131072", "1048576"),  # on a day boundary
+    (55, 0.0, ("fast", "recordsize"), "131072", "1048576"),  # at midnight
     (70, 16.5, ("fast/db", "recordsize"), "131072", "16384"),
     (70, 16.5, ("fast/db", "logbias"), "latency", "throughput"),  # two properties in one `zfs set`
     (88, 11.3, "zfs_arc_max", 8 * GiB, 16 * GiB),
@@ -199,7 +201,7 @@ def recorded_changes() -> list[Change]:
     out = []
     for day, hours, what, old, new in CHANGES:
         at = START + day * DAY + round(hours * 3600)
-        out.append(Change(at + (-at % SCRAPE), what, str(old), str(new)))   # seen at the next scrape
+        out.append(Change(at + (START + PHASE - at) % SCRAPE, what, str(old), str(new)))   # seen at the next scrape
     return out
 
 
@@ -210,7 +212,7 @@ def write_history(path: Path) -> None:
     params, datasets = dict(PARAMETERS), {name: dict(props) for name, props in DATASETS.items()}
     pending = sorted(changes, key=lambda c: c.time)
     by_family: dict[str, list[str]] = {"zfs_module_parameter": [], "zfs_dataset_info": []}
-    for t in range(START, START + HISTORY_DAYS * DAY, SCRAPE):
+    for t in range(START + PHASE, START + HISTORY_DAYS * DAY, SCRAPE):
         while pending and pending[0].time <= t:
             change = pending.pop(0)
             if isinstance(change.what, str):
