@@ -35,7 +35,7 @@ from .copy import copy_corpus
 from .fio import FioProcess, parse_fio_json
 from .guard import Cleared, GuardError
 from .parameters import Parameters, ParameterSwitch
-from .planner import CellPlan, Environment, Step, configuration
+from .planner import CellPlan, Environment, Step, cell_text, configuration, varying_fields
 from .store import Store
 from .zfs import ZfsOps
 
@@ -79,6 +79,7 @@ class Progress:
 
     def __init__(self, plans: list[CellPlan], stream: TextIO = sys.stderr):
         self.plans, self.stream = plans, stream
+        self.fields = varying_fields(plans) + ["size"]   # the size always: after --size-scale it is news
         self.started = time.monotonic()
         self.done_seconds: list[float] = []
         self.tty = stream.isatty()
@@ -96,9 +97,9 @@ class Progress:
         done = index - 1 + (1 if final else 0)
         width = 24
         bar = "#" * (width * done // total) + "-" * (width - width * done // total)
-        c = self.plans[min(index, total) - 1].cell
+        plan = self.plans[min(index, total) - 1]
         elapsed = time.monotonic() - self.started
-        line = (f"[{bar}] {done}/{total} {c.workload} {c.compression} {c.recordsize} {c.size} "
+        line = (f"[{bar}] {done}/{total} {cell_text(plan, self.fields)} "
                 f"elapsed {_hms(elapsed)} ETA {_hms(self.eta(index + 1, 0) if final else self.eta(index, cell_elapsed))}")
         if self.tty:
             self.stream.write("\r\033[K" + line + ("\n" if final and index == total else ""))
@@ -122,6 +123,7 @@ class RunSettings:
     sysfs: str = "/sys"
     keep: bool = False
     freebsd: bool = False      # CPU from `sysctl kern.cp_time` instead of /proc/stat
+    labels: tuple[tuple[str, str], ...] = ()   # `--set KEY=VALUE`: part of every configuration of the run
 
 
 def new_run_id() -> str:
@@ -147,7 +149,8 @@ class Runner:
         pool = self.s.scratch.split("/")[0]
         status, layout = self.zfs.pool_layout(pool)
         swept = tuple(sorted({c.name for p in plans for c in p.changes}))
-        return Environment(pool, layout, self.params.identity(swept), self.zfs.versions(), self.store.host), status
+        return Environment(pool, layout, self.params.identity(swept), self.zfs.versions(), self.store.host,
+                           self.s.labels), status
 
     def configuration(self, plan: CellPlan) -> Configuration:
         assert self.env is not None
@@ -359,10 +362,7 @@ class _Ticker:
 
 
 def _describe(plan: CellPlan) -> str:
-    c = plan.cell
-    swept = "".join(f" {change.name}={change.written}" for change in plan.changes)
-    return (f"{c.workload} compression={c.compression} recordsize={c.recordsize} encryption={c.encryption} "
-            f"size={c.size}{swept} #{c.repeat}")
+    return cell_text(plan)
 
 
 def _headline(matrix: str, plan: CellPlan, status: str, f: dict) -> str:
