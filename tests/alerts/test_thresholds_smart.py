@@ -20,18 +20,18 @@ def smart_rules() -> dict[str, dict]:
 def test_smart_rules_use_the_shared_thresholds():
     rules = smart_rules()
     temperature = rules["ZfsDiskTemperatureHigh"]["expr"]
-    assert re.search(rf'media="ssd"}}\) > {SHARED["disk_temperature_ssd_max"]}\n', temperature)
-    assert re.search(rf'media="ssd"}}\) > {SHARED["disk_temperature_hdd_max"]}\n', temperature)
+    assert re.search(r'media="ssd"}\)\s+> on \(\) group_left \(\) zfsnas:disk_temperature_ssd_max:threshold', temperature)
+    assert re.search(r'media="ssd"}\)\s+> on \(\) group_left \(\) zfsnas:disk_temperature_hdd_max:threshold', temperature)
     description = rules["ZfsDiskTemperatureHigh"]["annotations"]["description"]
     assert f"{SHARED['disk_temperature_hdd_max']} °C for disks that spin" in description
     assert f"{SHARED['disk_temperature_ssd_max']} °C for SSDs" in description
-    assert rules["ZfsNvmeWearHigh"]["expr"].endswith(f"> {SHARED['nvme_endurance_used_warning']}")
+    assert rules["ZfsNvmeWearHigh"]["expr"].endswith("zfsnas:nvme_endurance_used_warning:threshold")
 
 
 def test_the_opt_in_self_test_threshold_is_documented_with_the_shared_value():
     rules = smart_rules()
     assert "zfsnas:smart_self_test_max_age_days:threshold" in rules["ZfsDiskSelfTestOverdue"]["expr"]
-    days = SHARED["smart_self_test_max_age_days"]
+    days = SHARED["opt_in"]["smart_self_test_max_age_days"]
     assert f"expr: vector({days})" in (ROOT / "docs" / "runbook.md").read_text()
     tests = yaml.safe_load((ROOT / "alerts" / "tests" / "smart.yml").read_text())["tests"]
     opted_in = [s for case in tests for s in case["input_series"]
@@ -51,6 +51,6 @@ def test_the_disks_dashboard_uses_the_shared_thresholds():
     steps = [s["value"] for s in overrides["temperature"]["thresholds"]["steps"]]
     assert steps == [None, SHARED["disk_temperature_hdd_max"], SHARED["disk_temperature_ssd_max"]]
     steps = [s["value"] for s in overrides["self-test age"]["thresholds"]["steps"]]
-    assert steps == [None, SHARED["smart_self_test_max_age_days"] * 86400]
+    assert steps == [None, SHARED["opt_in"]["smart_self_test_max_age_days"] * 86400]
     temperature = next(p for p in panels(load("disks")) if p["title"] == "Temperature by pool")
     assert f"{SHARED['disk_temperature_hdd_max']} °C for disks that spin" in temperature["description"]
