@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .exposition import Family, FrozenFamily
+from .sources.model import Explained, NotRecorded
 
 if TYPE_CHECKING:  # a Protocol costs start-up and checks nothing at run time
     from typing import Protocol
@@ -44,6 +45,7 @@ if TYPE_CHECKING:  # a Protocol costs start-up and checks nothing at run time
         how a collector starts and stops it."""
 
         name: str
+        explained_while: Callable[[], bool] | None
 
         def state(self) -> SourceState: ...
 
@@ -59,16 +61,22 @@ log = logging.getLogger("zfsnas")
 
 class SourceState(Generic[T]):
     """A source's last good value (None before the first), whether its last refresh succeeded, the
-    seconds since that value was read (or since the source was made), and the last error. (A plain
-    class: a frozen dataclass costs about half a millisecond of every start.)"""
+    seconds since that value was read (or since the source was made), and the last error;
+    `explained` when that error was already said elsewhere (`Explained`, or while the refresher's
+    `explained_while` holds), `absent` when it is a replay's capture lacking the input
+    (`NotRecorded`), not a failure of the collector that reads the source. (A plain class: a frozen
+    dataclass costs about half a millisecond of every start.)"""
 
-    __slots__ = ("value", "success", "age_seconds", "error")
+    __slots__ = ("value", "success", "age_seconds", "error", "explained", "absent")
 
-    def __init__(self, value: T | None, success: bool, age_seconds: float, error: str | None):
+    def __init__(self, value: T | None, success: bool, age_seconds: float, error: str | None,
+                 explained: bool = False, absent: bool = False):
         self.value = value
         self.success = success
         self.age_seconds = age_seconds
         self.error = error
+        self.explained = explained
+        self.absent = absent
 
     def __repr__(self) -> str:
         return (f"SourceState(value={self.value!r}, success={self.success!r}, "
@@ -125,6 +133,12 @@ class BackgroundRefresher(Generic[T]):
         self._started_at = clock()
         self._success = False
         self._error: str | None = "not refreshed yet"
+        self._explained = True   # a first refresh still to come is no news (docs/datasets-pools.md)
+        self._absent = False
+        # Set by whoever wires the exporter: failures while it returns True were said already (the
+        # sources of collectors that need ZFS, while no ZFS module is loaded: the scrape says so).
+        self.explained_while: Callable[[], bool] | None = None
+        self._tried = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         # Early refreshes: `request` numbers each ask; `_covered` is the highest number a refresh
@@ -155,6 +169,11 @@ class BackgroundRefresher(Generic[T]):
             return self._changed.wait_for(lambda: self._covered >= ask or self._stop.is_set(), timeout) \
                 and self._covered >= ask
 
+    @property
+    def tried(self) -> bool:
+        """Whether a refresh has ended yet, well or not."""
+        return self._tried
+
     def refresh_now(self) -> bool:
         """Fetch once, synchronously; True on success."""
         started = time.perf_counter()
@@ -162,14 +181,17 @@ class BackgroundRefresher(Generic[T]):
             value = self._fetch()
         except Exception as exc:
             error = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            explained = isinstance(exc, Explained) or (self.explained_while is not None and self.explained_while())
             with self._lock:
-                first = error != self._error
-                self._success, self._error = False, error
+                first = error != self._error and not explained
+                self._success, self._error, self._tried = False, error, True
+                self._explained, self._absent = explained, isinstance(exc, NotRecorded)
             log.log(logging.WARNING if first else logging.DEBUG, "source %s failed: %s", self.name, error)
             return False
         with self._lock:
             recovered = not self._success and self._good_at is not None
-            self._value, self._good_at, self._success, self._error = value, self._clock(), True, None
+            self._value, self._good_at, self._success, self._error, self._tried = value, self._clock(), True, None, True
+            self._explained = self._absent = False
         if recovered:
             log.info("source %s recovered", self.name)
         log.debug("source %s refreshed in %.3fs", self.name, time.perf_counter() - started)
@@ -178,7 +200,8 @@ class BackgroundRefresher(Generic[T]):
     def state(self) -> SourceState[T]:
         with self._lock:
             since = self._good_at if self._good_at is not None else self._started_at
-            return SourceState(self._value, self._success, max(0.0, self._clock() - since), self._error)
+            return SourceState(self._value, self._success, max(0.0, self._clock() - since), self._error,
+                               self._explained, self._absent)
 
     def start(self) -> None:
         if self._thread is None:
@@ -239,6 +262,7 @@ class Follower:
         self._error: str | None = "not started yet"
         self._runs = 0
         self._logged: str | None = None   # the last reason for a restart that was logged
+        self.explained_while: Callable[[], bool] | None = None   # as BackgroundRefresher's
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -281,13 +305,16 @@ class Follower:
                 for line in self._follow(self._stop):
                     self._consume(line)
                 error = "ended"
+                explained = False
             except Exception as exc:
                 error = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
+                explained = isinstance(exc, Explained) or (self.explained_while is not None and self.explained_while())
             self._set(False, error)
             if self._stop.is_set():
                 return
             pause = self.backoff[0] if time.monotonic() - started >= self.RESET_AFTER else pause
-            level = logging.DEBUG if error == self._logged else logging.WARNING  # a reason is said once
+            # a reason is said once, and not at all when said elsewhere (`Explained`: the start-up line)
+            level = logging.DEBUG if error == self._logged or explained else logging.WARNING
             self._logged = error
             log.log(level, "source %s failed: %s", self.name, error)
             log.debug("source %s: started again in %g s", self.name, pause)

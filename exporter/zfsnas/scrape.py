@@ -99,7 +99,7 @@ class ScrapeCollector:
                     returned = collector.collect(report)
                     # kept as it is when it holds its own text (TextFamilies): rendering copies that
                     result = returned if isinstance(returned, TextFamilies) else list(returned)
-                self._log_changes(collector.name, report.errors)
+                self._log_changes(collector.name, report.errors, report.explained)
             labels = {"collector": collector.name}
             families.gauge("zfs_exporter_collector_success",
                            "1 if the collector's last scrape read everything it tried, else 0.",
@@ -137,19 +137,31 @@ class ScrapeCollector:
                              "1024 characters, ending in ...[cut <digest of the whole value>]) or invalid_utf8 "
                              "(bytes shown as \\xNN).",
                              {"collector": collector, "reason": reason}, count)
+    def zfs_missing(self) -> str | None:
+        """Why ZFS kstats cannot be read right now (None when they can)."""
+        if self.kstat is None:
+            return None
+        try:
+            self.kstat.refresh()
+            return None if self.kstat.zfs_loaded() else f"no ZFS kernel module found ({self.kstat.kind})"
+        except Exception as exc:
+            return f"reading kstats failed: {one_line(exc)}"
+
+    def zfs_said_missing(self) -> bool:
+        """Whether the last word on ZFS (start-up line or scrape) was that it is missing."""
+        return self._zfs_reason is not None
+
+    def said(self, zfs_missing: str | None) -> None:
+        """The start-up line said this about ZFS: the first scrape does not say it again."""
+        self._zfs_reason = zfs_missing
+
     def _zfs_missing(self) -> str | None:
-        """Why ZFS kstats cannot be read right now (None when they can); said once per change."""
-        reason = None
-        if self.kstat is not None:
-            try:
-                self.kstat.refresh()
-                if not self.kstat.zfs_loaded():
-                    reason = f"no ZFS kernel module found ({self.kstat.kind})"
-            except Exception as exc:
-                reason = f"reading kstats failed: {one_line(exc)}"
+        """`zfs_missing`, said once per change."""
+        reason = self.zfs_missing()
         if reason != self._zfs_reason:
             if reason:
-                log.warning("%s; serving self metrics until it is back", reason)
+                names = ", ".join(c.name for c in self.collectors if c.needs_zfs)
+                log.warning("%s: %s serve nothing until it is back", reason, names or "no collector")
             else:
                 log.info("ZFS kstats readable")
             self._zfs_reason = reason
@@ -166,11 +178,12 @@ class ScrapeCollector:
                                "1 if the background source's last refresh succeeded, else 0.",
                                {"source": source.name}, 1 if state.success else 0)
 
-    def _log_changes(self, name: str, errors: list[str]) -> None:
-        """A new failure is logged once as a warning; repeats go to debug; recovery is logged."""
+    def _log_changes(self, name: str, errors: list[str], explained: set[str] | frozenset = frozenset()) -> None:
+        """A new failure is logged once as a warning; repeats, and failures said elsewhere
+        (`explained`: the start-up line, a replay's note), go to debug; recovery is logged."""
         before = self._last_errors.get(name, [])
         for error in errors:
-            level = logging.DEBUG if error in before else logging.WARNING
+            level = logging.DEBUG if error in before or error in explained else logging.WARNING
             log.log(level, "collector %s failed: %s", name, error)
         if before and not errors:
             log.info("collector %s recovered", name)

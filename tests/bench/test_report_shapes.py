@@ -254,3 +254,13 @@ def test_recommend_render_for_each_shape(seeded):
     assert text.splitlines()[-3] == "pick: lz4 / volblocksize 4K in every one of the 4 settings (ntfs_cluster, ram)."
     space = render_recommendation(recommend(found["archive-recordsize"])).splitlines()
     assert space[2].startswith("pick: zstd-3 / 1M: the smallest on disk")
+
+
+def test_html_report_carries_the_per_workload_picks(seeded):
+    from zfsnas.bench import html
+
+    found, _ = seeded
+    page = html.page([found["zvol-cdm"]])
+    assert ("<li>ntfs_cluster 4K, ram 16G: RND 4KiB Q32T1 write: lz4 / volblocksize 4K: 88.9 MB/s, the fastest; "
+            "the slowest, lz4 / volblocksize 16K, reaches 6.0 MB/s (7 %).</li>") in page
+    assert "Pick: lz4 / volblocksize 4K in every one of the 4 settings (ntfs_cluster, ram)." in page

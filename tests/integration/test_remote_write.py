@@ -39,7 +39,7 @@ NAS = {  # name -> (kstat tree, command recordings, zpool iostat captures, lates
 
 def nas_commands(tmp: Path, name: str, recordings: str, iostat: str) -> Path:
     """The stand-in's recordings for one NAS; on b, tank is 85 % full."""
-    commands = copy_commands(tmp / "commands", recordings, iostat)
+    commands = copy_commands(tmp / "commands", recordings, iostat, smart="awake")
     if name == "b":
         listing = commands / "zpool-list.txt"
         rows = [line.split("\t") for line in listing.read_text().splitlines()]

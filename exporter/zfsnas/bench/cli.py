@@ -16,7 +16,6 @@ import re
 import shutil
 import sys
 import sysconfig
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,13 +27,12 @@ from . import answer_commands, client_commands
 from .annotate import Annotator, GrafanaClient, load_token
 from .childenv import take_secrets
 from .fio import fio_version, pattern_warning
-from .fiowatch import stop_leftovers
 from .guard import GuardError, check_dataset_name
 from .matrix import MatrixError, load_matrix
 from .options import OneLineParser, key_value, positive, positive_int
 from .parameters import FreeBsdParameters, LinuxParameters, Parameters, restore_pending
 from .planner import PlanOptions, plan_matrix, render_plan
-from .runner import RunError, RunLock, Runner, RunSettings, make_key_file, new_run_id
+from .runner import RunError, RunLock, Runner, RunSettings, clean_up_dead_runs, make_key_file, new_run_id, results_dir
 from .store import DEFAULT_DB, Store, StoreError
 from .zfs import ZfsOps
 
@@ -57,11 +55,17 @@ def job_names(jobs_dir: Path) -> set[str]:
 
 
 def resolve_matrix(name: str, jobs_dir: Path) -> Path:
-    """A path, or the name of a shipped matrix (`fits-copy` -> benchmark-jobs/matrices/fits-copy.toml)."""
+    """A path, or the name of a shipped matrix (`fits-copy` -> benchmark-jobs/matrices/fits-copy.toml);
+    an unknown name is refused with the list of the shipped ones."""
     path = Path(name)
     if path.exists() or "/" in name or name.endswith(".toml"):
         return path
-    return jobs_dir / "matrices" / f"{name}.toml"
+    shipped = jobs_dir / "matrices" / f"{name}.toml"
+    if not shipped.exists():
+        names = sorted(p.stem for p in (jobs_dir / "matrices").glob("*.toml"))
+        raise MatrixError(f"no matrix {name!r}: the shipped ones are {', '.join(names) or 'none'} "
+                          "(or give the path of a .toml)")
+    return shipped
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -143,6 +147,9 @@ def _client(args) -> GrafanaClient | None:
 
 def cmd_init(args) -> int:
     check_dataset_name(args.dataset)
+    zfs = _zfs(args)
+    if not zfs.get(args.dataset, "type"):  # before asking: a typo is not worth a "yes"
+        raise GuardError(f"{args.dataset!r}: dataset does not exist")
     if not args.yes:
         sys.stderr.write(f"zfsnas-bench will create, fill and destroy child datasets under {args.dataset}.\n"
                          f"It never touches {args.dataset} itself or anything it did not create.\n"
@@ -152,7 +159,7 @@ def cmd_init(args) -> int:
             sys.stderr.write("not marked\n")
             return 1
     token = f"init-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
-    _zfs(args).mark_scratch(args.dataset, token)
+    zfs.mark_scratch(args.dataset, token)
     print(f"{args.dataset} marked as scratch (org.zfsnas:scratch={token})")
     return 0
 
@@ -176,12 +183,12 @@ def cmd_run(args) -> int:
         cleared = zfs.scratch(scratch)
         mountpoint = mountpoint or cleared.props["mountpoint"].value
     run_id = new_run_id()
-    results_dir = Path(tempfile.gettempdir()) / f"zfsnas-bench-{run_id}"
+    outputs = results_dir(run_id)
     dirty = args.dirty_data_max or zfs.dirty_data_max()
     encrypted = any(c.encryption != "off" for c in matrix.cells)
     params = _parameters(args)
     changing = any(c.parameters for c in matrix.cells)
-    opts = PlanOptions(scratch=scratch, run_id=run_id, jobs_dir=jobs_dir, results_dir=results_dir,
+    opts = PlanOptions(scratch=scratch, run_id=run_id, jobs_dir=jobs_dir, results_dir=outputs,
                        mountpoint=mountpoint, dirty_data_max=dirty, size_scale=args.size_scale,
                        time_scale=args.time_scale, keep=args.keep, direct=args.direct, zvol_root=args.zvol_root,
                        fio=args.fio, ram=params.ram() if changing else None,
@@ -205,16 +212,10 @@ def cmd_run(args) -> int:
     if cleared is None:  # only `plan`/`--dry-run` skip the guard, and they returned above
         raise GuardError(f"{scratch}: not checked by the guard: refused")
     with RunLock(f"{args.db}.lock"):  # the same lock for every command on this database
-        for line in stop_leftovers({r["id"] for r in store.matrix_runs()}, args.procfs):  # none is alive: the lock
-            log.warning("stopped a process left by a run that died: %s", line)
-        for line in restore_pending(params, store):  # a run that died left a parameter changed
-            log.warning("parameter restored before this run: %s", line)
-        if stale := store.mark_stale(holding_lock=True):
-            log.warning("%d result(s) left running by a run that died were marked incomplete", stale)
-        for child in zfs.destroy_leftovers(cleared, store.dead_runs()):
-            log.warning("destroyed %s, left behind by a run that died", child)
-        key_file = make_key_file() if encrypted else ""
-        results_dir.mkdir(mode=0o700)
+        for line in clean_up_dead_runs(store, zfs, params, cleared, args.procfs):
+            log.warning("%s", line)
+        key_file = make_key_file(run_id) if encrypted else ""
+        outputs.mkdir(mode=0o700)
         try:
             plans = plan_matrix(matrix, dataclasses.replace(opts, key_file=key_file))
             annotator = Annotator(store, _client(args))
@@ -229,7 +230,7 @@ def cmd_run(args) -> int:
             log.info("run %s: matrix %s, %d cells on %s", run_id, matrix.name, len(plans), scratch)
             status = runner.run(plans)
         finally:
-            shutil.rmtree(results_dir, ignore_errors=True)
+            shutil.rmtree(outputs, ignore_errors=True)
             if key_file:
                 os.unlink(key_file)
     log.info("run %s %s; results in %s", run_id, status, args.db)

@@ -45,7 +45,8 @@ def _pick(section: Section) -> str:
         return ""
     text = ("Pick: " if rec.pick else "No pick: ") + rec.reason
     notes = "".join(f"<br>{escape(n)}" for n in rec.notes)
-    return f'<p class="pick">{escape(text)}{notes}</p>'
+    lines = "".join(f"<li>{escape(where)}: {escape(sentence)}</li>" for where, sentence in rec.per_workload)
+    return f'<p class="pick">{escape(text)}{notes}</p>' + (f'<ul class="note">{lines}</ul>' if lines else "")
 
 
 def page(sections: list[Section], title: str = "zfsnas-bench report", baseline: Selector | None = None,

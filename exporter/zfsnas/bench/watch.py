@@ -9,9 +9,11 @@ What it samples is what the exporter reads, through the same sources:
   disk of the pool (/proc/diskstats), dirty data (arcstats `anon_size`, its live proxy), the write
   throttle (`dmu_tx` counters) and the pool's txgs.
 
-The measured window is first byte to last byte: from the middle of the step in which a dataset's
-counters first moved to the middle of the one in which they last moved; throughput is the bytes
-of that window over its seconds. CPU is taken between the samples around the window; disk bytes
+The measured window is first byte to last byte: up to the middle of the step in which a dataset's
+counters last moved, from the middle of the one in which they first moved less the time the bytes
+that landed then took at the rate that followed (a client's first request lands whole: an SMB
+write carries up to 8 MiB); throughput is the bytes of that window over its seconds, i.e. the
+rate from the first landing to the last. CPU is taken between the samples around the window; disk bytes
 and throttle counters up to the sample after the last byte's txg has synced (the writes that byte
 caused). Compression achieved by the workload: the dataset's growth in `logicalused` over its
 growth in `used` (`zfs get -p` before and after that txg), unknown when it did not grow.
@@ -60,15 +62,35 @@ class Target:
     previous: tuple[int, ...] = ()
     previous_t: float = 0.0
     txg_at_last: int | None = None          # the pool's open txg when the counters last moved
+    first_step: tuple[int, ...] | None = None   # the counters at the end of the first step they moved in
 
     def window(self) -> tuple[float, float]:
-        """Monotonic start and end of the measured window (middles of the edge steps)."""
+        """Monotonic start and end of the measured window. The end is the middle of the step in
+        which the counters last moved. The first bytes land all at once when the client's first
+        request has arrived whole (an SMB write carries up to 8 MiB): their transfer began before,
+        so the start is the middle of the first step less those bytes' time at the rate that
+        followed. A window within a step or two is that step's time."""
         assert self.first is not None and self.last is not None
-        start = (self.first[0] + self.first[1]) / 2
+        landed = (self.first[0] + self.first[1]) / 2
         end = (self.last[0] + self.last[1]) / 2
-        if end - start < (self.last[1] - self.first[0]) / 2:   # all within a step or two: one step's time
+        if end - landed < (self.last[1] - self.first[0]) / 2:
             return self.first[0], self.last[1]
-        return start, end
+        total, first = self.bytes_moved(self.last[2]), self.first_landing_bytes()
+        rate = (total - first) / (end - landed)
+        return (landed - first / rate if rate > 0 else landed), end
+
+    def bytes_moved(self, counters: tuple[int, ...]) -> int:
+        assert self.first is not None
+        return sum(after - before for after, before in zip(counters[:2], self.first[2][:2]))
+
+    def first_landing(self) -> float:
+        assert self.first is not None
+        return (self.first[0] + self.first[1]) / 2
+
+    def first_landing_bytes(self) -> int:
+        """The bytes that landed in the first step the counters moved in."""
+        assert self.first is not None and self.first_step is not None
+        return self.bytes_moved(self.first_step)
 
     def moved(self) -> dict[str, int]:
         assert self.first is not None and self.last is not None
@@ -180,6 +202,7 @@ class Watcher:
                 if counters != target.previous:
                     if target.first is None:
                         target.first = (target.previous_t, now, target.previous)
+                        target.first_step = counters
                         if on_first_byte is not None and all(t.first is None or t is target for t in self.targets):
                             on_first_byte()
                     target.last = (target.previous_t, now, counters)
@@ -267,6 +290,8 @@ def figures(watched: Watched, target: Target, disks: list[str], space_before: di
         "source": "watch", "written_bytes": moved["nwritten"], "read_bytes": moved["nread"],
         "writes": moved["writes"], "reads": moved["reads"],
         "window": [round(watched.wall(start), 3), round(watched.wall(end), 3)],
+        "first_landing": round(watched.wall(target.first_landing()), 3),
+        "first_landing_bytes": target.first_landing_bytes(),
         "step_seconds": watched_step(watched), "stopped_by": watched.stopped_by,
         "peak_dirty_bytes": peak, "dirty_data_max": dirty_data_max,
         "txgs_synced": len(synced), "txg_sync_seconds_max": max((r.stime / 1e9 for r in synced), default=None),

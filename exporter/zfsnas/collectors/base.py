@@ -4,7 +4,8 @@ Owns `Collector` (a name that `--collector.<name>` switches, its own flags, and 
 returns `exposition.Family` objects: our families, rendered by `exposition.render`, are the whole
 output contract), `RefreshingCollector` (a collector whose values come from background
 `refresh.BackgroundRefresher`s), `Context` (what collectors are given, as typed fields: the kstat
-source, the shared command runner, the parsed flags, the `pools` collector's `zpool status`) and
+source, the shared command runner, the parsed flags, the `pools` collector's `zpool status`, the
+`disks` collector's disk identities) and
 `Report` (how a collector says what failed without stopping: any failure means
 `zfs_exporter_collector_success 0` for it, and the rest is still served).
 A collector does no I/O of its own beyond its sources and never closes what it did not create.
@@ -14,14 +15,16 @@ from __future__ import annotations
 
 import argparse
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from ..exposition import Family
+from ..sources.model import Explained
 
 if TYPE_CHECKING:
     from ..refresh import BackgroundRefresher, Source
+    from ..sources.blockdevices import DiskIdentity
     from ..sources.commands import CommandRunner
     from ..sources.model import KstatSource, VdevStatus
     from ..sources.zpool import ZpoolStatus
@@ -44,6 +47,9 @@ class Context:
         # The `pools` collector's `zpool status` source, set when that collector is enabled; read
         # through `vdevs()` by `disks` (pool membership by vdev guid) and `vdevlatency` (pool names).
         self.zpool_status = zpool_status
+        # The `disks` collector's identities (its `current_identities`), set when that collector is
+        # enabled: `smart` reads these disks and labels them as `zfs_disk_info` does.
+        self.disk_identities: Callable[[float], list[DiskIdentity]] | None = None
         self._scrape_pools: list[str] | None = None  # during a scrape: its pool list, once listed
         self._in_scrape = False
 
@@ -78,14 +84,17 @@ class Report:
     def __init__(self, collector: str):
         self.collector = collector
         self.errors: list[str] = []
+        self.explained: set[str] = set()  # errors already said elsewhere: logged at debug only
 
     def guard(self, what: str) -> _Guard:
         """Run a block; an exception becomes a recorded failure and the block's output is dropped."""
         return _Guard(self, what)
 
-    def fail(self, what: str, exc: BaseException | str) -> None:
+    def fail(self, what: str, exc: BaseException | str, explained: bool = False) -> None:
         reason = exc[:MAX_REASON] if isinstance(exc, str) else one_line(exc)
         self.errors.append(f"{what}: {reason}")
+        if explained or isinstance(exc, Explained):
+            self.explained.add(self.errors[-1])
         if isinstance(exc, BaseException):
             log.debug("collector %s: %s", self.collector, what, exc_info=exc)
 
@@ -145,6 +154,7 @@ class Collector:
     description: ClassVar[str] = ""
     default_enabled: ClassVar[bool] = True
     needs_zfs: ClassVar[bool] = True
+    programs: ClassVar[tuple[str, ...]] = ()  # the commands it runs (`zfs`, `zpool`): without them it serves nothing
 
     def __init__(self, ctx: Context):
         self.ctx = ctx
@@ -167,6 +177,10 @@ class Collector:
     def sources(self) -> Sequence[Source]:
         """Background sources whose age and success the exporter reports."""
         return ()
+
+    def continue_from(self, earlier: Collector) -> None:
+        """A replay's next snapshot: take over what `earlier` (this collector in the snapshot before)
+        built across scrapes, as one live exporter would have kept it. Nothing by default."""
 
     def start(self) -> None:
         """Start background work (refresh threads, monitors)."""
@@ -194,11 +208,12 @@ class RefreshingCollector(Collector):
         stop_all(self.sources())
 
     def current(self, source: BackgroundRefresher[T], report: Report) -> T | None:
-        """The source's last good value (None if none yet); a failed or pending refresh fails the report."""
+        """The source's last good value (None if none yet); a failed or pending refresh fails the
+        report, unless what failed is absent from a replay's capture (`SourceState.absent`)."""
         state = source.state()
         if state.value is None and not state.success and not self._started:
             source.refresh_now()  # no refresh thread (tests, one-shot renders): read once, in line
             state = source.state()
-        if not state.success:
-            report.fail(f"source {source.name}", state.error or "not read yet")
+        if not state.success and not state.absent:  # absent: a replay's capture lacks it (its source says so)
+            report.fail(f"source {source.name}", state.error or "not read yet", state.explained)
         return state.value

@@ -84,9 +84,10 @@ def compile_pattern(text: str | None, flag: str) -> re.Pattern | None:
         raise SystemExit(f"zfsnas-exporter: {flag}: invalid regular expression: {exc}") from None
 
 
-def pool_selected(pool: str, include: re.Pattern | None, exclude: re.Pattern | None) -> bool:
-    """`--pool.include` / `--pool.exclude`: whole-name regular expressions; exclude wins."""
-    return (include is None or include.fullmatch(pool) is not None) and not (exclude and exclude.fullmatch(pool))
+def name_selected(name: str, include: re.Pattern | None, exclude: re.Pattern | None) -> bool:
+    """`--pools.include` / `--pools.exclude` (and the datasets' pair): whole-name regular
+    expressions; exclude wins."""
+    return (include is None or include.fullmatch(name) is not None) and not (exclude and exclude.fullmatch(name))
 
 
 def build_families(datasets: list[Dataset]) -> list[Family]:
@@ -149,6 +150,7 @@ class ChildRenderedFamily(FrozenFamily):
 class DatasetsCollector(RefreshingCollector):
     name = "datasets"
     description = "space, compression and settings of every dataset, snapshot counts (zfs list, in the background)"
+    programs = ("zfs",)
     parse_in_child: ClassVar[bool] = True  # benchmarks/refresh_bench.py --old sets False (the old way)
 
     @classmethod
@@ -159,16 +161,21 @@ class DatasetsCollector(RefreshingCollector):
                             default="count", help="count snapshots per dataset (default count) or not (off)")
         parser.add_argument("--datasets.snapshot-interval", dest="datasets_snapshot_interval", type=float,
                             default=900.0, help="seconds between snapshot counts (default 900)")
-        parser.add_argument("--dataset.exclude", dest="dataset_exclude", default=None,
+        parser.add_argument("--datasets.include", dest="datasets_include", default=None,
+                            help="regular expression on the whole dataset name (e.g. 'tank/media(/.*)?'): only "
+                                 "matching datasets are exported")
+        # `--dataset.exclude` is the spelling of the first releases, kept as an alias.
+        parser.add_argument("--datasets.exclude", "--dataset.exclude", dest="datasets_exclude", default=None,
                             help="regular expression on the whole dataset name (e.g. 'tank/scratch(/.*)?'): "
-                                 "matching datasets are not exported")
+                                 "matching datasets are not exported (wins over --datasets.include)")
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         args = ctx.args
-        self.exclude = compile_pattern(getattr(args, "dataset_exclude", None), "--dataset.exclude")
-        self.include_pool = compile_pattern(getattr(args, "pool_include", None), "--pool.include")
-        self.exclude_pool = compile_pattern(getattr(args, "pool_exclude", None), "--pool.exclude")
+        self.include = compile_pattern(getattr(args, "datasets_include", None), "--datasets.include")
+        self.exclude = compile_pattern(getattr(args, "datasets_exclude", None), "--datasets.exclude")
+        self.include_pool = compile_pattern(getattr(args, "pools_include", None), "--pools.include")
+        self.exclude_pool = compile_pattern(getattr(args, "pools_exclude", None), "--pools.exclude")
         self.datasets = BackgroundRefresher("zfs_datasets", self._read_datasets,
                                             getattr(args, "datasets_refresh_interval", 60.0), wait_for_start=True)
         self.snapshots = None
@@ -188,8 +195,8 @@ class DatasetsCollector(RefreshingCollector):
         self.forked = ForkedWork(getattr(args, "command_timeout", 30.0))
 
     def _selected(self, name: str) -> bool:
-        return (pool_selected(name.split("/", 1)[0], self.include_pool, self.exclude_pool)
-                and not (self.exclude and self.exclude.fullmatch(name)))
+        return (name_selected(name.split("/", 1)[0], self.include_pool, self.exclude_pool)
+                and name_selected(name, self.include, self.exclude))
 
     def _read_datasets(self) -> tuple[list[str], list[Family]]:
         text = self.ctx.commands.run(list(LIST_DATASETS))

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from ..exposition import Families, Family, FrozenFamily
 from ..refresh import BackgroundRefresher, Follower, RenderedOnce, frozen
 from .base import Context, RefreshingCollector, Report
-from .datasets import compile_pattern, pool_selected
+from .datasets import compile_pattern, name_selected
 
 if TYPE_CHECKING:
     import threading
@@ -92,16 +92,19 @@ ERROR_TYPES = (("read", "read_errors"), ("write", "write_errors"), ("checksum", 
 class PoolsCollector(RefreshingCollector):
     name = "pools"
     description = "pool space and health, vdev states and errors, scrub/resilver status (zpool, in the background)"
+    programs = ("zpool",)
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--pools.refresh-interval", dest="pools_refresh_interval", type=float, default=60.0,
                             help="seconds between `zpool list` / `zpool status` runs (default 60)")
-        parser.add_argument("--pool.include", dest="pool_include", default=None,
+        # `--pool.include` / `--pool.exclude` are the spellings of the first releases, kept as aliases.
+        parser.add_argument("--pools.include", "--pool.include", dest="pools_include", default=None,
                             help="regular expression on the whole pool name: only these pools (pools and datasets)")
-        parser.add_argument("--pool.exclude", dest="pool_exclude", default=None,
+        parser.add_argument("--pools.exclude", "--pool.exclude", dest="pools_exclude", default=None,
                             help="regular expression on the whole pool name: leave these pools out (pools and datasets)")
-        parser.add_argument("--pool.expected", dest="pool_expected", action="append", default=None,
+        # `--pool.expected` is the spelling issue 28 asked for: an alias.
+        parser.add_argument("--pools.expected", "--pool.expected", dest="pools_expected", action="append", default=None,
                             metavar="POOL[,POOL...]",
                             help="pools that should be imported (repeatable, or comma-separated): "
                                  "zfs_pool_expected_imported{pool} is 0 while one is not (alert ZfsPoolMissing)")
@@ -112,9 +115,9 @@ class PoolsCollector(RefreshingCollector):
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         args = ctx.args
-        self.include = compile_pattern(getattr(args, "pool_include", None), "--pool.include")
-        self.exclude = compile_pattern(getattr(args, "pool_exclude", None), "--pool.exclude")
-        self.expected = expected_pools(getattr(args, "pool_expected", None))
+        self.include = compile_pattern(getattr(args, "pools_include", None), "--pools.include")
+        self.exclude = compile_pattern(getattr(args, "pools_exclude", None), "--pools.exclude")
+        self.expected = expected_pools(getattr(args, "pools_expected", None))
         interval = getattr(args, "pools_refresh_interval", 60.0)
         # zpool runs after the exporter's first answer (refresh.START): that answer comes sooner
         gap = min(EVENT_REFRESH_GAP, interval)
@@ -204,6 +207,11 @@ class PoolsCollector(RefreshingCollector):
                     if (number := getattr(vdev, attr)) is not None:
                         families.gauge(name, documentation, labels, number)
 
+    def start(self) -> None:
+        if self.events is not None:   # not among the sources before the start (it runs only then)
+            self.events.explained_while = self.status.explained_while
+        super().start()
+
     def _zpool_sources(self) -> tuple[BackgroundRefresher, ...]:
         return (self.pool_list, self.status, self.vdev_space)
 
@@ -213,7 +221,7 @@ class PoolsCollector(RefreshingCollector):
         return (*self._zpool_sources(), *follower)
 
     def _selected(self, pool: str) -> bool:
-        return pool_selected(pool, self.include, self.exclude)
+        return name_selected(pool, self.include, self.exclude)
 
     def collect(self, report: Report) -> Iterable[Family]:
         out: list[Family] = []

@@ -102,7 +102,9 @@ def source_ages(text: str) -> dict[str, float]:
     return ages
 
 
-SLOW_SOURCES: set[str] = set()  # sources that did not refresh within a capture's wait: not waited for again
+# Sources that did not refresh within a capture's wait: not waited for again. smartctl reads the
+# disks every --smart.interval (10 minutes): smart_phase waits for an exporter of its own instead.
+SLOW_SOURCES: set[str] = {"smartctl"}
 
 
 def fresh_metrics(since: float, timeout: float = 20) -> tuple[str, float]:
@@ -429,6 +431,75 @@ def capture_roundtrip() -> None:
     shutil.rmtree(local, ignore_errors=True)
 
 
+# --- issue 29: SMART of the pool members (tests/e2e/test_smart.py) ---
+
+SMART_PORT_OFFSET = 2  # a second exporter of its own, reading SMART every few seconds, beside the scenario's
+
+
+def smart_served(port: int, since: float, timeout: float = 60) -> str:
+    """That exporter's /metrics once its smartctl source has read every disk after `since`."""
+    deadline = time.time() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=60) as response:
+                text = response.read().decode()
+            scraped = time.time()
+            age = source_ages(text).get("smartctl")
+            if age is not None and scraped - age > since and "zfs_disk_smart_state{" in text:
+                return text
+        except OSError:
+            pass
+        if time.time() > deadline:
+            raise RuntimeError(f"no SMART read after {since:.0f} within {timeout:.0f} s")
+        time.sleep(0.3)
+
+
+def smart_phase() -> None:
+    """smartctl's own view of four disks (two SATA, one SAS, one virtio) beside what an exporter of
+    their own serves of them, a short self-test on a SATA disk first (QEMU's AHCI disk logs it at
+    once), then the standby check: `hdparm -y` on the other SATA disk, its power state before and
+    after the exporter's next read. Four disks, not all: each smartctl takes most of a second
+    under TCG (the scenario's own exporter read every disk at its start, in the steady moment).
+    Into <share>/results/smart/: smartctl/<device>.json (`smartctl --json=c --all`, the plain
+    command a user runs), metrics.txt, metrics_standby.txt, record.json."""
+    out = RESULTS / "smart"
+    (out / "smartctl").mkdir(parents=True, exist_ok=True)
+
+    def device(disk: dict) -> str:
+        return os.path.basename(os.path.realpath(disk_path(disk)))
+
+    sata = [d for d in CONFIG["disks"] if d["bus"] == "sata"]
+    others = [next(d for d in CONFIG["disks"] if d["bus"] == bus) for bus in ("scsi", "virtio")]
+    tested, sleeper = device(sata[0]), device(sata[-1])
+    devices = [tested, sleeper, *map(device, others)]
+    record: dict = {"devices": devices, "self_test_device": tested, "standby_device": sleeper,
+                    "self_test": run(["smartctl", "-t", "short", f"/dev/{tested}"], check=False).returncode}
+    port = PORT + SMART_PORT_OFFSET
+    argv = ["zfsnas-exporter", f"--web.listen-address=127.0.0.1:{port}", "--collector.disable-defaults",
+            "--collector.disks", "--collector.pools", "--collector.smart", "--smart.interval=1",
+            f"--disks.device-exclude=^(?!(?:{'|'.join(devices)})$)"]
+    logfile = open(out / "exporter.log", "wb")
+    exporter = subprocess.Popen(argv, stdout=logfile, stderr=logfile)
+    try:
+        mark = time.time()
+        (out / "metrics.txt").write_text(smart_served(port, mark))
+        record["first_read_seconds"] = round(time.time() - mark, 2)
+        for name in devices:
+            proc = run(["smartctl", "--json=c", "--all", f"/dev/{name}"], check=False)
+            (out / "smartctl" / f"{name}.json").write_text(proc.stdout)
+        record["power_before"] = run(["hdparm", "-C", f"/dev/{sleeper}"], check=False).stdout.strip()
+        record["standby_command"] = run(["hdparm", "-y", f"/dev/{sleeper}"], check=False).returncode
+        record["power_after_standby"] = run(["hdparm", "-C", f"/dev/{sleeper}"], check=False).stdout.strip()
+        mark = time.time()
+        (out / "metrics_standby.txt").write_text(smart_served(port, mark))
+        record["power_after_read"] = run(["hdparm", "-C", f"/dev/{sleeper}"], check=False).stdout.strip()
+    finally:
+        exporter.terminate()
+        exporter.wait(20)
+        logfile.close()
+        (out / "record.json").write_text(json.dumps(record, indent=1))
+
+
 DIRTY_PARAMETER = Path("/sys/module/zfs/parameters/zfs_dirty_data_max")
 
 
@@ -644,6 +715,10 @@ SMB_CONF = """[global]
    printcap name = /dev/null
    disable spoolss = yes
    log file = /tmp/samba-%m.log
+   # no DOS attributes or extended attributes: fewer metadata writes per file, so the open and close
+   # around the copy (in smbclient's time, not in the dataset's) stay short under TCG
+   store dos attributes = no
+   ea support = no
 """
 
 
@@ -655,6 +730,14 @@ def terminate(proc: subprocess.Popen, seconds: float) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+def port_open(port: int) -> bool:
+    import socket
+
+    with socket.socket() as sock:
+        sock.settimeout(1)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 def wait_for(path: Path, seconds: float) -> bool:
@@ -682,17 +765,20 @@ def client_phase() -> None:
         os.chmod(f"/{dataset}", 0o777)
     for directory in ("/run/samba", "/var/lib/samba/private", "/var/cache/samba", "/var/log/samba"):
         os.makedirs(directory, exist_ok=True)
-    # a session of its own: smbd signals its whole process group when it stops
-    smbd = subprocess.Popen(["smbd", "--foreground", "-s", "/etc/samba/smb.conf"], start_new_session=True,
-                            stdout=open(out / "smbd.log", "wb"), stderr=subprocess.STDOUT)
+    # --no-process-group in a session of its own: smbd signals its whole process group when it stops
+    smbd = subprocess.Popen(["smbd", "--foreground", "--no-process-group", "--debug-stdout", "-s",
+                             "/etc/samba/smb.conf"], start_new_session=True, stdout=open(out / "smbd.log", "wb"),
+                            stderr=subprocess.STDOUT)
     env = {**os.environ, "ZFSNAS_BENCH_DB": BENCH_DB}
     try:
-        deadline = time.time() + 60
-        while time.time() < deadline and ":01BD " not in Path("/proc/net/tcp").read_text() + \
-                Path("/proc/net/tcp6").read_text():
-            time.sleep(0.3)   # port 445 (0x1BD) listening
+        deadline = time.time() + 120
+        while not port_open(445):
+            if smbd.poll() is not None or time.time() > deadline:
+                raise RuntimeError(f"smbd did not listen on 445 (exit {smbd.poll()}): see client/smbd.log")
+            time.sleep(0.3)
         for n, (dataset, share, compression) in enumerate(SMB_SHARES, 1):
-            argv = ["zfsnas-bench", "watch", "--dataset", dataset, "--until-idle", "4", "--duration", "600",
+            # --until-idle 10: under TCG a zstd txg sync can starve smbd for seconds mid-copy
+            argv = ["zfsnas-bench", "watch", "--dataset", dataset, "--until-idle", "10", "--duration", "600",
                     "--matrix", "smb-copy", "--workload", "fits-copy", "--label", "FITS over SMB",
                     "--set", "protocol=smb", "--set", "client=smbclient", "--db", BENCH_DB]
             if CONFIG.get("grafana_url"):
@@ -730,6 +816,8 @@ def client_phase() -> None:
                 "--set", "client=guest", "--db", BENCH_DB], check=False, env=env)
     record["import_fio"] = {"rc": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}
     (out / "record.json").write_text(json.dumps(record, indent=1))
+    (RESULTS / "bench").mkdir(exist_ok=True)
+    shutil.copy(BENCH_DB, RESULTS / "bench" / "bench.sqlite")     # with the watched and imported results
 
 
 def stop_exporter(exporter: subprocess.Popen) -> float:
@@ -829,6 +917,7 @@ def main() -> int:
         while not (SHARE / "host-saw-degraded").exists() and time.time() < deadline:
             time.sleep(1)
         timeline["host_saw_degraded"] = (SHARE / "host-saw-degraded").exists()
+        timeline["smart_seconds"] = optional_phase("smart", smart_phase)
         # Last, so that on a slow host it can only cut itself short, never the moments before it.
         timeline["capture_roundtrip_seconds"] = optional_phase("capture round trip", capture_roundtrip)
         timeline["failures_seconds"] = optional_phase("failures phase", failures_phase)
