@@ -73,7 +73,7 @@ def zpool_read(exporter) -> bool:
     """Every zpool source has been read once."""
     text = exporter.render()
     return all(f'zfs_exporter_source_success{{source="{s}"}} 1' in text
-               for s in ("zpool_list", "zpool_status", "zpool_list_vdevs"))
+               for s in ("zpool_list", "zpool_status"))
 
 
 def served_states(text: str) -> tuple[str, str, str]:
@@ -227,4 +227,4 @@ def test_vdev_space_and_scan_progress_served(version):
                  vdev=f"{ID}ata-INTEL_SSDSC2BB120G7_BTDV7261000B-part1") == 120031511040
     assert value(text, "zfs_pool_scan_rate_bytes_per_second", pool="tank", function="resilver") == 236 * 2**20
     assert value(text, "zfs_pool_scan_remaining_seconds", pool="tank", function="resilver") == 46205
-    assert value(text, "zfs_exporter_source_success", source="zpool_list_vdevs") == 1
+    assert value(text, "zfs_exporter_source_success", source="zpool_status") == 1

@@ -80,7 +80,7 @@ def test_a_collector_that_stops_leaves_the_runner_to_the_others(tmp_path):
         assert runner is not None and not runner.closed
         before = len(runs(log))
         assert pools.pool_list.refresh_now() and pools.status.refresh_now()
-        assert len(runs(log)) == before + 3  # zpool list, zpool status -P and -g: really run
+        assert len(runs(log)) == before + 4  # zpool list, zpool status -P and -g, zpool list -v: really run
         assert pools.status.state().success and pools.status.state().error is None
     finally:
         exporter.stop()

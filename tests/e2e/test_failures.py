@@ -239,7 +239,7 @@ def test_exported_while_scraped_and_missing(failures):
     expected = {labels["pool"]: v for labels, v in cap.series("zfs_pool_expected_imported")}
     assert expected == {"tank": 1, "fast": 1, "lab": 0, "backup": 0}, expected
     fire(cap, {"zfs_pool_expected_imported": {}, "zfs_pool_state": {}, "zfs_exporter_collector_success": {}},
-         "ZfsPoolMissing", [{"pool": "lab"}, {"pool": "backup"}])
+         "ZfsPoolMissing", [{"pool": "lab"}, {"pool": "backup"}], minutes=16)
 
 
 def test_imported_without_cache_spare_and_key(failures):

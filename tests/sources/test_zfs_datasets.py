@@ -30,7 +30,7 @@ def test_parse_recorded_datasets(version):
 
 def test_odd_names_and_ratio_suffix():
     name = "tank/it's \"quoted\" 100% ünïcode  two  spaces"
-    row = [name, "filesystem"] + ["1"] * 12 + ["2.00x", "1.5"] + ["x"] * 11
+    row = [name, "filesystem"] + ["1"] * 12 + ["2.00x", "1.5"] + ["x"] * 12
     [ds] = parse_datasets("\t".join(row) + "\n")
     assert ds.name == name and ds.ratios["compressratio"] == 2.0 and ds.ratios["refcompressratio"] == 1.5
     assert len(row) == len(DATASET_PROPERTIES)

@@ -7,14 +7,16 @@ current one), `zfs_vdev_state{pool,vdev,vdev_guid,role,parent,state}` (1, one se
 `zfs_pool_scan_*{pool,function}` for the latest scrub/resilver (progress, issue rate, time
 remaining), `zfs_pool_expansion_*{pool,vdev}` for a RAID-Z expansion, `zfs_pool_data_errors{pool}`,
 `zfs_vdev_{size,allocated,free}_bytes` and `zfs_vdev_{fragmentation,capacity}_ratio{pool,vdev,role}`
-(from `zpool list -v`), `zfs_pool_expected_imported{pool}` (`--pool.expected`) and
+(from `zpool list -v`), `zfs_pool_expected_imported{pool}` (`--pools.expected`) and
 `zfs_pool_events_total{pool,class}` (`zpool events -f`).
 
-The commands run in the background (sources `zpool_list`, `zpool_status` and `zpool_list_vdevs`,
-every `--pools.refresh-interval` seconds), never on the scrape path; each refresh also builds and
+The commands run in the background (sources `zpool_list` and `zpool_status`, every
+`--pools.refresh-interval` seconds; `zpool_status` runs `zpool list -v` for the vdevs' space
+after the two `zpool status`, and serves the tree without it if that one fails: a capture made
+before it existed, say), never on the scrape path; each refresh also builds and
 renders its families (`refresh.frozen`), so a scrape copies their text. Health stays fresh: every
 scrape reads each pool's `state` kstat (a small file), and when a state changed, or a pool came or
-went, it asks the three sources for a refresh at once and waits for it at most `FRESH_WAIT`
+went, it asks both sources for a refresh at once and waits for it at most `FRESH_WAIT`
 seconds (a hung `zpool` is then reported by its source, not waited for); the events follower
 (source `zpool_events`, a long-lived `zpool events -fvH`) asks for one too when an event can change
 a vdev's state or errors. The `zpool_status` refresher is set as `Context.zpool_status`; its value is
@@ -31,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..exposition import Families, Family, FrozenFamily
 from ..refresh import BackgroundRefresher, Follower, RenderedOnce, frozen
-from .base import Context, RefreshingCollector, Report
+from .base import Context, RefreshingCollector, Report, log, one_line
 from .datasets import compile_pattern, name_selected
 
 if TYPE_CHECKING:
@@ -124,9 +126,8 @@ class PoolsCollector(RefreshingCollector):
         self.pool_list = BackgroundRefresher("zpool_list", self._read_list, interval, wait_for_start=True, min_gap=gap)
         self.status = BackgroundRefresher("zpool_status", self._read_status, interval, wait_for_start=True,
                                           min_gap=gap)
-        self.vdev_space = BackgroundRefresher("zpool_list_vdevs", self._read_vdev_space, interval, wait_for_start=True,
-                                              min_gap=gap)
-        self._rendered = RenderedOnce(6)  # the families of the last values of the three sources
+        self._rendered = RenderedOnce(4)  # the families of the last values of either source
+        self._space_said: str | None = None   # why the vdevs' space was last left out (said once)
         self._states: dict[str, str] | None = None  # each pool's state kstat at the last scrape
         self.events: Follower | None = None
         # made by the follower's thread when it first runs (its module is not imported at start)
@@ -144,18 +145,20 @@ class PoolsCollector(RefreshingCollector):
         return pools
 
     def _read_status(self) -> ZpoolStatus:
-        from ..sources.zpool import read_status
+        from ..sources.model import Explained, SourceError
+        from ..sources.zpool import read_status, read_vdev_space
 
         status = read_status(self.ctx.commands.run)
+        try:
+            status.vdev_space = read_vdev_space(self.ctx.commands.run)
+            self._space_said = None
+        except SourceError as exc:   # the tree is served all the same; why not its space is said once
+            reason = one_line(exc)
+            if reason != self._space_said and not isinstance(exc, Explained):
+                log.warning("pools: the vdevs' space is left out: %s", reason)
+            self._space_said = reason
         self._families_of(status, self._status_families)
         return status
-
-    def _read_vdev_space(self) -> list[VdevSpace]:
-        from ..sources.zpool import read_vdev_space
-
-        vdevs = read_vdev_space(self.ctx.commands.run)
-        self._families_of(vdevs, self._vdev_space_families)
-        return vdevs
 
     def _follow_events(self, stop: threading.Event) -> Iterable[str]:
         from ..sources.zpool_events import FOLLOW_EVENTS, EventCounts, EventReader
@@ -198,8 +201,9 @@ class PoolsCollector(RefreshingCollector):
                 self._vdevs(families, pool_status)
                 self._scans(families, pool_status)
                 self._expansion(families, pool_status)
+        self._vdev_space(status.vdev_space or (), families)
 
-    def _vdev_space_families(self, vdevs: list[VdevSpace], families: Families) -> None:
+    def _vdev_space(self, vdevs: Iterable[VdevSpace], families: Families) -> None:
         for vdev in vdevs:
             if self._selected(vdev.pool):
                 labels = {"pool": vdev.pool, "vdev": vdev.name, "role": vdev.role}
@@ -213,7 +217,7 @@ class PoolsCollector(RefreshingCollector):
         super().start()
 
     def _zpool_sources(self) -> tuple[BackgroundRefresher, ...]:
-        return (self.pool_list, self.status, self.vdev_space)
+        return (self.pool_list, self.status)
 
     def sources(self) -> Sequence[Source]:
         # the events follower runs only in a started exporter (not in a one-shot render: capture, tests)
@@ -232,13 +236,10 @@ class PoolsCollector(RefreshingCollector):
         status = self.current(self.status, report)
         if status is not None:
             out.extend(self._families_of(status, self._status_families))
-        vdevs = self.current(self.vdev_space, report)
-        if vdevs is not None:
-            out.extend(self._families_of(vdevs, self._vdev_space_families))
         families = Families()
         if imported is not None:
             for pool in self.expected:
-                families.gauge("zfs_pool_expected_imported", "1 if the pool named in --pool.expected is imported "
+                families.gauge("zfs_pool_expected_imported", "1 if the pool named in --pools.expected is imported "
                                "(it has kstats), 0 if not.", {"pool": pool}, 1 if pool in imported else 0)
         if self.event_counts is not None:
             for (pool, event_class), count in sorted(self.event_counts.counts.copy().items()):
@@ -328,7 +329,7 @@ class PoolsCollector(RefreshingCollector):
 
 
 def expected_pools(values: list[str] | None) -> tuple[str, ...]:
-    """`--pool.expected tank,backup --pool.expected usb`: the pool names, in order, once each."""
+    """`--pools.expected tank,backup --pools.expected usb`: the pool names, in order, once each."""
     names: dict[str, None] = {}
     for value in values or ():
         for name in value.split(","):

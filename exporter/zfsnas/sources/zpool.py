@@ -142,11 +142,13 @@ class PoolStatus:
 
 
 class ZpoolStatus(list[VdevStatus]):
-    """A `list[VdevStatus]` of every pool, with the per-pool statuses as `.pools`."""
+    """A `list[VdevStatus]` of every pool, with the per-pool statuses as `.pools` and, once read,
+    every vdev's space as `.vdev_space` (None when `zpool list -v` could not be read)."""
 
     def __init__(self, pools: list[PoolStatus]):
         super().__init__(v for p in pools for v in p.vdevs)
         self.pools = pools
+        self.vdev_space: list[VdevSpace] | None = None
 
 
 def _scaled_figure(text: str, scale: float) -> float | None:

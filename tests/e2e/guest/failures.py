@@ -11,7 +11,7 @@ said at that moment.
   lab          a pool on device-mapper devices with special, log, cache and spare vdevs and an
                encrypted dataset: one mirror side turned into a dm `error` target: write errors,
                FAULTED (`faulted`); exported while scraped (`exported`: ZfsPoolMissing, it is in
-               --pool.expected); imported again without its cache and spare devices and without
+               --pools.expected); imported again without its cache and spare devices and without
                loading the key (`aux_missing`: ONLINE, cache and spare UNAVAIL, dataset locked)
   single       a one-disk pool with failmode=wait: blocks overwritten under ZFS, a scrub finds
                permanent data errors (`data_errors`); then its disk fails outright: SUSPENDED while
@@ -44,7 +44,7 @@ from pathlib import Path
 MiB = 1 << 20
 PARAMETERS = Path("/sys/module/zfs/parameters")
 KSTAT = Path("/proc/spl/kstat/zfs")
-ZPOOL_SOURCES = ("zpool_list", "zpool_status", "zpool_list_vdevs")
+ZPOOL_SOURCES = ("zpool_list", "zpool_status")
 COMMANDS = {
     "zpool_status_P.txt": ["zpool", "status", "-P"],
     "zpool_list.txt": ["zpool", "list", "-Hp"],
@@ -224,7 +224,7 @@ class Failures:
         archive = out / "capture.tar.gz"
         self.run(["zfsnas-exporter", "capture", str(archive), "--collector.disable-defaults", "--collector.pools",
                   "--collector.poolstats", f"--path.procfs={tree}/proc", f"--path.sysfs={tree}/sys",
-                  "--capture.metrics-url=", f"--pool.expected={self.sc.EXPECTED_POOLS}"], check=False, seconds=120)
+                  "--capture.metrics-url=", f"--pools.expected={self.sc.EXPECTED_POOLS}"], check=False, seconds=120)
 
     def timed(self, name: str, phase) -> None:
         mark = time.time()

@@ -39,7 +39,7 @@ PORT = CONFIG["port"]
 T0 = time.time()
 MiB = 1 << 20
 BENCH_DB = "/var/lib/zfsnas/bench.sqlite"
-EXPECTED_POOLS = "tank,fast,lab,backup"   # --pool.expected; backup: a USB pool never imported (failures.py)
+EXPECTED_POOLS = "tank,fast,lab,backup"   # --pools.expected; backup: a USB pool never imported (failures.py)
 
 # name, compression, recordsize, what is written (compressible corpus / random bytes)
 DATASETS = [
@@ -218,7 +218,7 @@ def start_exporter() -> subprocess.Popen:
     optional = [("--collector.vdevlatency", None), ("--datasets.refresh-interval", "5"),
                 ("--datasets.snapshot-interval", "5"), ("--pools.refresh-interval", "5"),
                 ("--vdevlatency.refresh-interval", "5"), ("--bench.db", BENCH_DB),
-                ("--pool.expected", EXPECTED_POOLS)]
+                ("--pools.expected", EXPECTED_POOLS)]
     for flag, val in optional:
         if flag in helptext:
             argv.append(flag if val is None else f"{flag}={val}")
@@ -411,7 +411,7 @@ def capture_roundtrip() -> None:
     for name, (unprivileged, anonymize, extra) in CAPTURE_RUNS.items():
         archive = local / f"{name}.tar.gz"
         argv = ["zfsnas-exporter", "capture", str(archive), f"--capture.metrics-url=http://127.0.0.1:{PORT}/metrics",
-                f"--bench.db={BENCH_DB}", f"--pool.expected={EXPECTED_POOLS}", *extra] + (["--anonymize"] if anonymize else [])
+                f"--bench.db={BENCH_DB}", f"--pools.expected={EXPECTED_POOLS}", *extra] + (["--anonymize"] if anonymize else [])
         if unprivileged:
             argv = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", *argv]
         if name == "root":
