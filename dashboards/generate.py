@@ -666,6 +666,7 @@ def per_disk(expr: str) -> str:
 
 # The SMART families of the selected disks; every one carries zfs_disk_info's device, serial, pool, vdev_guid.
 SMART = f'{NAS_MATCHERS}, pool=~"$pool", device=~"$disk"'
+
 DISK_KEY = "nas, instance, device, serial, pool, vdev_guid"
 ASLEEP = f'(zfs_disk_smart_state{{{SMART}, state="standby"}} == 1)'
 # Columns of the health table after its per-query values: (query value, column, unit).
@@ -684,6 +685,10 @@ def health_table():
     """One row per disk from SMART: its state, model, temperature, hours, the counters that predict
     failure and its newest self-test, merged on the disk's labels; the vdev (parent in zpool status)
     through vdev_guid. Columns a disk lacks (NVMe has no pending sectors) stay empty."""
+    # a vdev's parent in the tree; a hot spare in use is listed twice (under spare-N, and INUSE in
+    # the spares list): its place in the tree wins
+    parents = "max by (nas, instance, pool, vdev_guid, parent) (zfs_vdev_state{{role{}\"spare\", {}}})"
+    in_tree, spares = parents.format("!=", POOL_MATCHERS), parents.format("=", POOL_MATCHERS)
     def per(expr: str) -> str:
         return f"max by ({DISK_KEY}) ({expr})"
 
@@ -703,7 +708,7 @@ def health_table():
         "K": f"min by ({DISK_KEY}) (zfs_disk_smart_self_test_age_seconds{{{SMART}}})",
         # every disk, with the parent of its vdev where zpool status (the pools collector) knows it
         "L": (f"max by ({DISK_KEY}, parent) ((zfs_disk_smart_state{{{SMART}}} == 1) * on (nas, instance, pool, vdev_guid) "
-              f"group_left (parent) max by (nas, instance, pool, vdev_guid, parent) (zfs_vdev_state{{{POOL_MATCHERS}}}) "
+              f"group_left (parent) ({in_tree} or on (nas, instance, pool, vdev_guid) {spares}) "
               f"or on (nas, instance, device, serial) (zfs_disk_smart_state{{{SMART}}} == 1))"),
     }
     renames = {f"Value #{ref}": name for ref, name, _ in HEALTH_COLUMNS}

@@ -35,6 +35,14 @@ def smart_series() -> dict[str, str]:
         f'zfs_disk_smart_self_test_age_seconds{{{Z}, {SDC}, type="extended"}}': "698400x20",
         f'zfs_vdev_state{{{Z}, pool="tank", vdev="/dev/disk/by-id/ata-WDC_WD40EFRX-68N32N0_WD-WCC7K2BBBBBB-part1", '
         f'vdev_guid="2280133445316251466", role="data", parent="raidz2-0", state="ONLINE"}}': "1x20",
+        # sdd: a hot spare in use, listed twice by zpool status (in the tree and INUSE in the spares)
+        f'zfs_vdev_state{{{Z}, pool="tank", vdev="/dev/disk/by-id/scsi-ZA1B2C3D-part1", '
+        f'vdev_guid="16120387443300851052", role="data", parent="spare-1", state="ONLINE"}}': "1x20",
+        f'zfs_vdev_state{{{Z}, pool="tank", vdev="/dev/disk/by-id/scsi-ZA1B2C3D-part1", '
+        f'vdev_guid="16120387443300851052", role="spare", parent="tank", state="INUSE"}}': "1x20",
+        # sdb: a spare waiting (AVAIL), only in the spares list
+        f'zfs_vdev_state{{{Z}, pool="tank", vdev="/dev/disk/by-id/ata-WDC_WD40EFRX_WD-WCC7K1AAAAAA-part1", '
+        f'vdev_guid="11498310984210357301", role="spare", parent="tank", state="AVAIL"}}': "1x20",
     })
     return series
 
@@ -57,8 +65,10 @@ def test_health_table_columns(tmp_path):
         (pending, [(sdc + "}", 24)]), (offline, [(sdc + "}", 24)]), (crc, [(sdc + "}", 0)]), (media, [(nvme + "}", 0)]),
         (newest, [(sdc + ', type="short", result="failed"}', 1)]),   # the newer of its two tests
         (age, [(sdc + "}", 122400)]),
-        # sdc's vdev from zpool status; the disks it does not list (here) are rows all the same
-        (vdev, [(sdc + ', parent="raidz2-0"}', 1), (nvme + "}", 1), (sdd + "}", 1), (sdb + "}", 1)]),
+        # each disk's vdev from zpool status: the spare in use where it serves, not twice; the disks it
+        # does not list (here the cache) are rows all the same
+        (vdev, [(sdc + ', parent="raidz2-0"}', 1), (nvme + "}", 1), (sdd + ', parent="spare-1"}', 1),
+                (sdb + ', parent="tank"}', 1)]),
     ])
 
 

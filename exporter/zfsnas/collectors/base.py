@@ -155,6 +155,10 @@ class Collector:
     default_enabled: ClassVar[bool] = True
     needs_zfs: ClassVar[bool] = True
     programs: ClassVar[tuple[str, ...]] = ()  # the commands it runs (`zfs`, `zpool`): without them it serves nothing
+    # commands without which it serves nothing, which is no failure (smartctl: SMART is an extra); the
+    # start-up line says so, with `missing_hint` (what to install), and its success stays 1
+    optional_programs: ClassVar[tuple[str, ...]] = ()
+    missing_hint: ClassVar[str] = ""
 
     def __init__(self, ctx: Context):
         self.ctx = ctx

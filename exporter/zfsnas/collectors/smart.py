@@ -119,6 +119,8 @@ class SmartCollector(RefreshingCollector):
     description = ("SMART health, temperature and wear of every disk (smartctl --json in the background, "
                    "never waking a sleeping disk)")
     needs_zfs = False
+    optional_programs = ("smartctl",)
+    missing_hint = "install smartmontools 7.0 or later; docs/disks.md#smart"
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
@@ -162,6 +164,9 @@ class SmartCollector(RefreshingCollector):
                 disks.append(self._disk(identity, result))
         except SmartctlMissing as exc:
             disks, unavailable = [], f"{exc} (install smartmontools 7.0 or later)"
+            if exc.explained and not self._said:  # the start-up line said it: not again at warning
+                log.debug("smart: %s; the smart collector serves nothing (said at start-up)", unavailable)
+                self._said = unavailable
         if not unavailable and _all_denied(disks):
             unavailable = ("smartctl may not open the disks (permission denied): it needs root, or CAP_SYS_RAWIO "
                            "(and CAP_SYS_ADMIN for NVMe) and read access to the disk devices")

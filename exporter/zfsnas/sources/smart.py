@@ -55,7 +55,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .model import SourceError
+from .model import Explained, SourceError
 
 if TYPE_CHECKING:
     from .blockdevices import DiskIdentity
@@ -107,7 +107,12 @@ _UNSUPPORTED = ("Unable to detect device type", "Unknown USB bridge", "type is a
 
 
 class SmartctlMissing(SourceError):
-    """smartctl is not installed where commands run (this host, or the host behind the command prefix)."""
+    """smartctl is not installed where commands run (this host, or the host behind the command prefix).
+    `explained`: the start-up line already said so (the runner raised `Explained`)."""
+
+    def __init__(self, message: str, explained: bool = False) -> None:
+        super().__init__(message)
+        self.explained = explained
 
 
 class SelfTest(NamedTuple):
@@ -183,7 +188,7 @@ def scan(complete: Callable[[Sequence[str]], Completed]) -> list[tuple[str, str]
         done = complete(SCAN)
     except SourceError as exc:
         if str(exc).endswith("command not found"):
-            raise SmartctlMissing(str(exc)) from None
+            raise SmartctlMissing(str(exc), isinstance(exc, Explained)) from None
         raise
     try:
         data = json.loads(done.stdout)
@@ -210,7 +215,7 @@ def read_disk(complete: Callable[[Sequence[str]], Completed], device_path: str,
         done = complete(smartctl_argv(device_path, device_type))
     except SourceError as exc:
         if str(exc).endswith("command not found"):
-            raise SmartctlMissing(str(exc)) from None
+            raise SmartctlMissing(str(exc), isinstance(exc, Explained)) from None
         return SmartResult(FAILED, reason=str(exc))
     return interpret(done.returncode, done.stdout, done.stderr)
 
