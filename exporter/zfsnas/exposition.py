@@ -550,6 +550,21 @@ def render(families: Iterable[Family | TextFamilies], problems: RenderIssues | N
     return "".join(out)
 
 
+def samples_of_text(spec: tuple[str, tuple[str, ...], str]) -> list[Sample]:
+    """The samples of one family's text as `render_family` wrote it, `spec` being (family name,
+    label names, text): for families kept only as text, when prometheus_client asks for samples."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    name, labelnames, text = spec
+    out: list[Sample] = []
+    for metric in text_string_to_metric_families(text):
+        for sample in metric.samples:
+            names = (*labelnames, "le") if "le" in sample.labels else labelnames
+            out.append((sample.name[len(name):] if sample.name.startswith(name) else "",
+                        tuple(sample.labels.get(n, "") for n in names), sample.value))
+    return out
+
+
 def client_metric(family: Family) -> Metric:
     """The family as a prometheus_client `Metric` (the generic, slower path)."""
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric

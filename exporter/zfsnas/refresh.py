@@ -20,6 +20,7 @@ imported (another thread may have held its import lock). See docs/performance.md
 from __future__ import annotations
 
 import gc
+import io
 import logging
 import os
 import select
@@ -27,9 +28,12 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .exposition import Family, FrozenFamily
+
+if TYPE_CHECKING:
+    from .sources.model import Dropped
 
 T = TypeVar("T")
 log = logging.getLogger("zfsnas")
@@ -102,17 +106,23 @@ class BackgroundRefresher(Generic[T]):
         self._error: str | None = "not refreshed yet"
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._dropped: dict[str, int] = {}  # reason -> what the parsers left out, over every refresh
 
     def refresh_now(self) -> bool:
-        """Fetch once, synchronously; True on success."""
+        """Fetch once, synchronously; True on success. A fetch that raises `SourceIncomplete` (a
+        listing past its cap) publishes the value it carries and still reports failure."""
+        from .sources.model import SourceIncomplete
+
         started = time.perf_counter()
         try:
             value = self._fetch()
         except Exception as exc:
-            error = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            error = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
             with self._lock:
                 first = error != self._error
                 self._success, self._error = False, error
+                if isinstance(exc, SourceIncomplete):
+                    self._value, self._good_at = exc.value, self._clock()
             log.log(logging.WARNING if first else logging.DEBUG, "source %s failed: %s", self.name, error)
             return False
         with self._lock:
@@ -122,6 +132,23 @@ class BackgroundRefresher(Generic[T]):
             log.info("source %s recovered", self.name)
         log.debug("source %s refreshed in %.3fs", self.name, time.perf_counter() - started)
         return True
+
+    def count_dropped(self, dropped: Dropped) -> None:
+        """Add what one read's parsers left out (`zfs_exporter_source_values_dropped_total`); the
+        first time a reason appears it is logged, with an example."""
+        with self._lock:
+            new = [reason for reason in dropped.counts if reason not in self._dropped]
+            for reason, count in dropped.counts.items():
+                self._dropped[reason] = self._dropped.get(reason, 0) + count
+        for reason in new:
+            log.warning("source %s: left out %d line(s) or field(s) (%s), e.g. %s; counted from now on in "
+                        "zfs_exporter_source_values_dropped_total", self.name, dropped.counts[reason], reason,
+                        dropped.examples.get(reason, ""))
+
+    def dropped(self) -> dict[str, int]:
+        """What the parsers of this source left out since start, by reason."""
+        with self._lock:
+            return dict(self._dropped)
 
     def state(self) -> SourceState[T]:
         with self._lock:
@@ -244,7 +271,8 @@ class ForkedWork:
         os.close(write_end)
         if feed is not None:
             os.close(feed_read)
-        data = None
+        outcome: str = "timeout"
+        result: Any = None
         try:
             if feed is not None:
                 try:
@@ -253,21 +281,27 @@ class ForkedWork:
                     pass  # the child stopped reading: its result says why
                 finally:
                     os.close(feed_write)
-            data = _read_all(read_end, time.monotonic() + self.timeout)
-        except TimeoutError:  # the child stopped reading what it is fed
+            # Unpickled as it comes (a result of tens of MB is never held twice, as bytes and as objects).
+            reader = _PipeReader(read_end, time.monotonic() + self.timeout)
+            try:
+                result = pickle.load(io.BufferedReader(reader, 1 << 16))
+                outcome = "done"
+            except (EOFError, pickle.UnpicklingError, ValueError, AttributeError):
+                outcome = "died"
+        except TimeoutError:  # the child stopped reading what it is fed, or took too long
             pass
         finally:
             os.close(read_end)
             with self._lock:
                 self._running.discard(pid)
-            if data is None:
+            if outcome != "done":
                 _kill(pid)
-            status = _reap(pid, wait=data is not None)
-        if data is None:
+            status = _reap(pid, wait=outcome == "done")
+        if outcome == "timeout":
             raise SourceError(f"{what} took longer than {self.timeout:g}s in its child process and was killed")
-        if not data:
+        if outcome == "died":
             raise SourceError(f"{what}: its child process died ({_describe(status)})")
-        ok, value = pickle.loads(data)
+        ok, value = result
         if not ok:
             raise value
         return value
@@ -299,6 +333,10 @@ def _child(work: Callable[[], object], write_end: int, keep: tuple[int, ...]) ->
             result: tuple[bool, object] = (True, work())
         except Exception as exc:
             result = (False, exc)
+        if result[0]:  # plain data: pickled straight into the pipe, never whole in memory
+            with os.fdopen(write_end, "wb", buffering=1 << 16) as out:
+                pickle.dump(result, out, pickle.HIGHEST_PROTOCOL)
+            return
         try:
             data = pickle.dumps(result, pickle.HIGHEST_PROTOCOL)
         except Exception as exc:  # an exception that does not pickle: its text does
@@ -340,21 +378,25 @@ def _feed(fd: int, feed: Iterable[bytes], stall: float) -> None:
                 continue
 
 
-def _read_all(fd: int, deadline: float) -> bytes | None:
-    """Everything the child writes until it closes the pipe; None if `deadline` passes first."""
-    chunks: list[bytes] = []
-    poller = select.poll()
-    poller.register(fd, select.POLLIN | select.POLLHUP)
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return None
-        if not poller.poll(left * 1000):
-            continue
-        chunk = os.read(fd, 1 << 20)
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
+class _PipeReader(io.RawIOBase):
+    """The child's end of the result pipe as a file, each read waiting no later than `deadline`
+    (TimeoutError then)."""
+
+    def __init__(self, fd: int, deadline: float):
+        self.fd, self.deadline = fd, deadline
+        self.poller = select.poll()
+        self.poller.register(fd, select.POLLIN | select.POLLHUP)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while True:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            if self.poller.poll(left * 1000):
+                return os.readv(self.fd, [buffer])
 
 
 def _kill(pid: int) -> None:

@@ -165,6 +165,12 @@ class ScrapeCollector:
                 families.gauge("zfs_exporter_source_success",
                                "1 if the background source's last refresh succeeded, else 0.",
                                {"source": source.name}, 1 if state.success else 0)
+                for reason, count in sorted(source.dropped().items()):
+                    families.counter("zfs_exporter_source_values_dropped_total",
+                                     "Lines or fields of a source's input left out because they could not be "
+                                     "read or be true (reason: malformed, not_a_number, negative, too_long) or "
+                                     "lay past what the source may hold (over_limit); the rest was served.",
+                                     {"source": source.name, "reason": reason}, count)
 
     def _log_changes(self, name: str, errors: list[str]) -> None:
         """A new failure is logged once as a warning; repeats go to debug; recovery is logged."""

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..exposition import Families, Family, FrozenFamily
 from ..refresh import BackgroundRefresher, RenderedOnce, frozen
+from ..sources.model import Dropped
 from .base import Context, RefreshingCollector, Report
 from .datasets import compile_pattern, pool_selected
 
@@ -76,14 +77,18 @@ class PoolsCollector(RefreshingCollector):
     def _read_list(self) -> list[Pool]:
         from ..sources.zpool import read_pools  # in the refresh thread, not at start-up
 
-        pools = read_pools(self.ctx.commands.run)
+        dropped = Dropped()
+        pools = read_pools(self.ctx.commands.run, dropped)
+        self.pool_list.count_dropped(dropped)
         self._families_of(pools, self._list_families)
         return pools
 
     def _read_status(self) -> ZpoolStatus:
         from ..sources.zpool import read_status
 
-        status = read_status(self.ctx.commands.run)
+        dropped = Dropped()
+        status = read_status(self.ctx.commands.run, dropped)
+        self.status.count_dropped(dropped)
         self._families_of(status, self._status_families)
         return status
 
