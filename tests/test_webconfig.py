@@ -51,11 +51,14 @@ def test_unknown_user_costs_the_same_bcrypt_work(tmp_path, monkeypatch):
     assert checked[2] != checked[0]  # a dummy hash, not a real user's
 
 
-def test_verified_answers_cache_is_bounded(tmp_path):
+def test_remembered_answers_are_bounded_and_wrong_ones_never_push_out_right_ones(tmp_path):
     config = load(tmp_path, f"basic_auth_users:\n  prometheus: '{bcrypt.hashpw(b'x', bcrypt.gensalt(4)).decode()}'\n")
-    for i in range(webconfig._CACHE_MAX + 50):
-        config.authorized("prometheus", f"guess{i}")
-    assert len(config._verified) == webconfig._CACHE_MAX
+    assert config.cached("prometheus", "x") is None and config.authorized("prometheus", "x") is True
+    for i in range(webconfig._BAD_MAX + 50):
+        assert config.authorized("prometheus", f"guess{i}") is False
+    assert len(config._bad) == webconfig._BAD_MAX
+    assert config.cached("prometheus", "x") is True  # still known: no bcrypt for the scraper
+    assert config.cached("prometheus", "guess0") is None and config.cached("prometheus", f"guess{i}") is False
 
 
 def test_scalars_become_strings_as_in_go(tmp_path):

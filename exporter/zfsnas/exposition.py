@@ -538,8 +538,21 @@ def render(families: Iterable[Family | TextFamilies], problems: RenderIssues | N
             (RenderIssues() if problems is None else problems).add(families.problems)
         return families.text
     out: list[str] = []
+    render_pieces(families, out, problems)
+    return "".join(out)
+
+
+def render_pieces(families: Iterable[Family | TextFamilies], out: list[str],
+                  problems: RenderIssues | None = None) -> None:
+    """`render`, its pieces appended to `out` rather than joined: a frozen family's text (tens of MB
+    on a NAS of thousands of datasets) is then sent as it is kept, never copied into a page."""
     if problems is None:
         problems = RenderIssues()
+    if isinstance(families, TextFamilies):
+        if families.problems:
+            problems.add(families.problems)
+        out.append(families.text)
+        return
     for family in families:
         if isinstance(family, (FrozenFamily, TextFamilies)) and family.text is not None:
             out.append(family.text)
@@ -547,7 +560,6 @@ def render(families: Iterable[Family | TextFamilies], problems: RenderIssues | N
                 problems.add(family.problems)
         else:
             render_family(family, out, problems)
-    return "".join(out)
 
 
 def samples_of_text(spec: tuple[str, tuple[str, ...], str]) -> list[Sample]:

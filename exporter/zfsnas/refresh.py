@@ -122,8 +122,9 @@ class BackgroundRefresher(Generic[T]):
                 first = error != self._error
                 self._success, self._error = False, error
                 if isinstance(exc, SourceIncomplete):
-                    self._value, self._good_at = exc.value, self._clock()
-            log.log(logging.WARNING if first else logging.DEBUG, "source %s failed: %s", self.name, error)
+                    self._value, self._good_at = exc.value, self._clock()  # type: ignore[assignment]
+            quiet = not first or self._stop.is_set()  # a failure while shutting down is expected
+            log.log(logging.DEBUG if quiet else logging.WARNING, "source %s failed: %s", self.name, error)
             return False
         with self._lock:
             recovered = not self._success and self._good_at is not None

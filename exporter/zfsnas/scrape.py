@@ -11,6 +11,7 @@ It must not read the OS itself: that is the sources' job.
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -18,12 +19,69 @@ from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING
 
 from .collectors.base import Collector, Report, one_line
-from .exposition import Families, Family, RenderIssues, TextFamilies, render, render_family
+from .exposition import Families, Family, RenderIssues, TextFamilies, render_family, render_pieces
 
 if TYPE_CHECKING:
     from .sources.model import KstatSource
 
 log = logging.getLogger("zfsnas")
+
+
+Outcome = tuple[Iterable[Family], Report, float]  # a collector's families, its report, its seconds
+ZFS_CHECK = "(zfs check)"  # what `_blocked` calls the look for ZFS kstats that starts each scrape
+
+
+class _Job:
+    """One scrape's run of the collectors in the collect thread; `abandon` (by the scrape, at its
+    deadline) and the thread's `start`/`finish` of each collector are ordered by one lock, so that
+    after `abandon` the thread starts nothing more and a stuck collector is known."""
+
+    __slots__ = ("lock", "outcomes", "done", "abandoned", "current")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.outcomes: list[Outcome] = []
+        self.done = threading.Event()
+        self.abandoned = False
+        self.current: tuple[str, float] | None = None
+
+    def start(self, name: str) -> bool:
+        with self.lock:
+            if self.abandoned:
+                return False
+            self.current = (name, time.monotonic())
+            return True
+
+    def finish(self, name: str) -> bool:
+        """False when the scrape gave up on this run while `name` was still in its collect."""
+        with self.lock:
+            self.current = None
+            return not self.abandoned
+
+    def abandon(self) -> tuple[str, float] | None:
+        with self.lock:
+            self.abandoned = True
+            return self.current
+
+
+class _CollectThread:
+    """The thread the collectors of a scrape with a deadline run in (one at a time: scrapes are)."""
+
+    def __init__(self, scrape: ScrapeCollector):
+        self.jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self._scrape = scrape
+        threading.Thread(target=self._run, name="collect", daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            job = self.jobs.get()
+            try:
+                self._scrape._collect_all(job)
+            except Exception:  # pragma: no cover - collectors guard themselves; the thread must live on
+                log.exception("collecting failed")
+                job.done.set()
+            if job.abandoned:
+                return  # a new thread took over while this one was stuck
 
 
 class ScrapeCollector:
@@ -40,23 +98,33 @@ class ScrapeCollector:
         self._dropped: dict[tuple[str, str], int] = {}
         self._rewritten: dict[tuple[str, str], int] = {}
         self._logged: set[tuple[str, str]] = set()
+        self._runner: _CollectThread | None = None
+        self._blocked: dict[str, float] = {}  # collector -> since when a read of it has not returned
 
     def render(self, extra: Iterable[Family] = (), deadline: float | None = None) -> str:
         """The whole page: every collector's families, `extra` ones (e.g. process metrics), then the
         self metrics, which count what this very render had to drop. Raises TimeoutError when the
         `deadline` (time.monotonic()) passes while another scrape still runs."""
+        return "".join(self.render_parts(extra, deadline))
+
+    def render_parts(self, extra: Iterable[Family] = (), deadline: float | None = None) -> list[str]:
+        """`render`'s page as the pieces it is made of, unjoined (what the server sends: the frozen
+        texts of big families are sent as they are kept, not copied into one page). With a
+        `deadline`, the collectors run in a thread of their own and the page is made at the deadline
+        whatever they do: a collector still reading then (a kstat read that blocks) reports failure,
+        and later scrapes skip it, failed, until that read returns."""
         with self._locked(deadline):
             per_collector, families = self._scrape(deadline)
             out: list[str] = []
             for name, items in [*per_collector, ("exporter", list(extra))]:
                 problems = RenderIssues()
-                out.append(render(items, problems))
+                render_pieces(items, out, problems)
                 if problems:
                     self._count(name, problems)
             self._problem_metrics(families)
             for family in families.families():
                 render_family(family, out)
-            return "".join(out)
+            return out
 
     def scrape(self, deadline: float | None = None) -> list[Family]:
         """Every family of one scrape (the self metrics last), e.g. for `exposition.ClientCollector`."""
@@ -76,39 +144,94 @@ class ScrapeCollector:
             self._lock.release()
 
     def _scrape(self, deadline: float | None = None) -> tuple[list[tuple[str, Iterable[Family]]], Families]:
-        with ExitStack() as scrape:
-            for ctx in {id(c.ctx): c.ctx for c in self.collectors}.values():
-                scrape.enter_context(ctx.scrape())
-            return self._scrape_each(deadline)
-
-    def _scrape_each(self, deadline: float | None) -> tuple[list[tuple[str, Iterable[Family]]], Families]:
+        if deadline is None:
+            outcomes = self._collect_all(None)
+        else:
+            outcomes = self._collect_by(deadline)
         out: list[tuple[str, Iterable[Family]]] = []
         families = Families()
-        zfs_missing = self._zfs_missing()
-        for collector in self.collectors:
-            report = Report(collector.name)
-            started = time.perf_counter()
-            result: Iterable[Family] = []
-            if zfs_missing and collector.needs_zfs:
-                report.fail("zfs", zfs_missing)  # said once by _zfs_missing, not per collector
-            elif deadline is not None and time.monotonic() > deadline:
-                report.fail("scrape deadline", "not run: the scrape's deadline (X-Prometheus-Scrape-Timeout-Seconds) had passed")
-                self._log_changes(collector.name, report.errors)
-            else:
-                with report.guard("collect"):
-                    returned = collector.collect(report)
-                    # kept as it is when it holds its own text (TextFamilies): rendering copies that
-                    result = returned if isinstance(returned, TextFamilies) else list(returned)
-                self._log_changes(collector.name, report.errors)
+        for collector, (result, report, seconds) in zip(self.collectors, outcomes):
             labels = {"collector": collector.name}
             families.gauge("zfs_exporter_collector_success",
                            "1 if the collector's last scrape read everything it tried, else 0.",
                            labels, 1 if report.ok else 0)
             families.gauge("zfs_exporter_collector_duration_seconds", "How long the collector took in the last scrape.",
-                           labels, time.perf_counter() - started)
+                           labels, seconds)
             out.append((collector.name, result))
         self._source_metrics(families)
         return out, families
+
+    def _collect_all(self, job: _Job | None) -> list[Outcome]:
+        """Every collector once, in this thread: (families, report, seconds) each. In a `job` (a
+        scrape with a deadline, see `_collect_by`) each outcome is put there as it comes, and the
+        job stops where its scrape gave up on it."""
+        outcomes: list[Outcome] = []
+        with ExitStack() as scrape:
+            for ctx in {id(c.ctx): c.ctx for c in self.collectors}.values():
+                scrape.enter_context(ctx.scrape())
+            if job is not None and not job.start(ZFS_CHECK):
+                return outcomes
+            zfs_missing = self._zfs_missing()
+            if job is not None and not job.finish(ZFS_CHECK):
+                self._blocked.pop(ZFS_CHECK, None)
+                return outcomes
+            for collector in self.collectors:
+                report = Report(collector.name)
+                started = time.perf_counter()
+                result: Iterable[Family] = []
+                blocked_since = self._blocked.get(collector.name)
+                if zfs_missing and collector.needs_zfs:
+                    report.fail("zfs", zfs_missing)  # said once by _zfs_missing, not per collector
+                elif blocked_since is not None:
+                    report.fail("blocked", "not run: a read of an earlier scrape has not returned")
+                elif job is not None and not job.start(collector.name):
+                    return outcomes  # the scrape was answered without us
+                else:
+                    with report.guard("collect"):
+                        returned = collector.collect(report)
+                        # kept as it is when it holds its own text (TextFamilies): rendering copies that
+                        result = returned if isinstance(returned, TextFamilies) else list(returned)
+                    if job is not None and not job.finish(collector.name):
+                        self._blocked.pop(collector.name, None)  # it has returned: run it again from now on
+                        return outcomes
+                if not (zfs_missing and collector.needs_zfs):  # that is said once by _zfs_missing
+                    self._log_changes(collector.name, report.errors)
+                outcome = (result, report, time.perf_counter() - started)
+                outcomes.append(outcome)
+                if job is not None:
+                    job.outcomes.append(outcome)
+        if job is not None:
+            job.done.set()
+        return outcomes
+
+    def _collect_by(self, deadline: float) -> list[Outcome]:
+        """The collectors run in the collect thread while this one waits, until `deadline` at the
+        latest: a collector still running then (stuck in a read that blocks) is reported failed and
+        marked blocked until that read returns; those not reached report that the deadline passed.
+        The thread left behind in the stuck read is not used again: the next scrape starts another."""
+        job = _Job()
+        if self._runner is None:
+            self._runner = _CollectThread(self)
+        self._runner.jobs.put(job)
+        if not job.done.wait(max(0.0, deadline - time.monotonic())):
+            stuck = job.abandon()
+            self._runner = None  # that thread ends with this job, or is stuck in a read: the next scrape starts another
+            if stuck is not None:
+                name, since = stuck
+                self._blocked[name] = since
+                log.warning("collector %s: a read has not returned by the scrape's deadline; skipped until it does",
+                            name)
+        outcomes = list(job.outcomes)
+        for collector in self.collectors[len(outcomes):]:
+            report = Report(collector.name)
+            if collector.name in self._blocked:
+                report.fail("blocked", "still reading at the scrape's deadline: skipped until that read returns")
+            else:
+                report.fail("scrape deadline", "not run: the scrape's deadline (X-Prometheus-Scrape-Timeout-Seconds "
+                                               "or the default) had passed")
+            self._log_changes(collector.name, report.errors)
+            outcomes.append(([], report, 0.0))
+        return outcomes
 
     def _count(self, collector: str, problems: RenderIssues) -> None:
         """Add one render's drops and rewrites to the totals; each new cause is logged once."""
@@ -140,7 +263,10 @@ class ScrapeCollector:
     def _zfs_missing(self) -> str | None:
         """Why ZFS kstats cannot be read right now (None when they can); said once per change."""
         reason = None
-        if self.kstat is not None:
+        blocked_since = self._blocked.get(ZFS_CHECK)
+        if blocked_since is not None:
+            reason = "looking for the ZFS kstats has not returned since an earlier scrape"
+        elif self.kstat is not None:
             try:
                 self.kstat.refresh()
                 if not self.kstat.zfs_loaded():

@@ -38,7 +38,7 @@ from typing import BinaryIO, ClassVar
 from ..exposition import Family, FrozenFamily, RenderIssues, TextFamily, header_text, samples_of_text
 from ..refresh import BackgroundRefresher, ForkedWork, RenderedOnce
 from ..sources.commands import split_lines
-from ..sources.model import Dropped, SourceError, SourceIncomplete, check_some_read
+from ..sources.model import Dropped, SourceIncomplete, check_some_read
 from ..sources.zfs_datasets import (
     LIST_DATASETS,
     LIST_SNAPSHOTS,
@@ -83,6 +83,7 @@ INFO_SETTINGS = tuple(s for s in SETTINGS if s != "volblocksize")
 INFO_LABELS = ("pool", "dataset", "type", *INFO_SETTINGS)
 DEFAULT_MAX_PAGE_BYTES = 32 * 1024 * 1024
 CHUNK = 256  # datasets built and measured at a time against --datasets.max-page-bytes
+UNLISTED_DATASETS = 10_000  # datasets whose snapshots are counted before any dataset listing came
 
 
 def compile_pattern(text: str | None, flag: str) -> re.Pattern | None:
@@ -221,7 +222,7 @@ class DatasetsCollector(RefreshingCollector):
         # latest value, kept here before its refresher publishes it.
         self._render_lock = threading.Lock()
         self._latest_names: list[str] | None = None
-        self._names_ready = threading.Event()  # snapshots are counted for listed datasets only
+        self._names_tried = threading.Event()  # snapshots are counted for listed datasets once there are some
         self._latest_snapshots: dict[str, Snapshots] | None = None
         self.max_page_bytes = getattr(args, "datasets_max_page_bytes", DEFAULT_MAX_PAGE_BYTES)
         self.forked = ForkedWork(getattr(args, "command_timeout", 30.0))
@@ -231,6 +232,12 @@ class DatasetsCollector(RefreshingCollector):
                 and not (self.exclude and self.exclude.fullmatch(name)))
 
     def _read_datasets(self) -> tuple[list[str], list[Family]]:
+        try:
+            return self._list_datasets()
+        finally:
+            self._names_tried.set()
+
+    def _list_datasets(self) -> tuple[list[str], list[Family]]:
         listing = self.ctx.commands.chunks(list(LIST_DATASETS))
         with closing(listing), self._render_lock:
             snapshots = self._latest_snapshots
@@ -239,10 +246,9 @@ class DatasetsCollector(RefreshingCollector):
                     lambda fed: self._render(fed, snapshots), "parsing zfs list", feed=listing)
                 families: list[Family] = [text_family(r) for r in rendered]
             else:
-                names, families, dropped, left_out = self._families(listing)
-                snapshot_rendered = None
+                names, frozen_families, dropped, left_out = self._families(listing)
+                families, snapshot_rendered = list(frozen_families), None
             self._latest_names = names
-            self._names_ready.set()
             if snapshots is not None:
                 self._keep_snapshot_families(names, snapshots, snapshot_rendered)
         self.datasets.count_dropped(dropped)
@@ -275,13 +281,12 @@ class DatasetsCollector(RefreshingCollector):
 
     def _read_snapshots(self) -> dict[str, Snapshots]:
         # Counted for the datasets zfs list printed (and this collector kept): nothing else is served.
-        if not self._names_ready.wait(2 * self.forked.timeout + 5) or self._latest_names is None:
-            raise SourceError("no dataset listing yet: snapshots are counted for the datasets zfs list printed")
+        # Before any listing (the first failed), for at most UNLISTED_DATASETS datasets.
+        self._names_tried.wait(2 * self.forked.timeout + 5)
         listing = self.ctx.commands.chunks(list(LIST_SNAPSHOTS))
         # The lock is held while the listing streams: zfs commands run one at a time anyway.
         with closing(listing), self._render_lock:
             names = self._latest_names
-            assert names is not None
             if self.parse_in_child:
                 snapshots, rendered, dropped = self.forked.run(lambda fed: self._summarise(fed, names),
                                                                "counting snapshots", feed=listing)
@@ -289,15 +294,17 @@ class DatasetsCollector(RefreshingCollector):
                 dropped = Dropped()
                 snapshots, rendered = _summary(listing, names, dropped), None
             self._latest_snapshots = snapshots
-            self._keep_snapshot_families(names, snapshots, rendered)
+            if names is not None:
+                self._keep_snapshot_families(names, snapshots, rendered)
         self.snapshots.count_dropped(dropped)  # type: ignore[union-attr]
         return snapshots
 
-    def _summarise(self, fed: BinaryIO, names: list[str]) -> tuple[dict[str, Snapshots], list[Rendered], Dropped]:
+    def _summarise(self, fed: BinaryIO, names: list[str] | None
+                   ) -> tuple[dict[str, Snapshots], list[Rendered] | None, Dropped]:
         """In the parse child: the snapshot summary of the lines fed, and the snapshot families' text."""
         dropped = Dropped()
         snapshots = _summary(_read_chunks(fed), names, dropped)
-        return snapshots, _rendered(self._build_snapshot_families(names, snapshots)), dropped
+        return snapshots, None if names is None else _rendered(self._build_snapshot_families(names, snapshots)), dropped
 
     def _keep_snapshot_families(self, names: list[str], snapshots: dict[str, Snapshots],
                                 rendered: list[Rendered] | None) -> None:
@@ -311,7 +318,7 @@ class DatasetsCollector(RefreshingCollector):
 
     def stop(self) -> None:
         self.forked.close()  # a parse still running is killed, not waited for
-        self._names_ready.set()  # a snapshot refresh waiting for the first dataset listing gives up
+        self._names_tried.set()  # a snapshot refresh waiting for the first dataset listing goes on
         super().stop()
 
     def collect(self, report: Report) -> Iterable[Family]:
@@ -358,6 +365,6 @@ def _read_chunks(fed: BinaryIO) -> Iterator[bytes]:
         yield chunk
 
 
-def _summary(chunks: Iterable[bytes], names: list[str], dropped: Dropped) -> dict[str, Snapshots]:
+def _summary(chunks: Iterable[bytes], names: list[str] | None, dropped: Dropped) -> dict[str, Snapshots]:
     lines = (line.decode("utf-8", "surrogateescape") for line in split_lines(chunks, MAX_LINE_BYTES))
-    return summarise_snapshots(lines, dropped, known=set(names))
+    return summarise_snapshots(lines, dropped, known=None if names is None else set(names), limit=UNLISTED_DATASETS)

@@ -94,6 +94,12 @@ class ZpoolStatus(list[VdevStatus]):
         self.pools = pools
 
 
+def _scaled(text: str, dropped: Dropped, where: str, suffix: str, scale: float) -> float | None:
+    """A `zpool list` figure (`17`, `17%`, `1.37x`; `-` when unknown) divided by `scale`."""
+    figure = plain_ratio(text, dropped, where, suffix)
+    return None if figure is None else figure / scale
+
+
 def parse_list(text: str, dropped: Dropped | None = None) -> list[Pool]:
     """`zpool list -Hp -o name,size,alloc,free,frag,cap,dedup,health`; a line or field that cannot
     be read or be true is left out and counted in `dropped`."""
@@ -111,12 +117,10 @@ def parse_list(text: str, dropped: Dropped | None = None) -> list[Pool]:
             dropped.add("too_long", f"zpool list line {number}: a pool name of {len(name)} characters")
             continue
         where = f"zpool list line {number}"
-        sizes = [plain_count(text, dropped, f"{where} {key}") for key, text in (("size", size), ("alloc", alloc),
-                                                                                 ("free", free))]
-        ratios = [None if (r := plain_ratio(text, dropped, f"{where} {key}", suffix)) is None else r / scale
-                  for key, text, suffix, scale in (("frag", frag, "%", 100), ("cap", cap, "%", 100),
-                                                   ("dedup", dedup, "x", 1))]
-        pools.append(Pool(name, *sizes, *ratios, health))  # type: ignore[arg-type]
+        pools.append(Pool(name, plain_count(size, dropped, f"{where} size"),
+                          plain_count(alloc, dropped, f"{where} alloc"), plain_count(free, dropped, f"{where} free"),
+                          _scaled(frag, dropped, f"{where} frag", "%", 100), _scaled(cap, dropped, f"{where} cap", "%", 100),
+                          _scaled(dedup, dropped, f"{where} dedup", "x", 1), health))
     check_some_read(pools, dropped, "zpool list")
     return pools
 

@@ -117,8 +117,8 @@ def _counts(fields: list[str], dropped: Dropped, where: str) -> list[int] | None
     if all(f.isdigit() and f.isascii() for f in fields):
         return [int(f) for f in fields]
     bad = Dropped()
-    for field in fields:
-        plain_count(field, bad, where)
+    for text in fields:
+        plain_count(text, bad, where)
     reason, example = next(iter(bad.examples.items())) if bad else ("not_a_number", f"{where}: an empty field")
     dropped.add(reason, example)
     return None
