@@ -1,11 +1,13 @@
 """The peak memory of a whole process tree: an exporter, its forked parse children, its commands.
 
 `TreePeak(pid)` samples the tree under `pid` every `interval` seconds (children found through
-/proc/<pid>/task/<tid>/children, every thread's) and keeps, per process, the highest VmHWM it
-saw: each process's own peak resident set, which the kernel keeps. `peak_kib` is their sum: an
-upper bound of the tree's peak, since no moment can hold more than every process at its own peak
-(pages a forked child shares with its parent count in both: the bound errs high). A process that
-lives shorter than one interval can be missed; a parse child lives as long as its listing.
+/proc/<pid>/task/<tid>/children, every thread's), reading each process's VmHWM: its own peak
+resident set, which the kernel keeps. `peak_kib` is the largest sum, over the samples, of the
+VmHWM of every process seen in that sample or the one before: an upper bound of the tree's peak
+(no process can hold more at any moment than its own peak, and one that ended just after the
+peak is still counted; pages a forked child shares with its parent count in both, so the bound
+errs high). A process that lives shorter than one interval can be missed; a parse child lives as
+long as its listing.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ class TreePeak:
         self.interval = interval
         self.peaks: dict[int, int] = {}
         self.names: dict[int, str] = {}
+        self.peak_kib = 0
+        self._before: set[int] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -62,11 +66,13 @@ class TreePeak:
 
     def sample(self) -> None:
         todo = [self.pid]
+        seen = set()
         while todo:
             pid = todo.pop()
             hwm = _hwm_kib(pid)
             if hwm is None:
                 continue
+            seen.add(pid)
             if hwm > self.peaks.get(pid, 0):
                 self.peaks[pid] = hwm
             if pid not in self.names:
@@ -76,14 +82,12 @@ class TreePeak:
                 except OSError:
                     self.names[pid] = "?"
             todo.extend(_children(pid))
+        self.peak_kib = max(self.peak_kib, sum(self.peaks[pid] for pid in seen | self._before))
+        self._before = seen
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             self.sample()
-
-    @property
-    def peak_kib(self) -> int:
-        return sum(self.peaks.values())
 
     def describe(self) -> str:
         top = sorted(self.peaks.items(), key=lambda item: -item[1])[:4]

@@ -131,8 +131,8 @@ def build_families(datasets: list[Dataset]) -> list[Family]:
 
 def build_families_within(datasets: Iterable[Dataset], max_bytes: int) -> tuple[list[str], list[FrozenFamily], int]:
     """`build_families` of `datasets`, CHUNK at a time, until their text would pass `max_bytes`:
-    (the names kept, their families (text only: samples are not kept), how many datasets were left
-    out). The chunk that would pass the limit and every dataset after it are left out."""
+    (the names kept, their families (text only: samples are not kept), how many datasets of the
+    chunk that would pass the limit were left out). Nothing after that chunk is read."""
     names: list[str] = []
     kept: dict[str, tuple[FrozenFamily, list[str]]] = {}
     total = left_out = 0
@@ -141,7 +141,7 @@ def build_families_within(datasets: Iterable[Dataset], max_bytes: int) -> tuple[
         built = build_families(chunk)
         size = sum(len(f.text or "") for f in built if isinstance(f, FrozenFamily))
         if total + size > max_bytes:
-            left_out = len(chunk) + sum(1 for _ in each)
+            left_out = len(chunk)  # the caller counts the lines after it, unparsed
             break
         total += size
         names.extend(ds.name for ds in chunk)
@@ -262,11 +262,13 @@ class DatasetsCollector(RefreshingCollector):
         """Parse a `zfs list` stream, keep the selected datasets' families within the page limit:
         (names, families, what was dropped, how many datasets were left out)."""
         dropped = Dropped()
-        datasets = (ds for number, line in enumerate(split_lines(chunks, MAX_LINE_BYTES), 1)
+        lines = enumerate(split_lines(chunks, MAX_LINE_BYTES), 1)
+        datasets = (ds for number, line in lines
                     if (ds := parse_dataset_line(line.decode("utf-8", "surrogateescape"), dropped, number)) is not None
                     and self._selected(ds.name))
         names, families, left_out = build_families_within(datasets, self.max_page_bytes)
         if left_out:
+            left_out += sum(1 for _, line in lines if line)  # past the limit: counted, not parsed
             dropped.add("over_limit", f"zfs list: {left_out} datasets past --datasets.max-page-bytes", left_out,
                         line=False)
         check_some_read(names, dropped, "zfs list")

@@ -115,11 +115,16 @@ def read_bounded_bytes(path: str | os.PathLike, limit: int = MAX_FILE_BYTES) -> 
     # be the last one) or past `limit` (so at most a chunk more than `limit` is held): a Python file
     # object costs more than a small kstat's read, and a buffered read(limit + 1) allocates `limit`
     # bytes on every call.
+    # O_NONBLOCK changes nothing for a file; a FIFO or device put where a kstat was (a pipe nobody
+    # writes to) then ends or fails at once instead of holding the scrape forever.
     chunks, size = [], 0
-    fd = os.open(path, os.O_RDONLY)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
         while size <= limit:
-            chunk = os.read(fd, _READ_CHUNK)
+            try:
+                chunk = os.read(fd, _READ_CHUNK)
+            except BlockingIOError:
+                raise SourceError(f"{path}: not a regular file (reading it would wait)") from None
             if not chunk:
                 break
             chunks.append(chunk)
