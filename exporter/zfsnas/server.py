@@ -14,8 +14,9 @@ How a connection is served, and why no client can hold the exporter up:
   web config that no longer loads). Credentials it has not seen verified go to `AuthGate`: one
   thread checks passwords (bcrypt) one at a time, taking requests from each client address in
   turn, at most `AUTH_PER_CLIENT` waiting per address and `AUTH_QUEUE` in all (past that: 429 or
-  503 at once). Right passwords are remembered apart from wrong ones (`webconfig.WebConfig`), so a
-  flood of guesses neither pushes a scraper's out nor makes it wait behind them.
+  503, sent after `REFUSAL_DELAY`, so that a flood waits rather than spins). Right passwords are
+  remembered apart from wrong ones (`webconfig.WebConfig`), so a flood of guesses neither pushes
+  a scraper's out nor makes it wait behind them.
 - Only the scrapes reach the `WORKERS` threads, which render the page (within the scrape's
   deadline), send what the socket takes at once and hand the rest to the event loop, which writes
   it as the client reads, for at most `WRITE_TIMEOUT` seconds: a client that never reads costs its
@@ -68,6 +69,8 @@ SCRAPE_TIMEOUT_OFFSET = 0.5
 DEFAULT_SCRAPE_TIMEOUT = 10.0  # Prometheus' default scrape_timeout: the deadline of a scrape without the header
 AUTH_QUEUE = 64           # requests waiting for a password check, in all
 AUTH_PER_CLIENT = 4       # ... from one client address
+REFUSAL_DELAY = 1.0       # seconds before a 429/503 of the password check is sent: a flood waits, it does not spin
+MAX_PARKED = 1024         # refusals waiting for their delay; past it the oldest is closed without one
 SEND_PIECE = 65536        # characters of a page encoded and sent at a time
 TLS_RECORD = 16384        # bytes given to one TLS send (a retry must repeat them)
 
@@ -91,12 +94,14 @@ def scrape_deadline(headers: dict[str, str], now: float) -> float:
 
 
 class Answer:
-    """An HTTP answer as it is sent: the head, then the body's pieces (text encoded as it goes)."""
+    """An HTTP answer as it is sent: the head, then the body's pieces (text encoded as it goes).
+    `delayed`: sent only after REFUSAL_DELAY (a refusal of a client that floods)."""
 
-    __slots__ = ("head", "body", "length")
+    __slots__ = ("head", "body", "length", "delayed")
 
     def __init__(self, status: int, content_type: str, body: list[str | bytes] | bytes,
                  headers: dict[str, str] | None = None, head_only: bool = False):
+        self.delayed = False
         pieces: list[str | bytes] = [body] if isinstance(body, bytes) else body
         self.length = sum(_encoded_length(p) for p in pieces)
         lines = [f"HTTP/1.1 {status} {_REASONS[status]}", f"Content-Type: {content_type}",
@@ -170,6 +175,7 @@ class Server:
         self._tls = web is not None and web.current().tls is not None  # as node: TLS or not is decided at start
         self._pending: collections.OrderedDict[int, _Conn] = collections.OrderedDict()
         self._writing: collections.OrderedDict[int, tuple[_Conn, float]] = collections.OrderedDict()
+        self._parked: collections.deque[tuple[float, _Conn, Answer]] = collections.deque()  # delayed refusals
         self._selector = selectors.DefaultSelector()
         self._requests: queue.SimpleQueue = queue.SimpleQueue()  # C: half the hand-over time of queue.Queue
         self._back: queue.SimpleQueue = queue.SimpleQueue()  # (what, conn) from other threads to the loop
@@ -202,7 +208,7 @@ class Server:
                 self._expire(now)
         finally:
             self._gate.close()
-            for conn in [*self._pending.values(), *(c for c, _ in self._writing.values())]:
+            for conn in [*self._pending.values(), *(c for c, _ in self._writing.values()), *(c for _, c, _ in self._parked)]:
                 self._drop(conn)
             self._selector.close()
             self.socket.close()
@@ -302,6 +308,10 @@ class Server:
             answer = Answer(500, "text/plain; charset=utf-8", b"internal error\n")
         if answer is SCRAPE:
             self._hand_over(conn)
+        elif isinstance(answer, Answer) and answer.delayed:
+            if len(self._parked) >= MAX_PARKED:
+                self._drop(self._parked.popleft()[1])
+            self._parked.append((time.monotonic() + REFUSAL_DELAY, conn, answer))
         elif isinstance(answer, Answer):
             self._send(conn, answer)
         # else CHECKING: the gate has it, and gives it back
@@ -387,9 +397,11 @@ class Server:
     # --- workers ------------------------------------------------------------------------------
 
     def _select_timeout(self) -> float:
-        if self._waiting_since is None:
-            return 0.5
-        return max(0.0, self._waiting_since + WORKER_PATIENCE - time.monotonic())
+        now = time.monotonic()
+        wake = 0.5 if not self._parked else min(0.5, self._parked[0][0] - now)
+        if self._waiting_since is not None:
+            wake = min(wake, self._waiting_since + WORKER_PATIENCE - now)
+        return max(0.0, wake)
 
     def _grow(self, now: float) -> None:
         """Another worker when a request has waited WORKER_PATIENCE for a free one."""
@@ -435,6 +447,9 @@ class Server:
                 break
             log.debug("answer to %s: not read within %gs", conn.address[0], WRITE_TIMEOUT)
             self._drop(conn)
+        while self._parked and self._parked[0][0] <= now:
+            _, conn, answer = self._parked.popleft()
+            self._send(conn, answer)
 
     def _work(self) -> None:
         while True:
@@ -603,8 +618,10 @@ class _Handler:
                 status = gate.submit(conn, conn.web, *credentials)
                 if status is None:
                     return CHECKING
-                return self.reply(conn, status, "text/plain; charset=utf-8", b"too many password checks waiting\n",
-                                  {"Retry-After": "1"})
+                refusal = self.reply(conn, status, "text/plain; charset=utf-8", b"too many password checks waiting\n",
+                                     {"Retry-After": "1"})
+                refusal.delayed = True
+                return refusal
         return self.after_auth(conn)
 
     def after_auth(self, conn: _Conn) -> Answer | str:

@@ -252,6 +252,7 @@ class DatasetsCollector(RefreshingCollector):
             if snapshots is not None:
                 self._keep_snapshot_families(names, snapshots, snapshot_rendered)
         self.datasets.count_dropped(dropped)
+        check_some_read(names, dropped, "zfs list")
         if left_out:
             raise SourceIncomplete(f"zfs list: {left_out} of {left_out + len(names)} datasets left out: their "
                                    f"families would pass --datasets.max-page-bytes ({self.max_page_bytes}); "
@@ -271,7 +272,6 @@ class DatasetsCollector(RefreshingCollector):
             left_out += sum(1 for _, line in lines if line)  # past the limit: counted, not parsed
             dropped.add("over_limit", f"zfs list: {left_out} datasets past --datasets.max-page-bytes", left_out,
                         line=False)
-        check_some_read(names, dropped, "zfs list")
         return names, families, dropped, left_out
 
     def _render(self, fed: BinaryIO, snapshots: dict[str, Snapshots] | None

@@ -1,0 +1,162 @@
+"""Memory bounded by design, not by input (issue 33, case 1): the real exporter, its parse children
+and the hostile `zfs` standing in for the host's (tests/fuzz/hostile.py) stay under 256 MiB of peak
+RSS together (tests/fuzz/treerss.py) whatever the listing: long names, endless listings, more
+datasets than the page may hold, the output limit raised as its error message suggests, gigabytes
+of stderr; and `--replay` of an archive with a 1 GiB member. Each case also checks what the user
+reads: the datasets served, the source's 0 and what was dropped."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+import tarfile
+import time
+import urllib.request
+import zlib
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import free_port
+from tests.fuzz.treerss import TreePeak
+from tests.integration.exporter_process import exporter_command
+
+LIMIT_KIB = 256 * 1024
+HOSTILE = Path(__file__).with_name("hostile.py")
+
+
+def run_exporter(tmp_path: Path, hostile: str, *flags: str, until, seconds: float = 60) -> tuple[TreePeak, str, str]:
+    """The exporter with only the datasets collector, `zfs` being hostile.py with `hostile` options,
+    scraped every 0.5 s until `until(page)`; (tree peak, last page, log)."""
+    (tmp_path / "spl" / "kstat" / "zfs").mkdir(parents=True, exist_ok=True)  # ZFS "loaded", nothing in it
+    port = free_port()
+    prefix = shlex.join([sys.executable, str(HOSTILE), *hostile.split(), "--"])
+    log = tmp_path / "exporter.log"
+    proc = subprocess.Popen([*exporter_command(), f"--web.listen-address=127.0.0.1:{port}", "--collector.disable-defaults",
+                             "--collector.datasets", "--path.procfs", str(tmp_path), "--path.sysfs", str(tmp_path),
+                             "--zfs.command-prefix", prefix, *flags], stdout=subprocess.DEVNULL, stderr=log.open("wb"))
+    page = ""
+    try:
+        with TreePeak(proc.pid) as peak:
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                assert proc.poll() is None, log.read_text()
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
+                        page = response.read().decode()
+                except OSError:
+                    page = ""
+                if page and until(page):
+                    break
+                time.sleep(0.5)
+            else:
+                raise AssertionError(f"not served within {seconds}s: {page[-2000:]}\n{log.read_text()[-2000:]}")
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    return peak, page, log.read_text()
+
+
+def metric(page: str, name: str, **labels) -> float | None:
+    """One sample of a page, found as text (parsing 30 MB of page would take longer than the case)."""
+    head = name + "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "} "
+    at = page.find("\n" + head)
+    return None if at < 0 else float(page[at + 1 + len(head):page.index("\n", at + 1)])
+
+
+def served(page: str) -> int:
+    return page.count("\nzfs_dataset_used_bytes{")
+
+
+@pytest.mark.parametrize("hostile, flags, expect", [
+    # 100,000 datasets of 200-character names, each with a snapshot: more than the page may hold
+    ("--datasets 100000 --snapshots 100000 --name-length 200", (), "over_limit"),
+    # names longer than ZFS allows: every line dropped, the listing fails (as another format would)
+    ("--datasets 10 --snapshots 100000 --name-length 1000", (), "too_long"),
+    # a million short-named datasets (180 MB; 85,000 of them, 15 MB, fit the 16 MiB output limit of
+    # before and took 1.4 GB), the output limit raised as its message once suggested: streamed, the same bound
+    ("--datasets 1000000 --name-length 10", ("--zfs.command-max-output", str(1 << 30)), "over_limit"),
+], ids=["snapshots-long-names", "names-past-zfs-limit", "1M-datasets-limit-raised"])
+def test_hostile_listings_stay_under_256_mib(tmp_path, hostile, flags, expect):
+    def until(page):
+        return metric(page, "zfs_exporter_source_values_dropped_total", source="zfs_datasets", reason=expect)
+
+    peak, page, log = run_exporter(tmp_path, hostile, *flags, until=until)
+    assert peak.peak_kib < LIMIT_KIB, peak.describe()
+    if expect == "over_limit":  # the first ~25,000 datasets are served, the source says 0 and why
+        assert served(page) > 5000
+        assert metric(page, "zfs_exporter_source_success", source="zfs_datasets") == 0
+        assert "left out: their families would pass --datasets.max-page-bytes" in log
+    else:
+        assert "zfs list: no line could be read" in log
+
+
+def test_an_endless_snapshot_listing_is_killed_at_its_timeout_within_the_bound(tmp_path):
+    def until(page):
+        return "timed out after 3s" in (tmp_path / "exporter.log").read_text()
+
+    peak, page, log = run_exporter(tmp_path, "--datasets 10 --endless --name-length 200",
+                                   "--zfs.command-timeout", "3", until=until)
+    assert peak.peak_kib < LIMIT_KIB, peak.describe()
+    assert served(page) == 10 and metric(page, "zfs_exporter_source_success", source="zfs_snapshots") == 0
+
+
+def test_gigabytes_of_stderr_cost_neither_memory_nor_disk(tmp_path):
+    import shutil
+
+    free_before = shutil.disk_usage("/tmp").free
+
+    def until(page):
+        return "cannot open 'p/x'" in (tmp_path / "exporter.log").read_text()
+
+    peak, _, log = run_exporter(tmp_path, "--stderr-mb 1500", until=until)
+    assert peak.peak_kib < LIMIT_KIB, peak.describe()
+    assert "exited with status 1: cannot open 'p/x': dataset does not exist" in log  # the last line, kept
+    assert free_before - shutil.disk_usage("/tmp").free < 100 << 20  # nothing spooled (1.5 GB before)
+
+
+def zero_member_archive(path: Path, size: int) -> None:
+    """A gzipped tar whose one member holds `size` zero bytes: concatenated gzip members (a reader
+    takes them as one stream), the zeros compressed once and repeated, so it is made in a second."""
+    header = tarfile.TarInfo("zfsnas-capture/snapshots/0/commands/0.out")
+    header.size = size
+    block = 64 << 20
+    assert size % block == 0
+    zeros = _gzip(bytes(block))
+    with open(path, "wb") as out:
+        out.write(_gzip(header.tobuf(format=tarfile.GNU_FORMAT)))
+        for _ in range(size // block):
+            out.write(zeros)
+        out.write(_gzip(bytes(1024)))  # the end-of-archive blocks
+
+
+def _gzip(data: bytes) -> bytes:
+    packer = zlib.compressobj(1, zlib.DEFLATED, 31)
+    return packer.compress(data) + packer.flush()
+
+
+def test_replay_of_an_archive_with_a_1_gib_member_is_refused_within_the_bound(tmp_path):
+    archive = tmp_path / "capture.tar.gz"
+    zero_member_archive(archive, 1 << 30)
+    assert archive.stat().st_size < 5 << 20
+    with tarfile.open(archive) as tar:  # a real archive: tar reads its member's header
+        assert [(m.name, m.size) for m in tar.getmembers()] == [("zfsnas-capture/snapshots/0/commands/0.out", 1 << 30)]
+    proc = subprocess.Popen([*exporter_command(), "--replay", str(archive), f"--web.listen-address=127.0.0.1:{free_port()}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    with TreePeak(proc.pid) as peak:
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2
+    lines = err.decode().strip().splitlines()
+    assert len(lines) == 1 and "holds 1073741824 bytes, more than 67108864" in lines[0], lines
+    assert peak.peak_kib < LIMIT_KIB, peak.describe()
+
+
+def test_zero_member_archive_is_what_it_says(tmp_path):
+    """The generator above, checked on a small size: tarfile reads back every zero."""
+    archive = tmp_path / "small.tar.gz"
+    zero_member_archive(archive, 64 << 20)
+    with tarfile.open(archive) as tar:
+        member = tar.next()
+        data = tar.extractfile(member).read()
+    assert len(data) == 64 << 20 and data.count(0) == len(data)
