@@ -3,11 +3,12 @@
 `TreePeak(pid)` samples the tree under `pid` every `interval` seconds (children found through
 /proc/<pid>/task/<tid>/children, every thread's), reading each process's VmHWM: its own peak
 resident set, which the kernel keeps. `peak_kib` is the largest sum, over the samples, of the
-VmHWM of every process seen in that sample or the one before: an upper bound of the tree's peak
-(no process can hold more at any moment than its own peak, and one that ended just after the
-peak is still counted; pages a forked child shares with its parent count in both, so the bound
-errs high). A process that lives shorter than one interval can be missed; a parse child lives as
-long as its listing.
+VmHWM of the processes alive at that sample: at each sample an upper bound of the tree's resident
+set (no process holds more than its own peak; pages a forked child shares with its parent count
+in both, as `ps` would count them, so the bound errs high). What a process that ends between two
+samples grew in its last interval is missed; a parse child lives as long as its listing. A vfork
+child (the parent's own memory, until it execs a command) is recognised by the same
+/proc/<pid>/statm as its parent and not counted twice.
 """
 
 from __future__ import annotations
@@ -31,6 +32,14 @@ def _children(pid: int) -> list[int]:
     return out
 
 
+def _statm(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/statm") as statm:
+            return statm.read()
+    except OSError:
+        return None
+
+
 def _hwm_kib(pid: int) -> int | None:
     try:
         with open(f"/proc/{pid}/status") as status:
@@ -49,7 +58,7 @@ class TreePeak:
         self.peaks: dict[int, int] = {}
         self.names: dict[int, str] = {}
         self.peak_kib = 0
-        self._before: set[int] = set()
+        self.at_peak: dict[int, int] = {}  # the processes of the peak sample
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -65,13 +74,16 @@ class TreePeak:
         self._thread.join()
 
     def sample(self) -> None:
-        todo = [self.pid]
+        todo: list[tuple[int, str | None]] = [(self.pid, None)]
         seen = set()
         while todo:
-            pid = todo.pop()
+            pid, parent_statm = todo.pop()
             hwm = _hwm_kib(pid)
-            if hwm is None:
+            statm = _statm(pid)
+            if hwm is None or statm is None:
                 continue
+            if statm == parent_statm:
+                continue  # a vfork child, on its way to exec: it shares its parent's memory, not a copy
             seen.add(pid)
             if hwm > self.peaks.get(pid, 0):
                 self.peaks[pid] = hwm
@@ -81,14 +93,16 @@ class TreePeak:
                         self.names[pid] = comm.read().strip()
                 except OSError:
                     self.names[pid] = "?"
-            todo.extend(_children(pid))
-        self.peak_kib = max(self.peak_kib, sum(self.peaks[pid] for pid in seen | self._before))
-        self._before = seen
+            todo.extend((child, statm) for child in _children(pid))
+        total = sum(self.peaks[pid] for pid in seen)
+        if total > self.peak_kib:
+            self.peak_kib, self.at_peak = total, {pid: self.peaks[pid] for pid in seen}
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             self.sample()
 
     def describe(self) -> str:
-        top = sorted(self.peaks.items(), key=lambda item: -item[1])[:4]
-        return ", ".join(f"{self.names.get(pid, '?')} {kib // 1024} MiB" for pid, kib in top)
+        """The processes of the peak sample, largest first."""
+        top = sorted(self.at_peak.items(), key=lambda item: -item[1])
+        return " + ".join(f"{self.names.get(pid, '?')} {kib // 1024}" for pid, kib in top) + " MiB"

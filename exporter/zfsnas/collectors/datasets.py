@@ -36,7 +36,7 @@ from itertools import islice
 from typing import BinaryIO, ClassVar
 
 from ..exposition import Family, FrozenFamily, RenderIssues, TextFamily, header_text, samples_of_text
-from ..refresh import BackgroundRefresher, ForkedWork, RenderedOnce
+from ..refresh import BackgroundRefresher, ForkedWork, RenderedOnce, return_big_blocks
 from ..sources.commands import split_lines
 from ..sources.model import Dropped, SourceIncomplete, check_some_read
 from ..sources.zfs_datasets import (
@@ -81,7 +81,7 @@ RATIOS = (
 )
 INFO_SETTINGS = tuple(s for s in SETTINGS if s != "volblocksize")
 INFO_LABELS = ("pool", "dataset", "type", *INFO_SETTINGS)
-DEFAULT_MAX_PAGE_BYTES = 32 * 1024 * 1024
+DEFAULT_MAX_PAGE_BYTES = 16 * 1024 * 1024
 CHUNK = 256  # datasets built and measured at a time against --datasets.max-page-bytes
 UNLISTED_DATASETS = 10_000  # datasets whose snapshots are counted before any dataset listing came
 
@@ -195,7 +195,7 @@ class DatasetsCollector(RefreshingCollector):
         parser.add_argument("--datasets.max-page-bytes", dest="datasets_max_page_bytes", type=int,
                             default=DEFAULT_MAX_PAGE_BYTES,
                             help="bytes of /metrics text the datasets collector may hold (default "
-                                 f"{DEFAULT_MAX_PAGE_BYTES}, about 25,000 datasets with short names): the datasets "
+                                 f"{DEFAULT_MAX_PAGE_BYTES}, about 13,000 datasets with short names): the datasets "
                                  "past it are left out (counted) and source zfs_datasets reports 0")
         parser.add_argument("--dataset.exclude", dest="dataset_exclude", default=None,
                             help="regular expression on the whole dataset name (e.g. 'tank/scratch(/.*)?'): "
@@ -238,6 +238,7 @@ class DatasetsCollector(RefreshingCollector):
             self._names_tried.set()
 
     def _list_datasets(self) -> tuple[list[str], list[Family]]:
+        return_big_blocks()  # the families' texts come back as blocks of megabytes, a new set each refresh
         listing = self.ctx.commands.chunks(list(LIST_DATASETS))
         with closing(listing), self._render_lock:
             snapshots = self._latest_snapshots
