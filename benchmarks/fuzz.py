@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import base64
 import collections
+import contextlib
 import shutil
 import socket
 import statistics
@@ -205,6 +206,27 @@ def _node(args: list[str], port: int, log: Path):
     return proc
 
 
+@contextlib.contextmanager
+def _side_by_side(ours: list[str], node_args: list[str], tmp: Path):
+    """Ours (`ours`: its argv, `{port}` filled in) and Debian's node_exporter (`node_args`), started;
+    yields [(name, port)], node_exporter's only where it is installed; both stopped after."""
+    import subprocess
+
+    from tests.conftest import free_port
+
+    ours_port, node_port = free_port(), free_port()
+    our_proc = subprocess.Popen([arg.format(port=ours_port) for arg in ours], stderr=subprocess.DEVNULL)
+    _wait_port(ours_port)
+    node = _node(node_args, node_port, tmp / "node.log")
+    try:
+        yield [("zfsnas", ours_port)] + ([("node_exporter 1.5", node_port)] if node else [])
+    finally:
+        for proc in (our_proc, node):
+            if proc is not None:
+                proc.terminate()
+                proc.wait()
+
+
 def _wait_port(port: int) -> None:
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
@@ -235,28 +257,21 @@ def _get(port: int, headers: dict | None = None, source: str = "127.0.0.1", time
 def slow_reader_figures() -> None:
     """A 26 MB page; 10 clients ask for it and never read: a scraper's time before and during.
     node_exporter serves the same page from its textfile collector."""
-    import subprocess
     import tempfile
 
-    from tests.conftest import free_port
 
     with tempfile.TemporaryDirectory() as tmp:
         prom = Path(tmp) / "big.prom"
         line = 'zfs_dataset_used_bytes{pool="tank",dataset="tank/projects/archive/2026/some-dataset-%06d"} 1048576\n'
         prom.write_text("# HELP zfs_dataset_used_bytes x\n# TYPE zfs_dataset_used_bytes gauge\n"
                         + "".join(line % i for i in range(260_000)))
-        ours_port, node_port = free_port(), free_port()
         server = ("import sys\nfrom zfsnas.server import make_server\npage = open(sys.argv[1]).read()\n"
                   "make_server(sys.argv[2], lambda: page).serve_forever()\n")
-        ours = subprocess.Popen([sys.executable, "-c", server, str(prom), f"127.0.0.1:{ours_port}"])
-        _wait_port(ours_port)
-        node = _node(["--collector.disable-defaults", "--collector.textfile",
-                      f"--collector.textfile.directory={tmp}"], node_port, Path(tmp) / "node.log")
         print(f"clients that never read a {prom.stat().st_size / 1e6:.0f} MB page: a scrape's seconds, median [max] of 5")
-        try:
-            for name, port in (("zfsnas", ours_port), ("node_exporter 1.5", node_port if node else None)):
-                if port is None:
-                    continue
+        with _side_by_side([sys.executable, "-c", server, str(prom), "127.0.0.1:{port}"],
+                           ["--collector.disable-defaults", "--collector.textfile",
+                            f"--collector.textfile.directory={tmp}"], Path(tmp)) as servers:
+            for name, port in servers:
                 quiet = [_get(port)[1] for _ in range(5)]
                 slow = []
                 for _ in range(10):
@@ -272,24 +287,17 @@ def slow_reader_figures() -> None:
                 print(f"  {name:18} alone {statistics.median(quiet):.2f} [{max(quiet):.2f}], with 10 that never read "
                       f"{statistics.median(t for _, t in loaded):.2f} [{max(t for _, t in loaded):.2f}] "
                       f"(statuses {sorted({s for s, _ in loaded})})")
-        finally:
-            ours.terminate()
-            ours.wait()
-            if node:
-                node.terminate()
-                node.wait()
 
 
 def flood_figures(clients: int = 100, seconds: float = 5.0) -> None:
     """`clients` clients sending wrong passwords, each a new one (bcrypt cost 10), as fast as they are
     answered: a scraper's time with its right (already checked) password, and a second user's first
     request from another address. Against node_exporter 1.5 on the same web config."""
-    import subprocess
     import tempfile
     import threading
 
     import bcrypt
-    from tests.conftest import copy_tree, free_port
+    from tests.conftest import copy_tree
 
     def basic(user: str, password: str) -> dict:
         return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
@@ -300,19 +308,13 @@ def flood_figures(clients: int = 100, seconds: float = 5.0) -> None:
             f"  {user}: '{bcrypt.hashpw(password, bcrypt.gensalt(10)).decode()}'\n"
             for user, password in (("prometheus", b"right"), ("grafana", b"other"))))
         tree = copy_tree(Path(tmp) / "tree")
-        ours_port, node_port = free_port(), free_port()
-        ours = subprocess.Popen([str(Path(sys.executable).with_name("zfsnas-exporter")),
-                                 f"--web.listen-address=127.0.0.1:{ours_port}", f"--web.config.file={web}",
-                                 "--collector.disable-defaults", "--collector.arc", f"--path.procfs={tree}/proc",
-                                 f"--path.sysfs={tree}/sys"], stderr=subprocess.DEVNULL)
-        _wait_port(ours_port)
-        node = _node([f"--web.config.file={web}", "--collector.disable-defaults", "--collector.zfs",
-                      f"--path.procfs={tree}/proc"], node_port, Path(tmp) / "node.log")
         print(f"a flood of wrong passwords ({clients} clients, bcrypt cost 10, {seconds:.0f} s): a scraper's ms")
-        try:
-            for name, port in (("zfsnas", ours_port), ("node_exporter 1.5", node_port if node else None)):
-                if port is None:
-                    continue
+        with _side_by_side([str(Path(sys.executable).with_name("zfsnas-exporter")), "--web.listen-address=127.0.0.1:{port}",
+                            f"--web.config.file={web}", "--collector.disable-defaults", "--collector.arc",
+                            f"--path.procfs={tree}/proc", f"--path.sysfs={tree}/sys"],
+                           [f"--web.config.file={web}", "--collector.disable-defaults", "--collector.zfs",
+                            f"--path.procfs={tree}/proc"], Path(tmp)) as servers:
+            for name, port in servers:
                 _get(port, basic("prometheus", "right"))
                 quiet = [_get(port, basic("prometheus", "right"))[1] for _ in range(10)]
                 stop = threading.Event()
@@ -343,12 +345,6 @@ def flood_figures(clients: int = 100, seconds: float = 5.0) -> None:
                       f"({len(times)} scrapes, statuses {sorted({s for s, _ in loaded})}); a new password from "
                       f"another address {other[1] * 1000:.0f} ({other[0]}); flood answers "
                       f"{dict(sorted(collections.Counter(answered).items()))}")
-        finally:
-            ours.terminate()
-            ours.wait()
-            if node:
-                node.terminate()
-                node.wait()
 
 
 PARTS = ("http", "hostile", "slow", "flood", "corpus")

@@ -198,16 +198,22 @@ def outcomes(port: int, pki: Path, tls: bool) -> dict:
     return out
 
 
-@pytest.mark.parametrize("case, config, we_refuse", CASES, ids=[c[0] for c in CASES])
-def test_same_outcome_as_node_exporter(pki, tmp_path, case, config, we_refuse):
-    web = pki / f"{case}.yml"
-    web.write_text(config)
+def start_pair(web: Path, tmp_path: Path) -> tuple[subprocess.Popen, subprocess.Popen, int, int]:
+    """node_exporter and ours on the web config `web`: (node, ours, node's port, our port)."""
     node_port, our_port = free_port(), free_port()
     node = start([NODE_EXPORTER, f"--web.config.file={web}", f"--web.listen-address=127.0.0.1:{node_port}",
                   "--collector.disable-defaults"], tmp_path / "node.log")
     ours = start([*exporter_command(), f"--web.config.file={web}", f"--web.listen-address=127.0.0.1:{our_port}",
                   "--collector.disable-defaults", f"--path.procfs={tmp_path}", f"--path.sysfs={tmp_path}"],
                  tmp_path / "ours.log")
+    return node, ours, node_port, our_port
+
+
+@pytest.mark.parametrize("case, config, we_refuse", CASES, ids=[c[0] for c in CASES])
+def test_same_outcome_as_node_exporter(pki, tmp_path, case, config, we_refuse):
+    web = pki / f"{case}.yml"
+    web.write_text(config)
+    node, ours, node_port, our_port = start_pair(web, tmp_path)
     try:
         node_ok, our_ok = accepted(node, node_port, tmp_path / "node.log"), accepted(ours, our_port, tmp_path / "ours.log")
         our_log = (tmp_path / "ours.log").read_text()
@@ -281,12 +287,7 @@ def served_certificate(port: int, pki: Path) -> bytes:
 def both(pki: Path, tmp_path: Path, config: str):
     web = tmp_path / "web.yml"
     web.write_text(config)
-    node_port, our_port = free_port(), free_port()
-    node = start([NODE_EXPORTER, f"--web.config.file={web}", f"--web.listen-address=127.0.0.1:{node_port}",
-                  "--collector.disable-defaults"], tmp_path / "node.log")
-    ours = start([*exporter_command(), f"--web.config.file={web}", f"--web.listen-address=127.0.0.1:{our_port}",
-                  "--collector.disable-defaults", f"--path.procfs={tmp_path}", f"--path.sysfs={tmp_path}"],
-                 tmp_path / "ours.log")
+    node, ours, node_port, our_port = start_pair(web, tmp_path)
     assert accepted(node, node_port, tmp_path / "node.log") and accepted(ours, our_port, tmp_path / "ours.log")
     return web, {"node_exporter": node_port, "ours": our_port}, (node, ours)
 
