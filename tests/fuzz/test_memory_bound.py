@@ -29,10 +29,11 @@ REFRESH_EVERY_SECOND = ("--datasets.refresh-interval", "1", "--datasets.snapshot
     ("--datasets 100000 --snapshots 100000 --name-length 200", REFRESH_EVERY_SECOND, "over_limit"),
     # names longer than ZFS allows: every line dropped, the listing fails (as another format would)
     ("--datasets 10 --snapshots 100000 --name-length 1000", (), "too_long"),
-    # a million short-named datasets (180 MB; 85,000 of them, 15 MB, fit the 16 MiB output limit of
-    # before and took 1.4 GB), the output limit raised as its message once suggested: streamed, the same bound
-    ("--datasets 1000000 --name-length 10", ("--zfs.command-max-output", str(1 << 30)), "over_limit"),
-], ids=["snapshots-long-names", "names-past-zfs-limit", "1M-datasets-limit-raised"])
+    # 300,000 short-named datasets (54 MB; 85,000 of them, 15 MB, fit the 16 MiB output limit of before
+    # and took 581 MiB; a million took 3 GB), the output limit raised as its message once suggested:
+    # streamed, the same bound (benchmarks/fuzz.py runs the million)
+    ("--datasets 300000 --name-length 10", ("--zfs.command-max-output", str(1 << 30)), "over_limit"),
+], ids=["snapshots-long-names", "names-past-zfs-limit", "300k-datasets-limit-raised"])
 def test_hostile_listings_stay_under_256_mib(tmp_path, hostile, flags, expect):
     refreshes = 3 if flags == REFRESH_EVERY_SECOND else 1
 
@@ -81,7 +82,8 @@ def test_replay_of_an_archive_with_a_1_gib_member_is_refused_within_the_bound(tm
     zero_member_archive(archive, 1 << 30)
     assert archive.stat().st_size < 5 << 20
     with tarfile.open(archive) as tar:  # a real archive: tar reads its member's header
-        assert [(m.name, m.size) for m in tar.getmembers()] == [("zfsnas-capture/snapshots/0/commands/0.out", 1 << 30)]
+        member = tar.next()
+        assert member is not None and (member.name, member.size) == ("zfsnas-capture/snapshots/0/commands/0.out", 1 << 30)
     proc = subprocess.Popen([*exporter_command(), "--replay", str(archive), f"--web.listen-address=127.0.0.1:{free_port()}"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     with TreePeak(proc.pid) as peak:
