@@ -17,7 +17,8 @@ How a connection is served, and why no client can hold the exporter up:
   503, sent after `REFUSAL_DELAY`, so that a flood waits rather than spins). Right passwords are
   remembered apart from wrong ones (`webconfig.WebConfig`), so a flood of guesses neither pushes
   a scraper's out nor makes it wait behind them.
-- Only the scrapes reach the `WORKERS` threads, which render the page (within the scrape's
+- Only the scrapes reach the `WORKERS` threads (past `MAX_QUEUED` waiting for one: 503 at once,
+  as node_exporter's `--web.max-requests`), which render the page (within the scrape's
   deadline), send what the socket takes at once and hand the rest to the event loop, which writes
   it as the client reads, for at most `WRITE_TIMEOUT` seconds: a client that never reads costs its
   answer's memory for that long, never a worker. The page is sent as the pieces it is made of
@@ -63,6 +64,7 @@ READ_TIMEOUT = 10.0       # seconds from accept to a complete request (TLS hands
 WRITE_TIMEOUT = 30.0      # seconds an answer may take to be read by its client
 MAX_WRITING = 256         # answers being written at once; past it the oldest is dropped
 WORKERS = 8
+MAX_QUEUED = 64           # scrapes waiting for a worker; past it: 503 at once
 MAX_PENDING = 1024        # connections still handshaking or sending their request
 WORKER_PATIENCE = 0.01    # seconds a complete request waits for a free worker before another starts
 SCRAPE_TIMEOUT_OFFSET = 0.5
@@ -319,6 +321,10 @@ class Server:
     def _hand_over(self, conn: _Conn) -> None:
         if not self._workers and not self._start_worker():
             conn.sock.close()  # no thread at all to answer it: refused rather than queued forever
+            return
+        if self._requests.qsize() >= MAX_QUEUED:  # as node_exporter's --web.max-requests: 503, not a longer line
+            self._send(conn, self._handler.reply(conn, 503, "text/plain; charset=utf-8",
+                                                 b"too many scrapes waiting\n", {"Retry-After": "1"}))
             return
         if self._waiting_since is None or self._requests.empty():
             self._waiting_since = time.monotonic()
