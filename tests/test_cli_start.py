@@ -5,7 +5,9 @@ commands and parses, while in-process sources are read at once; and it stops on 
 import threading
 import time
 
-from tests.conftest import linux_tree
+import pytest
+
+from tests.conftest import FIXTURES, linux_tree, value
 from zfsnas.cli import build_exporter, build_parser
 from zfsnas.refresh import START, BackgroundRefresher
 
@@ -84,3 +86,59 @@ def test_sigterm_right_after_the_first_answer_stops_the_exporter_every_time(tmp_
             if exporter.proc.poll() is None:
                 exporter.proc.kill()
                 exporter.proc.wait()
+
+
+def start_log(tmp_path, *flags: str) -> tuple[str, str]:
+    """The log of an exporter started with `flags` and no `zfs`/`zpool` on its PATH, scraped twice
+    while its refreshes (every 0.2 s) fail a few times, then stopped; and its last page."""
+    from tests.conftest import free_port
+    from tests.integration.exporter_process import ExporterProcess
+
+    (tmp_path / "bin").mkdir()
+    fast = [f"--{name}.refresh-interval=0.2" for name in ("datasets", "pools", "tunables")]
+    with ExporterProcess(free_port(), *flags, *fast, "--bench.db", str(tmp_path / "none.sqlite"),
+                         log_path=tmp_path / "log", env={"PATH": str(tmp_path / "bin")}) as exporter:
+        exporter.wait_ready()
+        exporter.get()
+        time.sleep(1.0)
+        page = exporter.get()
+    return exporter.log(), page
+
+
+def the_one_warning(log: str) -> str:
+    """The log's only line above INFO, which must be a warning."""
+    above_info = [line for line in log.splitlines() if "level=INFO" not in line]
+    assert len(above_info) == 1 and "level=WARNING " in above_info[0], log
+    return above_info[0].split("level=WARNING ", 1)[1]
+
+
+DISKS = FIXTURES / "linux-disks"
+TREE = linux_tree("2.3.2")
+
+
+@pytest.mark.parametrize("flags, line, success", [
+    # no ZFS at all: the disks and the bench store are still served
+    ([f"--path.procfs={DISKS / 'proc'}", f"--path.sysfs={DISKS / 'sys'}", f"--path.udev.data={DISKS / 'udev' / 'data'}"],
+     "zfsnas-exporter 0.1.0: no ZFS kernel module found (procfs); zfs, zpool: command not found: serving disks, bench, "
+     "self metrics; not arc, txg, objset, poolstats, tunables, datasets, pools (their zfs_exporter_collector_success "
+     "is 0 until that changes)",
+     {"disks": 1, "bench": 1, "arc": 0, "datasets": 0}),
+    # the kstats but no zfs/zpool command (a container without --zfs.command-prefix): one line, not five
+    ([f"--path.procfs={TREE}/proc", f"--path.sysfs={TREE}/sys", "--no-collector.disks"],
+     "zfsnas-exporter 0.1.0: zfs, zpool: command not found (in a container: --zfs.command-prefix 'nsenter --target 1 "
+     "--mount --'): serving arc, txg, objset, poolstats, tunables, bench, self metrics; not datasets, pools (their "
+     "zfs_exporter_collector_success is 0 until that changes)",
+     {"arc": 1, "datasets": 0, "pools": 0}),
+], ids=["no-zfs", "no-zfs-command"])
+def test_without_zfs_one_line_says_what_is_and_is_not_served(tmp_path, flags, line, success):
+    log, page = start_log(tmp_path, *flags)
+    assert the_one_warning(log) == line
+    assert {c: value(page, "zfs_exporter_collector_success", collector=c) for c in success} == success
+
+
+def test_with_zfs_the_line_names_the_collectors(tmp_path):
+    tree = linux_tree("2.3.2")
+    log, _ = start_log(tmp_path, f"--path.procfs={tree}/proc", f"--path.sysfs={tree}/sys",
+                       "--collector.disable-defaults", "--collector.arc", "--collector.txg")
+    assert log.splitlines()[0].endswith("level=INFO zfsnas-exporter 0.1.0: collectors arc, txg"), log
+    assert "WARNING" not in log

@@ -8,13 +8,14 @@ collectors run (outputs, stderr, exit status). Right after, the files the source
 copied as they are (`--path.procfs`, `--path.sysfs`, `--path.udev.data`,
 `--path.sysctl-file`, the bench database). Whatever cannot be read (not root, a root-only kstat)
 is listed in the manifest and on stderr, and an empty directory takes its place so that a replay
-fails to read it too; the capture goes on. Last, `metrics.txt` is rendered from the snapshot through
-the replay's own path (`replay.snapshot_exporter`): what any later replay serves.
+fails to read it too; the capture goes on. Last, each snapshot's `metrics.txt` is rendered from the
+copies through the replay's own path (`replay.ReplayExporter`): what any later replay serves.
 
 Layout (every member under `zfsnas-capture/`):
   manifest.json                 format, exporter version, OS, OpenZFS version, time, flags, what
                                 could not be read, whether it was anonymized
-  snapshots/<n>/metrics.txt     the exporter's /metrics rendered from what was recorded (= a replay)
+  snapshots/<n>/metrics.txt     the exporter's /metrics rendered from what was recorded (= a replay,
+                                snapshot after snapshot)
   snapshots/<n>/live-metrics.txt  the /metrics of the live render that ran the commands, a moment
                                 before the files were copied (what the capture may have missed shows
                                 as a difference between the two)
@@ -129,6 +130,7 @@ def take_capture(args: argparse.Namespace, out: Path) -> Unreadable:
             collectors, version, saved = take_snapshot(args, root, index, unreadable)
             zfs_version = zfs_version or version
             daemon.append(saved)
+        write_replayed_metrics(args, root, count, collectors)
         manifest = {
             "format": FORMAT,
             "exporter_version": __version__,
@@ -177,10 +179,9 @@ def _normalise(info: tarfile.TarInfo) -> tarfile.TarInfo:
 
 def take_snapshot(args: argparse.Namespace, root: Path, index: int,
                   unreadable: Unreadable) -> tuple[list[str], str | None, str]:
-    """Record the commands through a live render, copy the files, then render `metrics.txt` from
-    the copies exactly as `--replay` will (so both read the same bytes)."""
+    """Record the commands through a live render, then copy the files (`write_replayed_metrics`
+    renders `metrics.txt` from the copies once every snapshot is taken)."""
     from .cli import build_exporter
-    from .replay import Capture, snapshot_exporter
 
     dest = root / "snapshots" / str(index)
     dest.mkdir(parents=True)
@@ -208,10 +209,18 @@ def take_snapshot(args: argparse.Namespace, root: Path, index: int,
         from .sources.benchdb import default_bench_db
 
         copy_bench_db(Path(args.bench_db or default_bench_db()), dest / "bench.sqlite", unreadable)
-    settings = {"snapshots": index + 1, "collectors": names, "flags": replayed_flags(args), "kstat_source": kind}
-    recorded = snapshot_exporter(Capture(root, settings), index, args)
-    (dest / "metrics.txt").write_text(recorded.render())
     return names, version, daemon
+
+
+def write_replayed_metrics(args: argparse.Namespace, root: Path, count: int, names: list[str]) -> None:
+    """Each snapshot's `metrics.txt`, rendered from the copies in turn exactly as `--replay` serves
+    them (so both read the same bytes, and a snapshot's txg counters go on from the one before)."""
+    from .replay import Capture, ReplayExporter
+
+    settings = {"snapshots": count, "collectors": names, "flags": replayed_flags(args), "kstat_source": kstat_kind(args)}
+    replay = ReplayExporter(Capture(root, settings), args)
+    for index in range(count):
+        (root / "snapshots" / str(index) / "metrics.txt").write_text(replay.render())
 
 
 def kstat_kind(args: argparse.Namespace) -> str:

@@ -202,7 +202,34 @@ def build_exporter(args: argparse.Namespace, process_metrics: bool = True,
     kstat = kstat_source(args, runner)
     ctx = Context(kstat=kstat, commands=runner, args=args)
     collectors = [cls(ctx) for cls in enabled_collectors(args)]
-    return Exporter(collectors, ScrapeCollector(collectors, kstat), process_metrics, owned)
+    scrape = ScrapeCollector(collectors, kstat)
+    for collector in collectors:
+        if collector.needs_zfs:  # their sources' failures while ZFS is missing are said by the scrape
+            for source in collector.sources():
+                source.explained_while = scrape.zfs_said_missing
+    return Exporter(collectors, scrape, process_metrics, owned)
+
+
+def startup_line(exporter: Exporter, runner: CommandRunner) -> tuple[int, str]:
+    """The one line that opens the log: the version and collectors, and, where ZFS or its commands
+    are missing, what is served and what is not. What it says is not said again by the first scrape
+    or the sources (`ScrapeCollector.said`, `CommandRunner.announce`)."""
+    zfs = exporter.scrape.zfs_missing()
+    exporter.scrape.said(zfs)
+    unavailable = runner.unavailable(sorted({p for c in exporter.collectors for p in c.programs}))
+    runner.announce(unavailable)
+    off = [c.name for c in exporter.collectors if (zfs and c.needs_zfs) or any(p in unavailable for p in c.programs)]
+    on = [c.name for c in exporter.collectors if c.name not in off]
+    head = f"zfsnas-exporter {__version__}"
+    if not off:
+        return logging.INFO, f"{head}: collectors {', '.join(on) or 'none'}"
+    missing = (sorted(set(unavailable.values())) if runner.prefix else
+               [f"{', '.join(sorted(unavailable))}: command not found"] if unavailable else [])
+    reasons = ([zfs] if zfs else []) + missing
+    hint = (" (in a container: --zfs.command-prefix 'nsenter --target 1 --mount --')"
+            if unavailable and not zfs and not runner.prefix else "")
+    return logging.WARNING, (f"{head}: {'; '.join(reasons)}{hint}: serving {', '.join(on + ['self metrics'])}; "
+                             f"not {', '.join(off)} (their zfs_exporter_collector_success is 0 until that changes)")
 
 
 def catch_stop_signals() -> int:
@@ -262,11 +289,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             log.error("cannot replay: %s", exc)
             return 2
         log.info("replaying %s: %s", args.replay, replay.describe(capture))
+        log.info("zfsnas-exporter %s: collectors %s", __version__,
+                 ", ".join(c.name for c in exporter.collectors) or "none")
     else:
         exporter = build_exporter(args)
+        assert exporter.owned_runner is not None
+        log.log(*startup_line(exporter, exporter.owned_runner))
         exporter.hold_refreshes(START_HOLD)
-    names = ", ".join(c.name for c in exporter.collectors) or "none"
-    log.info("zfsnas-exporter %s: collectors %s", __version__, names)
     render = exporter.render_parts if isinstance(exporter, Exporter) else exporter.render
     try:
         server = make_server(args.listen_address, render, args.telemetry_path, web)

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .exposition import Family, FrozenFamily
+from .sources.model import Explained, NotRecorded, SourceIncomplete
 
 if TYPE_CHECKING:
     from .sources.model import Dropped
@@ -41,16 +42,22 @@ log = logging.getLogger("zfsnas")
 
 class SourceState(Generic[T]):
     """A source's last good value (None before the first), whether its last refresh succeeded, the
-    seconds since that value was read (or since the source was made), and the last error. (A plain
-    class: a frozen dataclass costs about half a millisecond of every start.)"""
+    seconds since that value was read (or since the source was made), and the last error;
+    `explained` when that error was already said elsewhere (`Explained`, or while the refresher's
+    `explained_while` holds), `absent` when it is a replay's capture lacking the input
+    (`NotRecorded`), not a failure of the collector that reads the source. (A plain class: a frozen
+    dataclass costs about half a millisecond of every start.)"""
 
-    __slots__ = ("value", "success", "age_seconds", "error")
+    __slots__ = ("value", "success", "age_seconds", "error", "explained", "absent")
 
-    def __init__(self, value: T | None, success: bool, age_seconds: float, error: str | None):
+    def __init__(self, value: T | None, success: bool, age_seconds: float, error: str | None,
+                 explained: bool = False, absent: bool = False):
         self.value = value
         self.success = success
         self.age_seconds = age_seconds
         self.error = error
+        self.explained = explained
+        self.absent = absent
 
     def __repr__(self) -> str:
         return (f"SourceState(value={self.value!r}, success={self.success!r}, "
@@ -104,6 +111,11 @@ class BackgroundRefresher(Generic[T]):
         self._started_at = clock()
         self._success = False
         self._error: str | None = "not refreshed yet"
+        self._explained = True   # a first refresh still to come is no news (docs/datasets-pools.md)
+        self._absent = False
+        # Set by whoever wires the exporter: failures while it returns True were said already (the
+        # sources of collectors that need ZFS, while no ZFS module is loaded: the scrape says so).
+        self.explained_while: Callable[[], bool] | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._dropped: dict[str, int] = {}  # reason -> what the parsers left out, over every refresh
@@ -111,16 +123,16 @@ class BackgroundRefresher(Generic[T]):
     def refresh_now(self) -> bool:
         """Fetch once, synchronously; True on success. A fetch that raises `SourceIncomplete` (a
         listing past its cap) publishes the value it carries and still reports failure."""
-        from .sources.model import SourceIncomplete
-
         started = time.perf_counter()
         try:
             value = self._fetch()
         except Exception as exc:
             error = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
+            explained = isinstance(exc, Explained) or (self.explained_while is not None and self.explained_while())
             with self._lock:
-                first = error != self._error
+                first = error != self._error and not explained
                 self._success, self._error = False, error
+                self._explained, self._absent = explained, isinstance(exc, NotRecorded)
                 if isinstance(exc, SourceIncomplete):
                     self._value, self._good_at = exc.value, self._clock()  # type: ignore[assignment]
             quiet = not first or self._stop.is_set()  # a failure while shutting down is expected
@@ -129,6 +141,7 @@ class BackgroundRefresher(Generic[T]):
         with self._lock:
             recovered = not self._success and self._good_at is not None
             self._value, self._good_at, self._success, self._error = value, self._clock(), True, None
+            self._explained = self._absent = False
         if recovered:
             log.info("source %s recovered", self.name)
         log.debug("source %s refreshed in %.3fs", self.name, time.perf_counter() - started)
@@ -154,7 +167,8 @@ class BackgroundRefresher(Generic[T]):
     def state(self) -> SourceState[T]:
         with self._lock:
             since = self._good_at if self._good_at is not None else self._started_at
-            return SourceState(self._value, self._success, max(0.0, self._clock() - since), self._error)
+            return SourceState(self._value, self._success, max(0.0, self._clock() - since), self._error,
+                               self._explained, self._absent)
 
     def start(self) -> None:
         if self._thread is None:

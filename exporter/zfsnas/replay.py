@@ -5,7 +5,8 @@ foreign archive is refused with one line saying why) and building, for each snap
 exporter the capture ran: the same collectors and settings (from the manifest), its trees through
 the ordinary `--path.procfs`/`--path.sysfs`/`--path.udev.data`/`--path.sysctl-file` seams and its
 commands answered by a `ReplayRunner`. Scrapes step through the snapshots, one per scrape, and stay
-on the last (or start over with `--replay.loop`; counters then reset, as after a reboot).
+on the last (or start over with `--replay.loop`, counters continuing and timestamps moving with the
+clock: `LoopContinuation`).
 """
 
 from __future__ import annotations
@@ -16,11 +17,14 @@ import logging
 import tarfile
 import tempfile
 import threading
+import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from .capture import FORMAT, ROOT
+from .exposition import format_value
 from .sources.recorded import read_records
 
 log = logging.getLogger("zfsnas")
@@ -126,6 +130,10 @@ def _manifest(root: Path, origin: Path) -> dict:
     return manifest
 
 
+# Flags whose setting changed name since captures were first taken (manifest "flags" hold the old).
+RENAMED_FLAGS = {"dataset_exclude": "datasets_exclude", "pool_include": "pools_include", "pool_exclude": "pools_exclude"}
+
+
 def snapshot_args(capture: Capture, index: int, base: argparse.Namespace) -> argparse.Namespace:
     """The exporter's flags for snapshot `index`: the capture's collector settings, its recorded trees."""
     from .collectors import ALL
@@ -133,6 +141,7 @@ def snapshot_args(capture: Capture, index: int, base: argparse.Namespace) -> arg
     snap = capture.snapshots[index]
     args = argparse.Namespace(**vars(base))
     for dest, value in capture.manifest.get("flags", {}).items():
+        dest = RENAMED_FLAGS.get(dest, dest)
         if hasattr(args, dest) and not dest.startswith("collector_"):
             setattr(args, dest, value)
     chosen = set(capture.manifest.get("collectors", []))
@@ -150,42 +159,152 @@ def snapshot_args(capture: Capture, index: int, base: argparse.Namespace) -> arg
     return args
 
 
-def snapshot_exporter(capture: Capture, index: int, base: argparse.Namespace, process_metrics: bool = True):
+def snapshot_exporter(capture: Capture, index: int, base: argparse.Namespace, process_metrics: bool = True,
+                      said: set[str] | None = None):
+    """`said`: the replay notes already logged for this capture (see `sources.recorded.ReplayRunner`)."""
     from .cli import build_exporter
 
     snap = capture.snapshots[index]
     try:
-        runner = read_records(snap)
+        runner = read_records(snap, said)
     except ValueError as exc:
         raise CaptureError(f"snapshot {index}: {exc}") from None
     return build_exporter(snapshot_args(capture, index, base), process_metrics, runner=runner)
 
 
 class ReplayExporter:
-    """What the server serves in replay mode: one exporter per snapshot, one snapshot per scrape."""
+    """What the server serves in replay mode: one exporter per snapshot, one snapshot per scrape.
+
+    Each snapshot's collectors take over what the snapshot before built across scrapes
+    (`Collector.continue_from`: the txg counters), as one live exporter would have kept it. With
+    `loop`, laps after the first continue rather than start over (`LoopContinuation`)."""
 
     def __init__(self, capture: Capture, base: argparse.Namespace, loop: bool = False, process_metrics: bool = True):
         self.capture = capture
         self.loop = loop
-        self.exporters = [snapshot_exporter(capture, i, base, process_metrics) for i in range(len(capture.snapshots))]
+        said: set[str] = set()  # each note on what the capture lacks is logged once, not once per snapshot
+        self.exporters = [snapshot_exporter(capture, i, base, process_metrics, said)
+                          for i in range(len(capture.snapshots))]
         self.collectors = self.exporters[0].collectors if self.exporters else []
         self.position = 0
+        self.lap = 0
+        self._continued = {0}
+        self.continuation = LoopContinuation(len(self.exporters), snapshot_times(capture.manifest)) if loop else None
         self._lock = threading.Lock()
 
     def render(self) -> str:
+        # One render at a time: snapshot i takes over snapshot i-1's state after i-1 rendered.
         with self._lock:
-            exporter = self.exporters[self.position]
+            index, lap = self.position, self.lap
+            exporter = self.exporters[index]
+            if index not in self._continued:
+                for earlier, later in zip(self.exporters[index - 1].collectors, exporter.collectors):
+                    later.continue_from(earlier)
+                self._continued.add(index)
             if self.position + 1 < len(self.exporters):
                 self.position += 1
             elif self.loop:
-                self.position = 0
-        return exporter.render()
+                self.position, self.lap = 0, self.lap + 1
+            text = exporter.render()
+            return self.continuation.apply(text, index, lap) if self.continuation else text
 
     def start(self) -> None:
         """Nothing runs in the background: each snapshot reads its recorded sources on its first scrape."""
 
     def stop(self) -> None:
         self.capture.close()
+
+
+def snapshot_times(manifest: dict) -> list[float] | None:
+    """When each snapshot was taken (Unix seconds), from the manifest; None when it does not say."""
+    try:
+        start = float(manifest["created_unix"])
+        count = int(manifest["snapshots"])
+        interval = float(manifest.get("interval_seconds") or 0.0)
+    except (KeyError, TypeError, ValueError):
+        return None
+    return [start + i * interval for i in range(count)]
+
+
+CUMULATIVE = ("counter", "histogram", "summary")
+
+
+class LoopContinuation:
+    """`--replay.loop` as a NAS that keeps running: on every lap after the first, each counter (and
+    histogram bucket, sum and count) goes on from where the last snapshot left it, by its rise over
+    the capture plus one mean step (so Prometheus sees no reset), and every `*_timestamp_seconds`
+    gauge moves with the clock (a scrub, snapshot or benchmark run stays as old as it was when the
+    snapshot was taken, so no age alert fires that the NAS did not have). The replaying process's
+    own `process_*` metrics are left as they are. Works on the rendered text: what each snapshot
+    serves is otherwise exactly the capture's."""
+
+    def __init__(self, count: int, taken: list[float] | None, clock: Callable[[], float] = time.time):
+        self.count = count
+        self.taken = taken
+        self.clock = clock
+        self._first: dict[str, int | float] = {}
+        self._last: dict[str, int | float] = {}
+        self._per_lap: dict[str, int | float] | None = None
+
+    def apply(self, text: str, index: int, lap: int) -> str:
+        shift = self.clock() - self.taken[index] if self.taken and index < len(self.taken) else 0.0
+        if lap and self._per_lap is None:
+            self._per_lap = self._rise_per_lap()
+        out = []
+        cumulative = timestamp = False
+        for line in text.splitlines(keepends=True):
+            if line.startswith("#"):
+                if line.startswith("# TYPE "):
+                    parts = line.split()
+                    kind = parts[3] if len(parts) > 3 else ""
+                    timestamp = parts[2].endswith("_timestamp_seconds") and kind == "gauge"
+                    cumulative = kind in CUMULATIVE and not parts[2].startswith("process_")
+                out.append(line)
+                continue
+            key, _, raw = line.rstrip("\n").rpartition(" ")
+            if not key or not (cumulative or timestamp):
+                out.append(line)
+                continue
+            number = _number(raw)
+            if number is None:
+                out.append(line)
+                continue
+            if timestamp:
+                value: int | float = number + shift if number > 0 else number
+            elif lap == 0:
+                if index == 0:
+                    self._first[key] = number
+                if index == self.count - 1:
+                    self._last[key] = number
+                value = number
+            else:
+                value = number + lap * (self._per_lap or {}).get(key, 0)
+            out.append(f"{key} {format_value(value)}\n")
+        return "".join(out)
+
+    def _rise_per_lap(self) -> dict[str, int | float]:
+        """Each series' rise over the capture plus one mean step between snapshots; 0 for one snapshot."""
+        if self.count < 2:
+            return {}
+        per_lap: dict[str, int | float] = {}
+        for key, last in self._last.items():
+            first = self._first.get(key)
+            if first is None or last < first:
+                continue
+            rise = last - first
+            per_lap[key] = rise * self.count // (self.count - 1) if isinstance(rise, int) else \
+                rise * self.count / (self.count - 1)
+        return per_lap
+
+
+def _number(text: str) -> int | float | None:
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            return None
 
 
 def describe(capture: Capture) -> str:

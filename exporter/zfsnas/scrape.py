@@ -195,7 +195,7 @@ class ScrapeCollector:
                         self._blocked.pop(collector.name, None)  # it has returned: run it again from now on
                         return outcomes
                 if not (zfs_missing and collector.needs_zfs):  # that is said once by _zfs_missing
-                    self._log_changes(collector.name, report.errors)
+                    self._log_changes(collector.name, report.errors, report.explained)
                 outcome = (result, report, time.perf_counter() - started)
                 outcomes.append(outcome)
                 if job is not None:
@@ -260,22 +260,34 @@ class ScrapeCollector:
                              "1024 characters, ending in ...[cut <digest of the whole value>]) or invalid_utf8 "
                              "(bytes shown as \\xNN).",
                              {"collector": collector, "reason": reason}, count)
+    def zfs_missing(self) -> str | None:
+        """Why ZFS kstats cannot be read right now (None when they can)."""
+        if self.kstat is None:
+            return None
+        try:
+            self.kstat.refresh()
+            return None if self.kstat.zfs_loaded() else f"no ZFS kernel module found ({self.kstat.kind})"
+        except Exception as exc:
+            return f"reading kstats failed: {one_line(exc)}"
+
+    def zfs_said_missing(self) -> bool:
+        """Whether the last word on ZFS (start-up line or scrape) was that it is missing."""
+        return self._zfs_reason is not None
+
+    def said(self, zfs_missing: str | None) -> None:
+        """The start-up line said this about ZFS: the first scrape does not say it again."""
+        self._zfs_reason = zfs_missing
+
     def _zfs_missing(self) -> str | None:
-        """Why ZFS kstats cannot be read right now (None when they can); said once per change."""
-        reason = None
-        blocked_since = self._blocked.get(ZFS_CHECK)
-        if blocked_since is not None:
-            reason = "looking for the ZFS kstats has not returned since an earlier scrape"
-        elif self.kstat is not None:
-            try:
-                self.kstat.refresh()
-                if not self.kstat.zfs_loaded():
-                    reason = f"no ZFS kernel module found ({self.kstat.kind})"
-            except Exception as exc:
-                reason = f"reading kstats failed: {one_line(exc)}"
+        """`zfs_missing`, said once per change (or that looking for the kstats is stuck)."""
+        if ZFS_CHECK in self._blocked:
+            reason: str | None = "looking for the ZFS kstats has not returned since an earlier scrape"
+        else:
+            reason = self.zfs_missing()
         if reason != self._zfs_reason:
             if reason:
-                log.warning("%s; serving self metrics until it is back", reason)
+                names = ", ".join(c.name for c in self.collectors if c.needs_zfs)
+                log.warning("%s: %s serve nothing until it is back", reason, names or "no collector")
             else:
                 log.info("ZFS kstats readable")
             self._zfs_reason = reason
@@ -298,11 +310,12 @@ class ScrapeCollector:
                                      "lay past what the source may hold (over_limit); the rest was served.",
                                      {"source": source.name, "reason": reason}, count)
 
-    def _log_changes(self, name: str, errors: list[str]) -> None:
-        """A new failure is logged once as a warning; repeats go to debug; recovery is logged."""
+    def _log_changes(self, name: str, errors: list[str], explained: set[str] | frozenset = frozenset()) -> None:
+        """A new failure is logged once as a warning; repeats, and failures said elsewhere
+        (`explained`: the start-up line, a replay's note), go to debug; recovery is logged."""
         before = self._last_errors.get(name, [])
         for error in errors:
-            level = logging.DEBUG if error in before else logging.WARNING
+            level = logging.DEBUG if error in before or error in explained else logging.WARNING
             log.log(level, "collector %s failed: %s", name, error)
         if before and not errors:
             log.info("collector %s recovered", name)

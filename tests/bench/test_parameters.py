@@ -168,6 +168,10 @@ def test_a_sweep_gives_each_value_its_own_configuration_and_restores(fake_zfs, t
     (tmp_path / "big.toml").write_text(SWEEP.replace('"128M"', '"6G"'))
     assert main(["run", str(tmp_path / "big.toml"), "--allow-parameters", *flags(fake_zfs, db, root)]) == 2
     assert "more than 50% of this host's 7.7 GiB of RAM" in caplog.text and dirty(root) == ORIGINAL
+    # ... with --dry-run too (it shows what a run would do), and the refusal says how to go on.
+    assert main(["run", str(tmp_path / "big.toml"), "--allow-parameters", "--dry-run", *flags(fake_zfs, db, root)]) == 2
+    assert ("refused (at most 3.8 GiB here: copy the matrix, lower the value in its [parameters] table and run the "
+            "copy by its path; `zfsnas-bench plan COPY.toml` checks it first)") in caplog.text
 
     assert main(["run", str(matrix), "--allow-parameters", *flags(fake_zfs, db, root)]) == 0
     rows = results(db)

@@ -1,5 +1,6 @@
 """The planner: exact argv lists per cell, and no command outside the run's own children."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -228,3 +229,39 @@ def test_freebsd_plans_posixaio(capsys, tmp_path, monkeypatch):
     monkeypatch.setattr(cli, "_freebsd", lambda: True)
     assert main(args) == 0
     assert capsys.readouterr().out.count("ZFSNAS_IOENGINE=posixaio") == 4
+
+
+def test_every_cell_line_shows_what_varies_and_sizes_after_the_scale(capsys, tmp_path):
+    """The eight-disk study: compressibility and encryption vary; 16G at --size-scale 0.001 is 16.4 MiB."""
+    assert main(["plan", "eight-disk-study", "--dataset", "tank/scratch", "--size-scale", "0.001", "--set",
+                 "ram=32G", "--db", str(tmp_path / "db"), "--jobs-dir", str(JOBS)]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("# ")]
+    assert lines[1] == "# the cells differ in: workload, compression, encryption, compressibility"
+    assert lines[2] == "# labels of every configuration (--set): ram=32G"
+    assert lines[3] == ("# cell 1/32: workload=seq-write compression=off recordsize=1M encryption=off size=16G (16.4 MiB) "
+                        "compressibility=65% primarycache=none secondarycache=none direct=1 repeat=1")
+    assert sum(line.startswith("# cell ") for line in lines) == 32
+    assert not (tmp_path / "db").exists()
+
+
+def test_the_progress_line_names_the_fields_that_vary():
+    import io
+
+    from zfsnas.bench.runner import Progress
+
+    m = parse_matrix('workload = "seq-write"\nsize = "1G"\ncompressibility = [65, 0]\nencryption = ["off", "aes-256-gcm"]\n',
+                     "e", {"seq-write"})
+    stream = io.StringIO()
+    Progress(plan_matrix(m, opts(size_scale=0.01)), stream).show(2)
+    assert stream.getvalue().startswith("[######------------------] 1/4 workload=seq-write encryption=off size=1G "
+                                        "(10.2 MiB) compressibility=0% elapsed ")
+
+
+def test_the_cell_counts_in_the_docs_are_what_plan_says():
+    """docs/benchmarks.md's table of shipped matrices: each row's count is the number of cells `plan` prints."""
+    docs = (Path(__file__).parents[2] / "docs" / "benchmarks.md").read_text()
+    rows = re.findall(r"^\|[^|]+\| `zfsnas-bench run ([a-z0-9-]+) [^`]*` \| (\d+) \|$", docs, re.M)
+    assert sorted(name for name, _ in rows) == sorted(p.stem for p in (JOBS / "matrices").glob("*.toml"))
+    for name, count in rows:
+        matrix = load_matrix(JOBS / "matrices" / f"{name}.toml")
+        assert len(matrix.cells) == int(count), name

@@ -9,8 +9,8 @@ import io
 import pytest
 from zfsnas.bench.report import sections, summarise
 from zfsnas.bench.store import Store
+from zfsnas.bench.crystaldiskmark import CdmTest, line_v8
 from zfsnas.bench.tables import (
-    cdm_line,
     cdm_tables,
     configurations_table,
     markdown,
@@ -54,8 +54,10 @@ def test_sections_are_matrices_in_run_order_and_configurations_in_matrix_order(s
 def test_fits_compression_table_shows_the_post_figures(seeded):
     table = configurations_table(seeded["fits-copy"])
     # Only what differs among the matrix's configurations, then the figures.
+    # Each size column in the unit that shows its differences: the logical sizes (on-disk x ratio of
+    # the post's rounded figures) differ by less than 0.15 GiB, so they read in MiB.
     assert table.headers == ["config", "compression", "recordsize", "size", "runs", "MB/s", "MiB/s", "wall s", "ratio",
-                             "on-disk GiB", "logical GiB", "% of uncompressed"]
+                             "on-disk GiB", "logical MiB", "% of uncompressed"]
     rows = by_config(table)
     cells = {c: rows[fits_config(c, "1M").id] for c in FITS_COMPRESSION}
     assert [(c, r["MB/s"], r["wall s"], r["ratio"], r["on-disk GiB"]) for c, r in cells.items()] == [
@@ -63,14 +65,14 @@ def test_fits_compression_table_shows_the_post_figures(seeded):
         ("zstd-1", "175.0", "425.0", "1.480", "47.4"), ("zstd-3", "82.3", "905.0", "1.510", "46.6")]
     assert cells["lz4"]["MiB/s"] == "131.6"                  # 138.0e6 / 2^20
     assert cells["lz4"]["% of uncompressed"] == "84.0"       # no `off` in the matrix: on-disk / logical
-    assert rows[fits_config("zstd-1", "512K").id]["on-disk GiB"] == ""   # not published, not invented
+    assert rows[fits_config("zstd-1", "512K").id]["on-disk GiB"] == "-"   # not published, not invented
 
 
 def test_fits_recordsize_pivot(seeded):
     [mbs, mibs, *_others] = [t for t in pivot_tables(seeded["fits-copy"])]
     assert mbs.headers == ["compression \\ recordsize (MB/s)", "1M", "512K", "256K", "128K"]
-    assert mbs.rows == [["lz4", "138.0", "", "", ""], ["zstd-fast", "191.8", "", "", ""],
-                        ["zstd-1", "175.0", "190.6", "184.0", "180.7"], ["zstd-3", "82.3", "", "", ""]]
+    assert mbs.rows == [["lz4", "138.0", "-", "-", "-"], ["zstd-fast", "191.8", "-", "-", "-"],
+                        ["zstd-1", "175.0", "190.6", "184.0", "180.7"], ["zstd-3", "82.3", "-", "-", "-"]]
     assert mibs.rows[2] == ["zstd-1", "166.9", "181.8", "175.5", "172.3"]
     # Figures measured along one axis only (ratio, GiB: compression at 1M) are no pivot.
     assert [t.title.split(": ")[1].split(" by")[0] for t in pivot_tables(seeded["fits-copy"])] == ["MB/s", "MiB/s"]
@@ -112,7 +114,8 @@ def test_repeats_are_median_with_spread_and_cpu_percent(seeded):
 
 def test_crystaldiskmark_lines_in_its_own_format(seeded):
     [table] = cdm_tables(seeded["cdm-zvol"])
-    assert table.code[0] == "* MB/s = 1,000,000 bytes/s"
+    assert table.code[:2] == ["* MB/s = 1,000,000 bytes/s [SATA/600 = 600,000,000 bytes/s]",
+                              "* KB = 1000 bytes, KiB = 1024 bytes"]
     read = table.code[table.code.index("[Read]") + 1]
     # Best of three passes, as CrystalDiskMark reports: pass 2 (216.271 MB/s), with its IOPS and latency.
     assert read == "  SEQ    1MiB (Q=  8, T= 1):   216.271 MB/s [    206.3 IOPS] < 38555.55 us>"
@@ -124,9 +127,9 @@ def test_crystaldiskmark_lines_in_its_own_format(seeded):
 
 
 def test_cdm_line_widths():
-    assert cdm_line("SEQ", "1MiB", 8, 1, 5024.997, 4792.2, 1667.96) == (
+    assert line_v8(CdmTest("SEQ", 1024, 8, 1, "read", 5024.997, 4792.2, 1667.96)) == (
         "  SEQ    1MiB (Q=  8, T= 1):  5024.997 MB/s [   4792.2 IOPS] <  1667.96 us>")
-    assert cdm_line("RND", "4KiB", 32, 16, 0.64, 156.2, 199524.93) == (
+    assert line_v8(CdmTest("RND", 4, 32, 16, "read", 0.64, 156.2, 199524.93)) == (
         "  RND    4KiB (Q= 32, T=16):     0.640 MB/s [    156.2 IOPS] <199524.93 us>")
 
 
@@ -152,7 +155,8 @@ def test_configurations_that_look_alike_are_two_rows_that_say_what_differs(tmp_p
     assert rows[0].differs == f"vs {after.id}: parameter zfs_dirty_data_max: 17179869184 -> 4294967296"
     [section] = sections(store.results())
     table = configurations_table(section)
-    assert table.headers[:3] == ["config", "zfs_dirty_data_max", "runs"] and table.headers[-1] == "differs"
+    # What tells them apart is a column of its own; a `differs` column would only repeat it.
+    assert table.headers[:3] == ["config", "zfs_dirty_data_max", "runs"] and "differs" not in table.headers
     assert [row[1] for row in table.rows] == ["4294967296", "17179869184"]
 
 

@@ -55,7 +55,8 @@ def test_verdicts(tmp_path):
     store = history(tmp_path, [("r1", lz4, 1000), ("r1", lz4, 1010), ("r1", lz4, 990),
                                ("r1", zstd, 600), ("r1", zstd, 610), ("r1", zstd, 590),
                                ("r2", lz4, 850), ("r2", zstd, 598), ("r2", zstd, 603)])
-    changes = {c.config.id: c for c in compare.compare(compare.resolve(store, "r1"), compare.resolve(store, "r2"), 0.15)}
+    changes = {c.config.id: c for c in
+               compare.compare(compare.resolve(store, "r1"), compare.resolve(store, "r2"), 0.15).changes}
     assert changes[lz4.id].verdict == "regression"
     assert (changes[lz4.id].newest, changes[lz4.id].previous_median, changes[lz4.id].vs_previous) == (850e6, 1000e6, 0.85)
     # 598 and 603 lie inside 590-610: within noise, whatever the sign of the change.
@@ -72,17 +73,21 @@ def test_beyond_noise_but_not_a_regression(seeded_lab):
     store, _path = seeded_lab
     lz4 = lab_seq_config("lz4", "1M")
     # Configuration against its newest run: 552 vs the earlier 560 and 571.
-    [change] = compare.compare(compare.resolve(store, lz4.id), compare.resolve(store, "lab-seq-3"), 0.15)
+    [change] = compare.compare(compare.resolve(store, lz4.id), compare.resolve(store, "lab-seq-3"), 0.15).changes
     assert (change.verdict, change.newest, change.previous_median) == ("slower", 552e6, 565.5e6)
 
 
-def test_different_configurations_are_not_compared(tmp_path):
+def test_different_configurations_are_compared_side_by_side_not_as_a_regression(tmp_path):
     mirror, raidz2 = configuration(matrix="fio-seq", layout=MIRRORS), configuration(matrix="fio-seq")
     store = history(tmp_path, [("m1", mirror, 500), ("m2", mirror, 500), ("z1", raidz2, 300)])
-    [change] = compare.compare(compare.resolve(store, "m2"), compare.resolve(store, "z1"), 0.15)
-    assert change.verdict == "different configuration" and change.previous_median is None
-    assert change.detail == f"vs {mirror.id}: layout vdevs: data:mirror:2,data:mirror:2,data:mirror:2,data:mirror:2 " \
-                            "-> data:raidz2:8"
+    comparison = compare.compare(compare.resolve(store, "m2"), compare.resolve(store, "z1"), 0.15)
+    assert comparison.changes == []          # no regression verdict across configurations
+    assert comparison.differs == ["pool layout: 4 x mirror 2-way -> raidz2 8-wide"]
+    [pair] = comparison.pairs
+    assert (pair.a.config.id, pair.b.config.id) == (mirror.id, raidz2.id)
+    row = dict(zip(*(lambda t: (t.headers, t.rows[0]))(compare.pair_table(comparison))))
+    assert (row["A MB/s"], row["B MB/s"], row["B-A MB/s"], row["B/A MB/s"]) == ("500.0", "300.0", "-200.0", "-40.0 %")
+    assert row["throughput noise"] == "one run each: noise unknown"
 
 
 @pytest.fixture
@@ -99,9 +104,9 @@ def test_cli_exit_status_and_unknown_ids(tmp_path, capsys, caplog):
     db = str(tmp_path / "b.sqlite")
     assert main(["compare", lz4.id, "r3", "--db", db]) == 1          # a regression: non-zero, for scripts
     out = capsys.readouterr().out
-    assert out.startswith("### compare") and "| regression: 85.0 % of the previous median" in out
+    assert "### compare: regression verdict" in out and "| regression: 85.0 % of the previous median" in out
     assert main(["compare", "r1", "r2", "--db", db]) == 0
     assert "one run each: noise unknown" in capsys.readouterr().out
     assert main(["compare", "r1", "r3", "--db", db, "--max-drop", "0.2"]) == 0   # 85 % is above 80 %
     assert main(["compare", "nope", "r3", "--db", db]) == 2
-    assert "nope: no complete results of a run or configuration" in caplog.text
+    assert "nope: no complete results of a run, configuration or matrix with this name" in caplog.text

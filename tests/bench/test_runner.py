@@ -7,6 +7,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -229,12 +230,17 @@ def test_sigterm_stops_fio_destroys_the_child_and_records_aborted(fake_zfs, tmp_
     assert not _fio_file(fake_zfs)
 
 
-def test_sigkill_then_next_run_marks_incomplete(fake_zfs, tmp_path, small):
+def test_sigkill_then_next_run_marks_incomplete(fake_zfs, tmp_path, small, caplog):
     proc, db = _start_in_background(fake_zfs, tmp_path, 'job = "seq-write"\nsize = "4M"\nruntime = 3\n')
     proc.kill()
     proc.wait()
     assert [r["status"] for r in rows(db)] == ["running"]
     [left] = [d for d in fake_zfs.datasets() if d.startswith("tank/scratch/zfsnas-bench-")]
+    dead_run = rows(db)[0]["run_id"]
+    outputs = Path(tempfile.gettempdir()) / f"zfsnas-bench-{dead_run}"
+    assert outputs.is_dir()                          # its fio outputs stayed behind in /tmp
+    key = Path(tempfile.gettempdir()) / f"zfsnas-bench-key-{dead_run}-test"
+    key.write_text("00")                             # as an encrypted cell's key file would have
     # A child someone else marked with a run id we do not know stays untouched.
     state = fake_zfs.read()
     state["datasets"]["tank/scratch/zfsnas-bench-other-1"] = {
@@ -245,9 +251,13 @@ def test_sigkill_then_next_run_marks_incomplete(fake_zfs, tmp_path, small):
     assert statuses == ["incomplete"] + ["complete"] * 2
     assert left not in fake_zfs.datasets()          # the dead run's child was cleaned up
     assert "tank/scratch/zfsnas-bench-other-1" in fake_zfs.datasets()
+    assert not outputs.exists() and not key.exists()  # and its files in /tmp, each said
+    assert f"removed {outputs}, the fio outputs of run {dead_run} that died" in caplog.text
+    assert f"removed {key}, the encryption key file of run {dead_run} that died" in caplog.text
+    assert f"destroyed {left}, left behind by a run that died" in caplog.text
 
 
-def test_init_marks_after_confirmation(fake_zfs, tmp_path, monkeypatch, capsys):
+def test_init_marks_after_confirmation(fake_zfs, tmp_path, monkeypatch, capsys, caplog):
     import io
 
     monkeypatch.setattr(sys, "stdin", io.StringIO("no\n"))
@@ -258,6 +268,21 @@ def test_init_marks_after_confirmation(fake_zfs, tmp_path, monkeypatch, capsys):
     assert fake_zfs.datasets()["tank/home"]["props"]["org.zfsnas:scratch"].startswith("init-")
     assert main(["init", "tank", "--yes", *fake_zfs.flags(tmp_path / "db")]) == 2
     assert main(["init", "tank/nothere", "--yes", *fake_zfs.flags(tmp_path / "db")]) == 2
+    # A dataset that does not exist is refused before the question: nothing is read from stdin.
+    capsys.readouterr()
+    monkeypatch.setattr(sys, "stdin", io.StringIO("yes\n"))
+    assert main(["init", "tank/nope", *fake_zfs.flags(tmp_path / "db")]) == 2
+    assert "'tank/nope': dataset does not exist" in caplog.text and "Type 'yes'" not in capsys.readouterr().err
+    assert sys.stdin.read() == "yes\n"
+
+
+def test_an_unknown_matrix_lists_the_shipped_ones(caplog):
+    from zfsnas.bench.cli import default_jobs_dir
+
+    assert main(["plan", "nonexistent"]) == 2
+    err = caplog.text
+    shipped = sorted(p.stem for p in (default_jobs_dir() / "matrices").glob("*.toml"))
+    assert len(shipped) >= 8 and f"no matrix 'nonexistent': the shipped ones are {', '.join(shipped)}" in err
 
 
 def test_list_and_report(fake_zfs, small, tmp_path, capsys):
@@ -316,7 +341,7 @@ def test_a_missing_corpus_is_refused_before_any_change(fake_zfs, tmp_path, caplo
     assert changing(fake_zfs.commands()) == []
 
 
-def test_list_settles_stale_rows_only_when_no_run_holds_the_lock(tmp_path, capsys):
+def test_list_shows_stale_rows_only_when_no_run_holds_the_lock(tmp_path, capsys):
     from zfsnas.bench.store import Store
 
     db = tmp_path / "db"
@@ -328,6 +353,8 @@ def test_list_settles_stale_rows_only_when_no_run_holds_the_lock(tmp_path, capsy
         assert "\trunning\t" in capsys.readouterr().out
     assert main(["list", "--db", str(db)]) == 0  # nobody holds the lock: the row's run is gone
     assert "\tincomplete\t" in capsys.readouterr().out
+    # ... as read: `list` wrote nothing; the next run records it
+    assert store.results(status="running") and not store.results(status="incomplete")
 
 
 def test_a_read_cell_times_only_its_read(fake_zfs, tmp_path):

@@ -95,6 +95,20 @@ def test_dataset_exclude_pool_selection_and_snapshots_off():
     assert {d["pool"] for d in labelsets(only, "zfs_pool_size_bytes")} == {"backup"}
 
 
+def test_datasets_include_and_exclude_and_the_old_spellings():
+    text = scrape("2.3", "--datasets.include", "tank(/.*)?", "--datasets.exclude", "tank/(media|home docs)",
+                  "--datasets.snapshots", "off", collectors=("datasets",))
+    names = {d["dataset"] for d in labelsets(text, "zfs_dataset_used_bytes")}
+    assert "tank" in names and "tank/media" not in names and "tank/home docs" not in names
+    assert all(n == "tank" or n.startswith("tank/") for n in names) and len(names) > 1
+    # `--dataset.exclude` and `--pool.include`/`--pool.exclude`: the first releases' spellings, kept as aliases
+    old = scrape("2.3", "--dataset.exclude", "tank/media", "--pool.include", "tank", collectors=("datasets", "pools"))
+    new = scrape("2.3", "--datasets.exclude", "tank/media", "--pools.include", "tank", collectors=("datasets", "pools"))
+    assert labelsets(old, "zfs_dataset_used_bytes") == labelsets(new, "zfs_dataset_used_bytes")
+    assert {d["pool"] for d in labelsets(new, "zfs_pool_size_bytes")} == {"tank"}
+    assert "tank/media" not in {d["dataset"] for d in labelsets(new, "zfs_dataset_used_bytes")}
+
+
 @pytest.mark.parametrize("version", ZFS_COMMAND_VERSIONS)
 def test_pool_space_and_health(version):
     text = scrape(version, collectors=("pools",))

@@ -7,7 +7,8 @@ run `pytest -m e2e tests/e2e` on its results while that Prometheus still holds t
 
 Environment: ZFSNAS_E2E_CACHE (images), ZFSNAS_E2E_MIRROR (apt mirror), ZFSNAS_E2E_FLAVOURS
 ("2.3 2.1"), ZFSNAS_E2E_WORK (run directory, default build/e2e), ZFSNAS_E2E_ACCEL (tcg|kvm|auto,
-default tcg), ZFSNAS_E2E_TIMEOUT (seconds per guest, default 2400).
+default tcg), ZFSNAS_E2E_TIMEOUT (seconds per guest, default 2400), ZFSNAS_E2E_ONLY (a developer's
+shortcut: only these guest phases after the pools, e.g. "client"; most host tests then fail).
 """
 
 from __future__ import annotations
@@ -174,6 +175,74 @@ def build_wheel(dest: Path) -> Path:
     return wheels[0]
 
 
+# --- the client of the client experiments (guest/scenario.py client_phase; tests/e2e/test_client.py) ----
+
+CLIENT_FILES = 4
+CLIENT_FILE_MIB = 32
+
+
+def client_corpus(directory: Path) -> list[Path]:
+    """FITS-like files: each 128 KiB a smooth half (runs of one value: lz4 and zstd both shrink it)
+    and a noisy half (random low 4 bits: only zstd's entropy coding halves it). No two blocks alike."""
+    import random
+
+    directory.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(27)
+    low = bytes(b & 0x0F for b in range(256))
+    paths = []
+    for n in range(1, CLIENT_FILES + 1):
+        path = directory / f"frame-{n:03d}.fits"
+        if not path.exists() or path.stat().st_size != CLIENT_FILE_MIB << 20:
+            blocks = []
+            for k in range((CLIENT_FILE_MIB << 20) // (128 << 10)):
+                blocks.append(b"".join(bytes([(n * 7 + k + j) & 0xFF]) * 256 for j in range(256)))
+                blocks.append(rng.randbytes(64 << 10).translate(low))
+            path.write_bytes(b"".join(blocks))
+        paths.append(path)
+    return paths
+
+
+class SmbClient:
+    """Answers the guest's request-N.json on the share: smbclient copies the corpus into the share
+    named there through the forwarded port, and done-N.json says what the client measured
+    (smbclient's own `average` rate: bytes / (1.024 x milliseconds), i.e. KiB/s)."""
+
+    def __init__(self, share: Path, port: int, corpus: list[Path]):
+        self.exchange = share / "client"
+        self.exchange.mkdir(exist_ok=True)
+        self.port, self.corpus = port, corpus
+        self.busy: set[str] = set()
+
+    def poll(self) -> None:
+        for request in sorted(self.exchange.glob("request-*.json")):
+            n = request.stem.split("-", 1)[1]
+            if n in self.busy or (self.exchange / f"done-{n}.json").exists():
+                continue
+            self.busy.add(n)
+            threading.Thread(target=self.copy, args=(n, json.loads(request.read_text())), daemon=True).start()
+
+    def copy(self, n: str, request: dict) -> None:
+        files = self.corpus
+        if request.get("warmup"):   # the first file a fresh share takes is slow to open (not the copy's business)
+            warm = self.corpus[0].with_name("warmup.fits")
+            if not warm.exists():
+                warm.write_bytes(self.corpus[0].read_bytes()[:4 << 20])
+            files = [warm]
+        commands = "; ".join(f"put {p} {p.name}" for p in files)
+        argv = ["smbclient", f"//127.0.0.1/{request['share']}", "-p", str(self.port), "-U", "zfsnas-client%",
+                "-m", "SMB3", "-c", commands]
+        started = time.time()
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+        seconds = time.time() - started
+        averages = re.findall(r"\(average ([0-9.]+) kb/s\)", proc.stdout + proc.stderr)
+        done = {"rc": proc.returncode, "bytes": sum(p.stat().st_size for p in files), "files": len(files),
+                "wall_seconds": round(seconds, 3), "average_kib_s": float(averages[-1]) if averages else None,
+                "output": (proc.stdout + proc.stderr)[-3000:]}
+        (self.exchange / f"done-{n}.json").write_text(json.dumps(done, indent=1))
+        log(f"smbclient into {request['share']}: exit {proc.returncode}, {done['bytes']} bytes, average "
+            f"{done['average_kib_s']} KiB/s, {seconds:.1f} s")
+
+
 def prepare_share(share: Path, wheel: Path, port: int, disks: list[dict]) -> None:
     shutil.rmtree(share, ignore_errors=True)
     (share / "wheels").mkdir(parents=True)
@@ -183,11 +252,13 @@ def prepare_share(share: Path, wheel: Path, port: int, disks: list[dict]) -> Non
     if (ROOT / "benchmark-jobs").is_dir():
         shutil.copytree(ROOT / "benchmark-jobs", share / "benchmark-jobs")
     config = {"port": port, "disks": disks, "data_mib": 8, "write_mib": 256, "linger_seconds": 60}
+    if only := os.environ.get("ZFSNAS_E2E_ONLY"):   # a developer's shortcut: these phases alone (e.g. client)
+        config["only"] = only.split()
     (share / "config.json").write_text(json.dumps(config, indent=1))
 
 
 def boot(image: Path, workdir: Path, share: Path, host_port: int, guest_port: int, disks: list[dict],
-         prometheus=None) -> dict:
+         prometheus=None, smb_port: int | None = None, client: SmbClient | None = None) -> dict:
     diskdir = workdir / "disks"
     shutil.rmtree(diskdir, ignore_errors=True)
     diskdir.mkdir(parents=True)
@@ -199,7 +270,8 @@ def boot(image: Path, workdir: Path, share: Path, host_port: int, guest_port: in
             "-device", "virtio-blk-pci,drive=root",
             *qemu_disk_args(disks, diskdir),
             "-virtfs", f"local,path={share},mount_tag=share,security_model=none,id=share",
-            "-netdev", f"user,id=n0,hostfwd=tcp:127.0.0.1:{host_port}-:{guest_port}",
+            "-netdev", f"user,id=n0,hostfwd=tcp:127.0.0.1:{host_port}-:{guest_port}"
+                       + (f",hostfwd=tcp:127.0.0.1:{smb_port}-:445" if smb_port else ""),
             "-device", "virtio-net-pci,netdev=n0"]
     (workdir / "qemu.argv").write_text("\n".join(argv) + "\n")
     timeout = float(os.environ.get("ZFSNAS_E2E_TIMEOUT", "2400"))
@@ -210,8 +282,10 @@ def boot(image: Path, workdir: Path, share: Path, host_port: int, guest_port: in
         rc = None
         while rc is None:
             try:
-                rc = proc.wait(3)
+                rc = proc.wait(1)
             except subprocess.TimeoutExpired:
+                if client is not None:
+                    client.poll()
                 if time.time() > deadline:
                     proc.kill()
                     proc.wait()
@@ -238,11 +312,27 @@ def run_flavour(flavour: str, image: Path, wheel: Path, workdir: Path, pytest_ar
     if flavour == "2.3":   # the stack's exporter container on live ZFS (tests/e2e/container.py)
         from tests.e2e import container
         container.prepare(share)
+    client = grafana = None
+    smb_port = free_port()
+    if flavour == "2.3" and shutil.which("smbclient"):   # a client copying over SMB (guest client_phase)
+        from tests.bench.grafana import FakeGrafana
+
+        grafana = FakeGrafana("glsa_e2e").__enter__()
+        client = SmbClient(share, smb_port, client_corpus(workdir.parent / "client-corpus"))
+        config = json.loads((share / "config.json").read_text())
+        config.update(client=True, grafana_url=f"http://10.0.2.2:{grafana.url.rsplit(':', 1)[1]}",
+                      grafana_token="glsa_e2e")
+        (share / "config.json").write_text(json.dumps(config, indent=1))
     shutil.rmtree(workdir / "prometheus", ignore_errors=True)
     prometheus = Prometheus(workdir / "prometheus", free_port(), [f"127.0.0.1:{host_port}"], scrape_interval="5s")
     try:
         log(f"[{flavour}] booting {image.name} (exporter on 127.0.0.1:{host_port})")
-        result = boot(image, workdir, share, host_port, guest_port, disks, prometheus)
+        result = boot(image, workdir, share, host_port, guest_port, disks, prometheus,
+                      smb_port if client else None, client)
+        if grafana is not None:
+            (share / "results" / "client").mkdir(exist_ok=True)
+            (share / "results" / "client" / "annotations.json").write_text(
+                json.dumps({str(k): v for k, v in grafana.annotations.items()}, indent=1))
         results = share / "results"
         for archive in results.glob("*/capture.tar"):
             with tarfile.open(archive) as tar:
@@ -269,6 +359,8 @@ def run_flavour(flavour: str, image: Path, wheel: Path, workdir: Path, pytest_ar
         return rc if status == "0" else (rc or 1)
     finally:
         prometheus.stop()
+        if grafana is not None:
+            grafana.__exit__(None, None, None)
 
 
 def capture_fixtures(flavour: str, results: Path) -> None:

@@ -58,7 +58,7 @@ def test_compose_settings_serve_live_pools_datasets_and_vdev_latency(served, exp
     assert {"tank/lz4", "tank/zstd-3", "fast/db", "fast/nocomp"} <= datasets, datasets
     latency_pools = {s["pool"] for s in series(data, "zfs_vdev_latency_seconds_count")}
     assert latency_pools == {"tank", "fast"}, latency_pools
-    # disk identities through the /run/udev mount: the SATA disks' serials
+    # disk identities through /host/run/udev/data (the host's / mounted read-only): the SATA disks' serials
     serials = {s["serial"] for s in series(data, "zfs_disk_info")}
     assert {"ZNS0001", "ZNC0001", "ZNV0002"} <= serials, serials
 

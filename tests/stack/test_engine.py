@@ -37,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SERVICES = ["zfsnas-exporter", "node-exporter", "prometheus", "alertmanager"]
 PORTS = {"zfsnas-exporter": 9923, "node-exporter": 9100, "prometheus": 9090, "alertmanager": 9093}
 UDEV = Path("/run/udev")
+MAKE_SHARED = ["mount", "--make-shared", "/"]   # docs/stack.md#a-private-root-mount says this very command
 
 
 def example_receiver() -> tuple[str, int]:
@@ -103,10 +104,11 @@ def stack(tmp_path_factory):
     busy = [p for p in (*PORTS.values(), receiver_port) if port_taken(p)]
     assert not busy, f"ports {busy} are in use on 127.0.0.1: the stack listens on its default ports"
     # node-exporter mounts / with rslave propagation, which Docker accepts only from a shared or
-    # slave mount; systemd makes / shared at boot, this machine (no systemd) leaves it private.
+    # slave mount; systemd makes / shared at boot, this machine (no systemd) leaves it private:
+    # the one command docs/stack.md gives for such hosts (the exporter's own mount needs none).
     propagation = root_propagation()
     if propagation == "private":
-        subprocess.run(["mount", "--make-shared", "/"], check=True)
+        subprocess.run(MAKE_SHARED, check=True)
     engine = Engine(tmp / "dockerd.log")
     compose = None
     udev_disk = None
@@ -241,6 +243,8 @@ def test_admin_and_lifecycle_apis_are_off_and_retention_is_capped(stack):
 
 def test_exporter_container_is_confined(stack):
     info = stack["compose"].inspect("zfsnas-exporter")
+    # One read-only bind of the host's / (which every host has: compose creates no directory).
+    assert [(m["Type"], m["Source"], m["Destination"], m["RW"]) for m in info["Mounts"]] == [("bind", "/", "/host", False)]
     host = info["HostConfig"]
     assert host["CapDrop"] == ["ALL"] and sorted(host["CapAdd"]) == ["SYS_ADMIN", "SYS_CHROOT", "SYS_PTRACE"]
     assert host["DeviceCgroupRules"] == ["c 10:249 rw"] and not host["Privileged"] and host["ReadonlyRootfs"]

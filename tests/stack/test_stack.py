@@ -43,10 +43,11 @@ def test_compose_file_is_valid_and_complete():
     assert sorted(exporter["cap_add"]) == ["SYS_ADMIN", "SYS_CHROOT", "SYS_PTRACE"]
     assert exporter["device_cgroup_rules"] == ["c 10:249 rw"]   # /dev/zfs and no other device
     assert "--zfs.command-prefix=nsenter --target 1 --mount --" in exporter["command"]
-    mounts = {v.split(":")[0]: v for v in exporter["volumes"]}
-    assert set(mounts) == {"/proc", "/sys", "/run/udev", "/var/lib/zfsnas"}
-    for host in mounts:
-        assert mounts[host].endswith(":ro"), f"{host} must be mounted read-only"
+    assert exporter["volumes"] == ["/:/host:ro"]   # the host's root, read-only, no propagation (a private / works)
+    assert {"--path.procfs=/host/proc", "--path.sysfs=/host/sys", "--path.udev.data=/host/run/udev/data",
+            "--bench.db=/host/var/lib/zfsnas/bench.sqlite"} <= set(exporter["command"])
+    moved = compose_config(ZFSNAS_BENCH_DIR="/tank/bench")["services"]["zfsnas-exporter"]["command"]
+    assert "--bench.db=/host/tank/bench/bench.sqlite" in moved
     node = services["node-exporter"]
     assert node["pid"] == "host" and node["network_mode"] == "host" and "--path.rootfs=/host" in node["command"]
     assert set(config["volumes"]) == {"prometheus-data", "alertmanager-data", "grafana-data"}
@@ -54,6 +55,16 @@ def test_compose_file_is_valid_and_complete():
                           ("grafana", "/var/lib/grafana")):
         assert any(v.split(":")[1] == path and v.split(":")[0] in config["volumes"]
                    for v in services[service]["volumes"]), service
+
+
+def test_compose_creates_no_directory_on_the_host():
+    """Docker creates the source of a bind mount that does not exist: every bind is of `/` (which
+    every host has) or of a file of this checkout; data lives in named volumes."""
+    config = compose_config(ZFSNAS_BENCH_DIR="/nowhere/bench")
+    for name, service in config["services"].items():
+        for volume in service.get("volumes", []):
+            source = volume.split(":")[0]
+            assert source in config["volumes"] or source == "/" or source.startswith(str(ROOT) + "/"), (name, volume)
 
 
 def test_grafana_refuses_to_start_without_a_password():

@@ -149,7 +149,9 @@ class Annotator:
                 result_id, self.client.url, "POST", "/api/annotations", payload, str(exc))
 
     def finish(self, result_id: int, annotation_id: int | None, started_ms: int, ended_ms: int,
-               config: Configuration, run_id: str, text: str) -> None:
+               config: Configuration, run_id: str, text: str, move_start: bool = False) -> None:
+        """End the region at `ended_ms`; `move_start` also moves its start to `started_ms` (a watch's
+        region is its measured window, first byte to last, not the waiting before it)."""
         if self.client is None:
             return
         if result_id in self._pending:  # the start never arrived: queue one complete region instead
@@ -159,6 +161,8 @@ class Annotator:
         if annotation_id is None:
             return
         payload = {"timeEnd": ended_ms, "text": text}
+        if move_start:
+            payload["time"] = started_ms
         try:
             self.client.patch(annotation_id, payload)
         except AnnotationError as exc:

@@ -1,11 +1,17 @@
 """The report's charts (matplotlib, the optional `report` extra), PNG and SVG, one per matrix and
 question, titled with matrix and pool, a fixed colour per compression in every chart:
 
-- `throughput`: grouped bars of throughput per compression, grouped by recordsize;
-- `space`: on-disk GiB per configuration, labelled with ratio and % of uncompressed;
+- `throughput`: grouped bars of throughput per compression, grouped by recordsize or volblocksize
+  (one workload: the posts' shape);
+- `workloads`: one panel per workload (CrystalDiskMark's tests), throughput against the matrix's
+  first axis (volblocksize, recordsize, compression, ...), a bar per setting of the other axes,
+  each panel on its own scale so a collapse from 88.9 to 6.0 MB/s is seen beside a flat 118;
+- `space`: the on-disk size of each configuration against the baseline (the first), so that
+  475 and 502 GiB do not look alike, labelled with the size and % of uncompressed;
 - `write-size`: throughput against total write size, zfs_dirty_data_max marked;
 - `cpu`: CPU user/system % stacked per configuration;
 - `pareto`: throughput against on-disk share, the Pareto front drawn and the pick labelled.
+A value label sits above its error bar, never crossed by it.
 
 Owns drawing only (figures come from report.py, the front and pick from recommend.py). Without
 matplotlib every entry point raises `ChartsUnavailable` with the one line to run.
@@ -19,9 +25,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .axes import workload_text
 from .recommend import Candidate, candidates, pareto_front, recommend
-from .report import GIB, Section, Summary
-from .tables import DIMENSIONS, SIZE_KEYS, _groups
+from .report import DIMENSIONS, GIB, SIZE_KEYS, Section, Summary
+from .tables import size_unit
 
 INSTALL = "charts need matplotlib: pip install 'zfsnas[report]'"
 COLOURS = {"off": "#8c8c8c", "lz4": "#1f77b4", "lzjb": "#e377c2", "zle": "#c7c7c7", "zstd-fast": "#17becf",
@@ -67,19 +74,31 @@ def _title(section: Section, question: str) -> str:
     return f"{section.title}: {question}"
 
 
-def _errorbar(ax: Any, x: float, s: Summary, scale: float) -> None:
+def _errorbar(ax: Any, x: float, s: Summary, scale: float) -> float:
+    """The repeats' range as an error bar; returns the top of what is drawn (for the value label)."""
     tp = s.get("throughput")
-    if tp is not None and tp.n > 1:
+    if tp is None:
+        return 0.0
+    if tp.n > 1:
         ax.errorbar(x, tp.median * scale, yerr=[[(tp.median - tp.low) * scale], [(tp.high - tp.median) * scale]],
                     fmt="none", ecolor="#333333", capsize=3, linewidth=1)
+    return tp.high * scale
 
 
-def _comparable(section: Section) -> list[Summary]:
-    groups = [g for g in _groups(section, DIMENSIONS) if any(s.get("throughput") for s in g)]
+def _top(s: Summary) -> float:
+    tp = s.get("throughput")
+    return 0.0 if tp is None else tp.high / 1e6
+
+
+def _comparable(section: Section, figure: str = "throughput") -> list[Summary]:
+    """The largest group of configurations that differ only in compression and block size."""
+    groups = [g for g in section.groups(DIMENSIONS) if any(s.get(figure) for s in g)]
     return max(groups, key=len) if groups else []
 
 
 def throughput_chart(section: Section, plt: Any) -> Any:
+    if len(section.workloads) > 1:      # several workloads: the `workloads` panels answer
+        return None
     group = [s for s in _comparable(section) if s.get("throughput")]
     if len(group) < 2:
         return None
@@ -95,51 +114,126 @@ def throughput_chart(section: Section, plt: Any) -> Any:
             ax.bar(x, value, bar * 0.92, color=colour(s.compression),
                    label=None if s.compression in seen else s.compression)
             seen.add(s.compression)
-            _errorbar(ax, x, s, 1e-6)
-            ax.annotate(f"{value:.1f}", (x, value), xytext=(0, 3), textcoords="offset points", ha="center",
+            top = _errorbar(ax, x, s, 1e-6)
+            ax.annotate(f"{value:.1f}", (x, top), xytext=(0, 3), textcoords="offset points", ha="center",
                         va="bottom", fontsize=8 if len(members) > 4 else 9)
         ticks.append(x0)
         x0 += 1.0
-    ax.set_xticks(ticks, [f"recordsize {rs}" if rs else "" for rs in sizes])
+    block = group[0].block_property
+    ax.set_xticks(ticks, [f"{block} {rs}" if rs else "" for rs in sizes])
     ax.set_ylabel("throughput (MB/s = 10^6 bytes/s)")
-    ax.set_ylim(0, max(s.median("throughput") for s in group) / 1e6 * 1.15)  # type: ignore[type-var,operator]
-    ax.set_title(_title(section, "throughput by compression and recordsize"))
+    ax.set_ylim(0, max(_top(s) for s in group) * 1.15)
+    ax.set_title(_title(section, f"throughput by compression and {block}"))
     ax.legend(title="compression", frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     return fig
 
 
-def _bar_labels(group: list[Summary]) -> list[str]:
-    sizes = {s.recordsize for s in group}
-    return [s.compression if len(sizes) == 1 else s.label for s in group]
+def _bar_labels(section: Section, group: list[Summary]) -> list[str]:
+    """What tells each configuration apart: its values of the axes that vary among `group`."""
+    names = [a.name for a in section.axes if len({a.value(s.config) for s in group}) > 1]
+    workloads = len({s.workload for s in group}) > 1
+    labels = [", ".join([workload_text(s.workload)] * workloads + [a.value(s.config) for a in section.axes
+                                                                    if a.name in names]) for s in group]
+    if len(set(labels)) < len(labels) or not all(labels):
+        labels = [s.label for s in group]
+    return labels
+
+
+def workloads_chart(section: Section, plt: Any) -> Any:
+    """A panel per workload: throughput against the first axis, a bar per setting of the others."""
+    if len(section.workloads) < 2 or not section.axes:
+        return None
+    preferred = ("volblocksize", "recordsize", "compression")
+    axis = next((a for name in preferred for a in section.axes if a.name == name), section.axes[0])
+    others = [a for a in section.axes if a is not axis]
+    workloads = [w for w in section.workloads
+                 if len({axis.value(s.config) for s in section.summaries if s.workload == w and s.get("throughput")}) > 1]
+    if not workloads:
+        return None
+    series = list(dict.fromkeys(", ".join(f"{a.name} {a.value(s.config)}" for a in others) for s in section.summaries))
+    palette = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c"]
+    shown = workloads[:12]
+    cols = min(4, len(shown))
+    rows = (len(shown) + cols - 1) // cols
+    fig, axs = plt.subplots(rows, cols, figsize=(9.0, 2.7 * rows + 1.3), squeeze=False)
+    width = 0.8 / max(len(series), 1)
+    for index, workload in enumerate(shown):
+        ax = axs[index // cols][index % cols]
+        top = 0.0
+        for j, name in enumerate(series):
+            for i, value in enumerate(axis.values):
+                s = next((m for m in section.summaries if m.workload == workload and axis.value(m.config) == value
+                          and ", ".join(f"{a.name} {a.value(m.config)}" for a in others) == name), None)
+                if s is None or s.median("throughput") is None:
+                    continue
+                x = i - 0.4 + width * (j + 0.5)
+                mbs = s.median("throughput") / 1e6  # type: ignore[operator]
+                ax.bar(x, mbs, width * 0.9, color=palette[j % len(palette)],
+                       label=(name or None) if index == 0 and i == 0 else None)
+                high = _errorbar(ax, x, s, 1e-6)
+                top = max(top, high)
+                if len(series) <= 2:
+                    ax.annotate(f"{mbs:.1f}", (x, high), xytext=(0, 2), textcoords="offset points", ha="center",
+                                va="bottom", fontsize=7)
+        ax.set_title(workload_text(workload), fontsize=10)
+        ax.set_xticks(range(len(axis.values)), axis.values, fontsize=8)
+        ax.set_ylim(0, top * 1.22 if top else 1)
+        ax.tick_params(axis="y", labelsize=8)
+        ax.grid(axis="y", alpha=0.3)
+        if index % cols == 0:
+            ax.set_ylabel("MB/s", fontsize=9)
+        if index // cols == rows - 1:
+            ax.set_xlabel(axis.name, fontsize=9)
+    for index in range(len(shown), rows * cols):
+        axs[index // cols][index % cols].axis("off")
+    fig.suptitle(_title(section, f"throughput by {axis.name}, one panel per workload (own scale each)"),
+                 fontsize=12, fontweight="bold")
+    if any(series):
+        fig.legend(loc="lower center", ncol=min(4, len(series)), frameon=False, fontsize=8)
+    fig.tight_layout(rect=(0, 0.06 if any(series) else 0, 1, 0.95))
+    return fig
 
 
 def space_chart(section: Section, plt: Any) -> Any:
-    group = [s for s in _comparable(section) if s.get("used")]
+    """Each configuration's on-disk size minus the baseline's (the first configuration with a size),
+    bars from zero: the differences are what the chart shows, at any size of the data."""
+    group = [s for s in section.summaries if s.get("used")]
     if len(group) < 2:
         return None
+    base = group[0]
+    used = [s.median("used") for s in group]
+    deltas = [u - used[0] for u in used]  # type: ignore[operator]
+    name, unit = size_unit([abs(d) for d in deltas if d] or [1.0])
     fig, ax = plt.subplots(figsize=(9, 5))
-    xs = range(len(group))
-    values = [s.median("used") / GIB for s in group]  # type: ignore[operator]
+    xs = list(range(len(group)))
+    values = [d / unit for d in deltas]
     ax.bar(xs, values, 0.7, color=[colour(s.compression) for s in group])
-    for x, s, v in zip(xs, group, values):
-        ratio, pct = s.median("ratio"), section.percent_of_uncompressed(s)
-        text = f"{v:.1f} GiB" + (f"\n{pct:.1f} %" if pct is not None else "") + (f"\n{ratio:.3f}x" if ratio else "")
-        ax.annotate(text, (x, v), xytext=(0, 3), textcoords="offset points", ha="center", va="bottom", fontsize=8.5)
-    ax.set_xticks(list(xs), _bar_labels(group))
-    ax.set_ylabel("on disk (GiB)")
-    ax.set_ylim(0, max(values) * 1.25)
-    base = "% of uncompressed (off = 100 %)" if any(section.uncompressed_used(s) for s in group) else "% of logical size"
-    ax.set_title(_title(section, "space on disk"))
-    ax.set_xlabel(f"bar labels: on-disk GiB, {base}, compression ratio", fontsize=9, color="#555555")
+    abs_name, abs_unit = size_unit(used)
+    span = (max(values) - min(values)) or 1.0
+    for x, s, v, u in zip(xs, group, values, used):
+        pct = section.percent_of_uncompressed(s)
+        text = f"{v:+.1f} {name}\n{u / abs_unit:.1f} {abs_name}" + (f"\n{pct:.2f} %" if pct is not None else "")  # type: ignore[operator]
+        ax.annotate(text, (x, v), xytext=(0, 3 if v >= 0 else -3), textcoords="offset points", ha="center",
+                    va="bottom" if v >= 0 else "top", fontsize=8)
+    ax.axhline(0, color="#333333", linewidth=0.8)
+    ax.set_xticks(xs, _bar_labels(section, group), rotation=0 if len(group) <= 6 else 30,
+                  ha="center" if len(group) <= 6 else "right")
+    ax.set_ylabel(f"on disk minus baseline ({name})")
+    ax.set_ylim(min(0.0, min(values)) - span * 0.35, max(0.0, max(values)) + span * 0.35)
+    base_text = "% of uncompressed (off = 100 %)" if any(section.uncompressed_used(s) for s in group) \
+        else "% of logical size"
+    ax.set_title(_title(section, f"space on disk against {_bar_labels(section, group)[0]}"))
+    ax.set_xlabel(f"bar labels: difference, on-disk size, {base_text}; baseline {base.label}", fontsize=9,
+                  color="#555555")
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     return fig
 
 
 def write_size_chart(section: Section, plt: Any) -> Any:
-    groups = [g for g in _groups(section, SIZE_KEYS) if len({s.total_bytes for s in g}) > 1]
+    groups = [g for g in section.groups(SIZE_KEYS) if len({s.total_bytes for s in g}) > 1]
     if not groups:
         return None
     fig, ax = plt.subplots(figsize=(9, 5))
@@ -183,7 +277,7 @@ def cpu_chart(section: Section, plt: Any) -> Any:
     ax.bar(xs, system, 0.65, bottom=user, color=CPU_COLOURS["system"], label="system")
     for x, u, sy in zip(xs, user, system):
         ax.annotate(f"{u + sy:.1f} %", (x, u + sy), xytext=(0, 3), textcoords="offset points", ha="center", fontsize=9)
-    ax.set_xticks(xs, [s.label for s in group], rotation=0 if len(group) <= 6 else 30,
+    ax.set_xticks(xs, _bar_labels(section, group), rotation=0 if len(group) <= 6 else 30,
                   ha="center" if len(group) <= 6 else "right")
     for tick, summary in zip(ax.get_xticklabels(), group):
         tick.set_color(colour(summary.compression))
@@ -209,7 +303,7 @@ def _spread(ys: list[float], gap: float) -> list[float]:
 
 def pareto_chart(section: Section, plt: Any) -> Any:
     cands, _notes = candidates(section)
-    sized = [c for c in cands if c.space is not None]
+    sized = [c for c in cands if c.space is not None and c.throughput is not None]
     if len(sized) < 2:
         return None
     front = pareto_front(sized)
@@ -260,8 +354,8 @@ def pareto_chart(section: Section, plt: Any) -> Any:
 
 
 CHARTS: dict[str, Callable[[Section, Any], Any]] = {
-    "throughput": throughput_chart, "space": space_chart, "write-size": write_size_chart, "cpu": cpu_chart,
-    "pareto": pareto_chart,
+    "throughput": throughput_chart, "workloads": workloads_chart, "space": space_chart,
+    "write-size": write_size_chart, "cpu": cpu_chart, "pareto": pareto_chart,
 }
 
 

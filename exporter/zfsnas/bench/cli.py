@@ -1,4 +1,5 @@
-"""`zfsnas-bench`: init, plan, run, restore, list, report, annotate --retry.
+"""`zfsnas-bench`: init, plan, run, restore, annotate --retry; list, report, recommend, compare
+(answer_commands.py); watch, import (client_commands.py).
 
 Owns the command line and wiring (flags, environment, defaults); the work is done by the
 planner, runner, store, annotate and report modules.
@@ -15,29 +16,24 @@ import re
 import shutil
 import sys
 import sysconfig
-import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from .. import __version__
 from ..sources.commands import CommandRunner
 from ..sources.model import SourceError
-from . import charts, compare, html, tables
+from . import answer_commands, client_commands
 from .annotate import Annotator, GrafanaClient, load_token
 from .childenv import take_secrets
-from .config import Configuration, differs_text, look_alikes
 from .fio import fio_version, pattern_warning
-from .fiowatch import stop_leftovers
 from .guard import GuardError, check_dataset_name
 from .matrix import MatrixError, load_matrix
+from .options import OneLineParser, key_value, positive, positive_int
 from .parameters import FreeBsdParameters, LinuxParameters, Parameters, restore_pending
 from .planner import PlanOptions, plan_matrix, render_plan
-from .recommend import RecommendError, parse_throughput, recommend
-from .recommend import render as render_recommendation
-from .report import Section, sections
-from .runner import RunError, RunLock, Runner, RunSettings, make_key_file, new_run_id
-from .store import DEFAULT_DB, Store
+from .runner import RunError, RunLock, Runner, RunSettings, clean_up_dead_runs, make_key_file, new_run_id, results_dir
+from .store import DEFAULT_DB, Store, StoreError
 from .zfs import ZfsOps
 
 log = logging.getLogger("zfsnas.bench")
@@ -59,33 +55,39 @@ def job_names(jobs_dir: Path) -> set[str]:
 
 
 def resolve_matrix(name: str, jobs_dir: Path) -> Path:
-    """A path, or the name of a shipped matrix (`fits-copy` -> benchmark-jobs/matrices/fits-copy.toml)."""
+    """A path, or the name of a shipped matrix (`fits-copy` -> benchmark-jobs/matrices/fits-copy.toml);
+    an unknown name is refused with the list of the shipped ones."""
     path = Path(name)
     if path.exists() or "/" in name or name.endswith(".toml"):
         return path
-    return jobs_dir / "matrices" / f"{name}.toml"
+    shipped = jobs_dir / "matrices" / f"{name}.toml"
+    if not shipped.exists():
+        names = sorted(p.stem for p in (jobs_dir / "matrices").glob("*.toml"))
+        raise MatrixError(f"no matrix {name!r}: the shipped ones are {', '.join(names) or 'none'} "
+                          "(or give the path of a .toml)")
+    return shipped
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = OneLineParser(add_help=False)
     common.add_argument("--db", default=os.environ.get("ZFSNAS_BENCH_DB", DEFAULT_DB),
                         help=f"results database (default $ZFSNAS_BENCH_DB or {DEFAULT_DB})")
     common.add_argument("--zfs.command-prefix", dest="command_prefix", default="",
                         help="prefix for zfs/zpool commands, e.g. 'nsenter --target 1 --mount --'")
-    common.add_argument("--zfs.command-timeout", dest="command_timeout", type=float, default=60.0)
+    common.add_argument("--zfs.command-timeout", dest="command_timeout", type=positive, default=60.0)
     common.add_argument("--path.procfs", dest="procfs", default="/proc")
     common.add_argument("--path.sysfs", dest="sysfs", default="/sys")
     common.add_argument("--jobs-dir", type=Path, default=None, help="fio job files and matrices/")
     common.add_argument("--log.level", dest="log_level", default="info", choices=("debug", "info", "warn", "error"))
-    grafana = argparse.ArgumentParser(add_help=False)
+    grafana = OneLineParser(add_help=False)
     grafana.add_argument("--grafana-url", default=os.environ.get("ZFSNAS_GRAFANA_URL"),
                          help="Grafana base URL for annotations (default $ZFSNAS_GRAFANA_URL; none = no annotations)")
     grafana.add_argument("--grafana-token-file", default=os.environ.get("ZFSNAS_GRAFANA_TOKEN_FILE"),
                          help="file holding a Grafana service-account token (or $ZFSNAS_GRAFANA_TOKEN)")
     grafana.add_argument("--grafana-token", default=None, help="the token itself (visible in ps: prefer the file)")
-    grafana.add_argument("--grafana-timeout", type=float, default=5.0)
+    grafana.add_argument("--grafana-timeout", type=positive, default=5.0)
 
-    parser = argparse.ArgumentParser(prog="zfsnas-bench", description="Benchmark matrices on a ZFS scratch dataset.")
+    parser = OneLineParser(prog="zfsnas-bench", description="Benchmark matrices on a ZFS scratch dataset.")
     parser.add_argument("--version", action="version", version=f"zfsnas-bench {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     init = sub.add_parser("init", parents=[common], help="mark a dataset as scratch (after confirmation)")
@@ -96,9 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("matrix", help="a matrix file or the name of a shipped one (fits-copy, smoke, ...)")
         p.add_argument("--dataset", help="the scratch dataset (overrides the matrix's `dataset`)")
         p.add_argument("--keep", action="store_true", help="keep every child dataset")
-        p.add_argument("--size-scale", type=float, default=1.0, help="multiply every size (e.g. 0.01 for a try run)")
-        p.add_argument("--time-scale", type=float, default=1.0, help="multiply fio runtimes and ramp times")
-        p.add_argument("--dirty-data-max", type=int, default=None,
+        p.add_argument("--size-scale", type=positive, default=1.0, help="multiply every size (e.g. 0.01 for a try run)")
+        p.add_argument("--time-scale", type=positive, default=1.0, help="multiply fio runtimes and ramp times")
+        p.add_argument("--set", dest="labels", type=key_value, action="append", default=[], metavar="KEY=VALUE",
+                       help="a label of this run (ram=16G, client=win11): part of each configuration, an axis of "
+                            "the report; repeatable")
+        p.add_argument("--dirty-data-max", type=positive_int, default=None,
                        help="bytes for '<n>x dirty' sizes (default: read zfs_dirty_data_max)")
         p.add_argument("--mountpoint", default="", help="the scratch dataset's mountpoint (default /<dataset>)")
         p.add_argument("--no-direct", dest="direct", action="store_false",
@@ -112,9 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--dry-run", action="store_true", help="print every zfs and fio command, run nothing")
     sub.add_parser("restore", parents=[common],
                    help="restore module parameters a run changed and could not restore (crash, power loss)")
-    lst = sub.add_parser("list", parents=[common], help="list stored runs")
-    lst.add_argument("--all", action="store_true", help="every result, not only the last 50")
-    add_report_commands(sub, common)
+    answer_commands.add_commands(sub, common)
+    client_commands.add_commands(sub, common, grafana)
     ann = sub.add_parser("annotate", parents=[common, grafana], help="send queued Grafana annotations")
     ann.add_argument("--retry", action="store_true", required=True)
     return parser
@@ -143,6 +147,9 @@ def _client(args) -> GrafanaClient | None:
 
 def cmd_init(args) -> int:
     check_dataset_name(args.dataset)
+    zfs = _zfs(args)
+    if not zfs.get(args.dataset, "type"):  # before asking: a typo is not worth a "yes"
+        raise GuardError(f"{args.dataset!r}: dataset does not exist")
     if not args.yes:
         sys.stderr.write(f"zfsnas-bench will create, fill and destroy child datasets under {args.dataset}.\n"
                          f"It never touches {args.dataset} itself or anything it did not create.\n"
@@ -152,7 +159,7 @@ def cmd_init(args) -> int:
             sys.stderr.write("not marked\n")
             return 1
     token = f"init-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
-    _zfs(args).mark_scratch(args.dataset, token)
+    zfs.mark_scratch(args.dataset, token)
     print(f"{args.dataset} marked as scratch (org.zfsnas:scratch={token})")
     return 0
 
@@ -176,19 +183,19 @@ def cmd_run(args) -> int:
         cleared = zfs.scratch(scratch)
         mountpoint = mountpoint or cleared.props["mountpoint"].value
     run_id = new_run_id()
-    results_dir = Path(tempfile.gettempdir()) / f"zfsnas-bench-{run_id}"
+    outputs = results_dir(run_id)
     dirty = args.dirty_data_max or zfs.dirty_data_max()
     encrypted = any(c.encryption != "off" for c in matrix.cells)
     params = _parameters(args)
     changing = any(c.parameters for c in matrix.cells)
-    opts = PlanOptions(scratch=scratch, run_id=run_id, jobs_dir=jobs_dir, results_dir=results_dir,
+    opts = PlanOptions(scratch=scratch, run_id=run_id, jobs_dir=jobs_dir, results_dir=outputs,
                        mountpoint=mountpoint, dirty_data_max=dirty, size_scale=args.size_scale,
                        time_scale=args.time_scale, keep=args.keep, direct=args.direct, zvol_root=args.zvol_root,
                        fio=args.fio, ram=params.ram() if changing else None,
                        ioengine="posixaio" if _freebsd() else "libaio")
     plans = plan_matrix(matrix, opts)  # checks every parameter value against its range and RAM
     if dry:
-        sys.stdout.write(render_plan(matrix, plans, params))
+        sys.stdout.write(render_plan(matrix, plans, params, tuple(args.labels)))
         return 0
     if changing and not args.allow_parameters:
         names = sorted({name for c in matrix.cells for name, _ in c.parameters})
@@ -205,16 +212,10 @@ def cmd_run(args) -> int:
     if cleared is None:  # only `plan`/`--dry-run` skip the guard, and they returned above
         raise GuardError(f"{scratch}: not checked by the guard: refused")
     with RunLock(f"{args.db}.lock"):  # the same lock for every command on this database
-        for line in stop_leftovers({r["id"] for r in store.matrix_runs()}, args.procfs):  # none is alive: the lock
-            log.warning("stopped a process left by a run that died: %s", line)
-        for line in restore_pending(params, store):  # a run that died left a parameter changed
-            log.warning("parameter restored before this run: %s", line)
-        if stale := store.mark_stale(holding_lock=True):
-            log.warning("%d result(s) left running by a run that died were marked incomplete", stale)
-        for child in zfs.destroy_leftovers(cleared, store.dead_runs()):
-            log.warning("destroyed %s, left behind by a run that died", child)
-        key_file = make_key_file() if encrypted else ""
-        results_dir.mkdir(mode=0o700)
+        for line in clean_up_dead_runs(store, zfs, params, cleared, args.procfs):
+            log.warning("%s", line)
+        key_file = make_key_file(run_id) if encrypted else ""
+        outputs.mkdir(mode=0o700)
         try:
             plans = plan_matrix(matrix, dataclasses.replace(opts, key_file=key_file))
             annotator = Annotator(store, _client(args))
@@ -224,11 +225,12 @@ def cmd_run(args) -> int:
                     log.info("queued annotations: %d sent, %d still queued", sent, failed)
             runner = Runner(zfs, store, annotator, RunSettings(matrix.name, scratch, run_id, procfs=args.procfs,
                                                                 sysfs=args.sysfs, fio_version=version_text,
-                                                                keep=args.keep, freebsd=_freebsd()), params, cleared)
+                                                                keep=args.keep, freebsd=_freebsd(),
+                                                                labels=tuple(args.labels)), params, cleared)
             log.info("run %s: matrix %s, %d cells on %s", run_id, matrix.name, len(plans), scratch)
             status = runner.run(plans)
         finally:
-            shutil.rmtree(results_dir, ignore_errors=True)
+            shutil.rmtree(outputs, ignore_errors=True)
             if key_file:
                 os.unlink(key_file)
     log.info("run %s %s; results in %s", run_id, status, args.db)
@@ -237,17 +239,11 @@ def cmd_run(args) -> int:
     return {"complete": 0, "aborted": 130}.get(status, 1)
 
 
-def _settle(args, store: Store) -> None:
-    """Mark rows of dead runs incomplete when no run holds the lock (so list/report are honest)."""
-    try:
-        with RunLock(f"{args.db}.lock"):
-            store.mark_stale(holding_lock=True)
-    except (RunError, OSError):
-        pass
-
-
 def cmd_restore(args) -> int:
-    store = Store(args.db)
+    if not Path(args.db).exists():   # nothing recorded, nothing to restore: create no database for it
+        print(f"no database at {args.db}: no parameter change was recorded, nothing to restore", file=sys.stderr)
+        return 0
+    store = Store(args.db, create=False)
     with RunLock(f"{args.db}.lock"):  # never while a run is changing parameters
         done = restore_pending(_parameters(args), store)
     for line in done:
@@ -256,114 +252,11 @@ def cmd_restore(args) -> int:
     return 0
 
 
-def cmd_list(args) -> int:
-    if not Path(args.db).exists():
-        print(f"no database at {args.db}")
-        return 0
-    store = Store(args.db)
-    _settle(args, store)
-    rows = store.results(status=None)
-    if not args.all:
-        rows = rows[-50:]
-    configs = {r["config_id"]: Configuration.from_json(r["config"]) for r in rows}
-    alikes = look_alikes(list(configs.values()))
-    print("id\tstarted (UTC)\tstatus\tmatrix\tworkload\tconfig\tcompression\trecordsize\tencryption\tsize\tpool"
-          "\tMB/s\tratio\tdiffers")
-    for r in rows:
-        mbs = "" if r["throughput_bytes_per_second"] is None else f"{r['throughput_bytes_per_second'] / 1e6:.1f}"
-        ratio = "" if r["compressratio"] is None else f"{r['compressratio']:.2f}"
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r["started"]))
-        print(f"{r['id']}\t{when}\t{r['status']}\t{r['matrix']}\t{r['workload']}\t{r['config_id']}"
-              f"\t{r['compression']}\t{r['recordsize']}\t{r['encryption']}\t{r['size']}\t{r['pool']}\t{mbs}"
-              f"\t{ratio}\t{differs_text(alikes[r['config_id']])}")
-    return 0
-
-
-def add_report_commands(sub, common: argparse.ArgumentParser) -> None:
-    """report, recommend, compare: they read the database and write nothing to it."""
-    rep = sub.add_parser("report", parents=[common],
-                         help="tables per matrix (Markdown, CSV or one HTML page with the charts); PNG/SVG charts")
-    rep.add_argument("--matrix", default=None, help="only this matrix")
-    rep.add_argument("--format", choices=("markdown", "csv", "html"), default="markdown")
-    rep.add_argument("--output", "-o", default=None, help="write the report to this file instead of stdout")
-    rep.add_argument("--png", default=None, metavar="DIR", help="write every chart as PNG into DIR (needs matplotlib)")
-    rep.add_argument("--svg", default=None, metavar="DIR", help="write every chart as SVG into DIR (needs matplotlib)")
-    rec = sub.add_parser("recommend", parents=[common],
-                         help="the Pareto-optimal configurations of a matrix and a pick, with its reason")
-    rec.add_argument("matrix", help="the matrix name (as `list` shows it)")
-    rec.add_argument("--speed-weight", type=float, default=0.5,
-                     help="0 = space only, 1 = speed only (default 0.5: both count the same)")
-    rec.add_argument("--min-throughput", default=None,
-                     help="only configurations at least this fast: 2.5GbE (line rate), 300MB/s, 250MiB/s or MB/s")
-    cmp = sub.add_parser("compare", parents=[common],
-                         help="per configuration: change in throughput, ratio and CPU; noise; the alert's regression verdict")
-    cmp.add_argument("a", help="the baseline: a run id or a configuration id")
-    cmp.add_argument("b", help="the newer: a run id or a configuration id")
-    cmp.add_argument("--max-drop", type=float, default=None,
-                     help="regression threshold (default: bench_regression_max_drop of alerts/thresholds.toml, "
-                          "the alert's)")
-    cmp.add_argument("--format", choices=("markdown", "csv"), default="markdown")
-
-
-def _open_store(args) -> Store | None:
-    if not Path(args.db).exists():
-        print(f"no database at {args.db}", file=sys.stderr)
-        return None
-    store = Store(args.db)
-    _settle(args, store)
-    return store
-
-
-def cmd_report(args) -> int:
-    if (args.png or args.svg) and not charts.available():
-        print(charts.INSTALL, file=sys.stderr)
-        return 3
-    store = _open_store(args)
-    if store is None:
-        return 1
-    found = sections(store.results("complete", args.matrix))
-    renderers: dict[str, Callable[[list[Section]], str]] = {
-        "markdown": tables.markdown, "csv": tables.to_csv, "html": lambda found: html.page(found)}
-    text = renderers[args.format](found)
-    if args.output:
-        Path(args.output).write_text(text)
-        log.info("report written to %s", args.output)
-    else:
-        sys.stdout.write(text)
-    for directory, fmt in ((args.png, "png"), (args.svg, "svg")):
-        if directory:
-            paths = charts.write(found, Path(directory), (fmt,))
-            log.info("%d %s chart(s) written to %s", len(paths), fmt.upper(), directory)
-    return 0
-
-
-def cmd_recommend(args) -> int:
-    store = _open_store(args)
-    if store is None:
-        return 1
-    found = sections(store.results("complete", args.matrix))
-    if not found:
-        print(f"no complete results of matrix {args.matrix}", file=sys.stderr)
-        return 1
-    minimum = parse_throughput(args.min_throughput) if args.min_throughput else 0.0
-    rec = recommend(found[0], args.speed_weight, minimum)
-    sys.stdout.write(render_recommendation(rec))
-    return 0 if rec.pick else 1
-
-
-def cmd_compare(args) -> int:
-    store = _open_store(args)
-    if store is None:
-        return 1
-    drop = args.max_drop if args.max_drop is not None else compare.max_drop()
-    changes = compare.compare(compare.resolve(store, args.a), compare.resolve(store, args.b), drop)
-    table = compare.table(changes, drop)
-    sys.stdout.write(tables.table_markdown(table) if args.format == "markdown" else tables.table_csv(table))
-    return 1 if any(c.verdict == "regression" for c in changes) else 0
-
-
 def cmd_annotate(args) -> int:
-    store = Store(args.db)
+    if not Path(args.db).exists():
+        print(f"no database at {args.db}: no annotation is queued", file=sys.stderr)
+        return 0
+    store = Store(args.db, create=False)
     client = _client(args) or GrafanaClient("", load_token(args.grafana_token, args.grafana_token_file, args.secrets),
                                             args.grafana_timeout)
     sent, failed = Annotator(store, client).retry(args.grafana_url)
@@ -371,9 +264,8 @@ def cmd_annotate(args) -> int:
     return 0 if failed == 0 else 1
 
 
-COMMANDS = {"init": cmd_init, "plan": cmd_run, "run": cmd_run, "restore": cmd_restore, "list": cmd_list,
-            "report": cmd_report, "recommend": cmd_recommend, "compare": cmd_compare,
-            "annotate": cmd_annotate}
+COMMANDS = {"init": cmd_init, "plan": cmd_run, "run": cmd_run, "restore": cmd_restore, "annotate": cmd_annotate,
+            **answer_commands.COMMANDS, **client_commands.COMMANDS}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -383,7 +275,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=level, format="zfsnas-bench: %(levelname)s %(message)s", stream=sys.stderr)
     try:
         return COMMANDS[args.command](args)
-    except (MatrixError, GuardError, RunError, SourceError, compare.CompareError, RecommendError) as exc:
+    except (MatrixError, GuardError, RunError, SourceError, StoreError, *answer_commands.ERRORS,
+            *client_commands.ERRORS) as exc:
         log.error("%s", exc)
         return 2
 

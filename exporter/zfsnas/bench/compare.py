@@ -1,15 +1,21 @@
-"""`zfsnas-bench compare A B`: did a configuration change, and was it more than noise?
+"""`zfsnas-bench compare`: two kinds of comparison, never confused.
 
-A and B are each a run id (matrix_runs.id) or a configuration id. Per configuration of B: the change
-in throughput, ratio and CPU against A, whether it exceeds the spread of the repeats, and the
-regression verdict of ZfsBenchThroughputRegression itself: B's newest complete result of that
-configuration against the median of every earlier complete result of it in A and B, regression
-when `newest / previous median <= 1 - bench_regression_max_drop`, the threshold read from
-alerts/thresholds.toml (the file the rules are tested against). So `compare CONFIG NEWEST-RUN` and
-the alert say the same thing about the same history. Configurations that differ are never compared:
-they are listed with what tells them apart.
+- **A vs B** (configurations that differ: mirror vs RAID-Z2, volblocksize 4K vs 16K, lz4 vs
+  zstd-7, SMB vs NFS): both sides' figures per workload and setting (MB/s, IOPS, latency, ratio,
+  on-disk size, CPU user and system), the difference in % and absolute, exactly what differs
+  between the sides, and whether the throughput difference exceeds the spread of the repeats (with
+  one run each: the noise is unknown). `compare A B` pairs each configuration of B with the one of A
+  that equals it in everything but what tells the two sides apart; `compare --by AXIS [REF]` pairs,
+  within each matrix, every value of one axis with its baseline (the first value, or --baseline).
+- **Regression** (the same configuration over time): B's newest complete result against the
+  median of every earlier one of that configuration in A and B, regression when
+  `newest / previous median <= 1 - bench_regression_max_drop`: ZfsBenchThroughputRegression's rule,
+  its threshold read from alerts/thresholds.toml (the file the rules are tested against). So
+  `compare CONFIG NEWEST-RUN` and the alert say the same thing about the same history.
 
-Owns that verdict and the comparison table; reads the store, writes nothing.
+A and B are each a run id, a configuration id (or a unique prefix of one), a matrix name, or a
+matrix cell `MATRIX:NAME=VALUE[,NAME=VALUE]` (`cdm-zvol:volblocksize=4K`). Owns the verdicts, the
+pairing and their tables; reads the store, writes nothing.
 """
 
 from __future__ import annotations
@@ -19,14 +25,14 @@ import sys
 import sysconfig
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .axes import SelectorError, axes, keys_named, matches, parse_selector, readable, short_name, workload_text
 from .config import Configuration, differences
-from .report import Stat
-from .store import Store
-from .tables import Table
+from .report import Section, Stat, Summary, sections, summarise
+from .tables import MISSING, Table, fmt, size_unit
 
 THRESHOLD = "bench_regression_max_drop"
 
@@ -69,10 +75,44 @@ def _order(row: Mapping[str, Any]) -> tuple[float, int]:
     return (float(row["finished"] or 0), int(row["id"]))
 
 
+# --- what A and B are ---------------------------------------------------------------------------------
+
+def resolve(store: Any, ref: str) -> list[dict[str, Any]]:
+    """The complete results `ref` names: a run, a configuration (id or unique prefix), a matrix, or
+    `MATRIX:NAME=VALUE,...` / `NAME=VALUE,...` (configurations matching the selector)."""
+    rows = [dict(r) for r in store.results("complete")]
+    if found := [r for r in rows if r["run_id"] == ref] or [r for r in rows if r["config_id"] == ref]:
+        return found
+    matrices = list(dict.fromkeys(r["matrix"] for r in rows))
+    if ref in matrices:
+        return [r for r in rows if r["matrix"] == ref]
+    matrix, sep, rest = ref.partition(":")
+    if "=" in ref:
+        scope = [r for r in rows if r["matrix"] == matrix] if sep else rows
+        if sep and not scope:
+            raise CompareError(f"{ref}: no matrix {matrix!r} (matrices: {', '.join(matrices) or 'none'})")
+        try:
+            selector = parse_selector(rest if sep else ref)
+        except SelectorError as exc:
+            raise CompareError(str(exc)) from None
+        found = [r for r in scope if matches(Configuration.from_json(r["config"]), selector)]
+        if not found:
+            raise CompareError(f"{ref}: no complete result matches (`zfsnas-bench report` shows each matrix's axes)")
+        return found
+    prefixed = {r["config_id"] for r in rows if len(ref) >= 4 and r["config_id"].startswith(ref)}
+    if len(prefixed) == 1:
+        return [r for r in rows if r["config_id"] in prefixed]
+    hint = f"; {len(prefixed)} configurations start with it" if len(prefixed) > 1 else ""
+    raise CompareError(f"{ref}: no complete results of a run, configuration or matrix with this name{hint} "
+                       f"(`zfsnas-bench list` shows ids; matrices: {', '.join(matrices) or 'none'})")
+
+
+# --- regression: the same configuration over time ---------------------------------------------------
+
 @dataclass(frozen=True)
 class Change:
     config: Configuration
-    verdict: str                      # regression | slower | faster | within noise | noise unknown | different configuration
+    verdict: str                      # regression | slower | faster | within noise | noise unknown | single run
     a: Stat | None                    # throughput (bytes/s) of A's results of this configuration
     b: Stat | None
     newest: float | None              # B's newest throughput and the median of everything before it
@@ -90,17 +130,6 @@ class Change:
         return self.newest / self.previous_median
 
 
-def resolve(store: Store, ref: str) -> list[dict[str, Any]]:
-    """The complete results of run `ref`, else of configuration `ref`."""
-    rows = [dict(r) for r in store.results("complete")]
-    by_run = [r for r in rows if r["run_id"] == ref]
-    found = by_run or [r for r in rows if r["config_id"] == ref]
-    if not found:
-        raise CompareError(f"{ref}: no complete results of a run or configuration with this id "
-                           f"(`zfsnas-bench list` shows both)")
-    return found
-
-
 def _stat(rows: list[dict[str, Any]], key: str) -> Stat | None:
     return Stat.of(r[key] for r in rows)
 
@@ -115,42 +144,145 @@ def _cpu(rows: list[dict[str, Any]]) -> float | None:
     return None if stat is None else stat.median
 
 
-def compare(a_rows: list[dict[str, Any]], b_rows: list[dict[str, Any]], drop: float) -> list[Change]:
-    configs = {r["config_id"]: Configuration.from_json(r["config"]) for r in a_rows + b_rows}
+def regression(config: Configuration, a: list[dict[str, Any]], b: list[dict[str, Any]], drop: float) -> Change:
+    """B's newest result of `config` against every earlier one in A and B (the alert's rule)."""
+    if not a and len(b) > 1:   # a configuration against itself: its newest run against the runs before
+        b = sorted(b, key=_order)
+        a, b = b[:-1], b[-1:]
+    newest = max(b, key=_order)
+    earlier = [r for r in a + b if _order(r) < _order(newest)]
+    previous = Stat.of(r["throughput_bytes_per_second"] for r in earlier)
+    sa, sb = _stat(a, "throughput_bytes_per_second"), _stat(b, "throughput_bytes_per_second")
+    tp = newest["throughput_bytes_per_second"]
+    if not earlier:
+        verdict = "single run"
+    elif tp is not None and previous is not None and is_regression(tp, previous.median, drop):
+        verdict = "regression"
+    elif sa is None or sb is None or (sa.n < 2 and sb.n < 2):
+        verdict = "noise unknown"
+    elif sa.overlaps(sb):
+        verdict = "within noise"
+    else:
+        verdict = "slower" if sb.median < sa.median else "faster"
+    ra, rb = _stat(a, "compressratio"), _stat(b, "compressratio")
+    return Change(config, verdict, sa, sb, tp, None if previous is None else previous.median,
+                  ra.median if ra else None, rb.median if rb else None, _cpu(a), _cpu(b))
+
+
+# --- A vs B: configurations that differ ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Pair:
+    a: Summary | None
+    b: Summary | None
+    setting: tuple[str, ...]          # the values of the other axes that vary, in `Comparison.setting_names` order
+    values: tuple[str, str] = ("", "")   # compare --by: A's and B's value of the axis
+
+
+@dataclass
+class Comparison:
+    changes: list[Change] = field(default_factory=list)      # the same configuration over time
+    pairs: list[Pair] = field(default_factory=list)          # A vs B
+    differs: list[str] = field(default_factory=list)         # what tells A from B: "pool layout: x -> y"
+    setting_names: list[str] = field(default_factory=list)
+    a_name: str = "A"
+    b_name: str = "B"
+    by: str = ""                                             # compare --by: the axis whose values are A and B
+
+
+def _side_keys(a: list[Configuration], b: list[Configuration]) -> list[str]:
+    """The identity fields that tell side A from side B: no value of A's is one of B's."""
+    fa, fb = [c.flat() for c in a], [c.flat() for c in b]
+    keys = sorted({k for f in fa + fb for k in f} - {"workload", "matrix"})
+    out = []
+    for key in keys:
+        va, vb = {f.get(key, "(none)") for f in fa}, {f.get(key, "(none)") for f in fb}
+        if not va & vb:
+            out.append(key)
+    return out
+
+
+def _values(configs: list[Configuration], key: str) -> str:
+    return ", ".join(dict.fromkeys(readable(key, c.flat().get(key, "(none)")) for c in configs))
+
+
+def pair(a_rows: list[dict[str, Any]], b_rows: list[dict[str, Any]]) -> Comparison:
+    """Each configuration of B beside the one of A equal to it in everything but what tells the
+    sides apart; what has no twin stands alone."""
+    sa, sb = summarise(a_rows), summarise(b_rows)
+    side = _side_keys([s.config for s in sa], [s.config for s in sb])
+    out = Comparison(differs=[f"{short_name(k)}: {_values([s.config for s in sa], k)} -> "
+                              f"{_values([s.config for s in sb], k)}" for k in side])
+
+    def rest(s: Summary) -> tuple:
+        return tuple(sorted((k, v) for k, v in s.config.flat().items() if k not in side))
+    setting_axes = [x for x in axes(s.config for s in sa + sb) if not set(x.keys) & set(side)]
+    out.setting_names = [x.name for x in setting_axes]
+    twins = {rest(s): s for s in sa}
+    used = set()
+    for s in sb:
+        twin = twins.get(rest(s))
+        if twin is not None:
+            used.add(twin.id)
+        out.pairs.append(Pair(twin, s, tuple(x.value(s.config) for x in setting_axes)))
+    out.pairs += [Pair(s, None, tuple(x.value(s.config) for x in setting_axes)) for s in sa if s.id not in used]
+    return out
+
+
+def compare(a_rows: list[dict[str, Any]], b_rows: list[dict[str, Any]], drop: float) -> Comparison:
+    """Regression verdicts for the configurations both sides have, A vs B for the rest."""
     a_ids = list(dict.fromkeys(r["config_id"] for r in a_rows))
     if len(a_ids) == 1 and any(r["config_id"] == a_ids[0] for r in b_rows):  # one configuration against a run
         b_rows = [r for r in b_rows if r["config_id"] == a_ids[0]]
-    out = []
-    for cid in dict.fromkeys(r["config_id"] for r in b_rows):
+    same = [cid for cid in dict.fromkeys(r["config_id"] for r in b_rows) if cid in a_ids]
+    out = Comparison()
+    b_ids = {r["id"] for r in b_rows}
+    for cid in same:
         b = [r for r in b_rows if r["config_id"] == cid]
-        a = [r for r in a_rows if r["config_id"] == cid and r["id"] not in {x["id"] for x in b}]
-        config = configs[cid]
-        if not a:
-            others = [configs[o] for o in a_ids if o != cid]
-            nearest = min(others, key=lambda o: len(differences(o, config)), default=None)
-            detail = "; ".join(differences(nearest, config)) if nearest else "A has no result of it"
-            out.append(Change(config, "different configuration", None, _stat(b, "throughput_bytes_per_second"),
-                              None, None, detail=f"vs {nearest.id if nearest else 'A'}: {detail}"))
-            continue
-        newest = max(b, key=_order)
-        earlier = [r for r in a + b if _order(r) < _order(newest)]
-        previous = Stat.of(r["throughput_bytes_per_second"] for r in earlier)
-        sa = _stat(a, "throughput_bytes_per_second")
-        sb = _stat(b, "throughput_bytes_per_second")
-        tp = newest["throughput_bytes_per_second"]
-        if tp is not None and previous is not None and is_regression(tp, previous.median, drop):
-            verdict = "regression"
-        elif sa is None or sb is None or (sa.n < 2 and sb.n < 2):
-            verdict = "noise unknown"
-        elif sa.overlaps(sb):
-            verdict = "within noise"
-        else:
-            verdict = "slower" if sb.median < sa.median else "faster"
-        ra, rb = _stat(a, "compressratio"), _stat(b, "compressratio")
-        out.append(Change(config, verdict, sa, sb, tp, None if previous is None else previous.median,
-                          ra.median if ra else None, rb.median if rb else None, _cpu(a), _cpu(b)))
+        a = [r for r in a_rows if r["config_id"] == cid and r["id"] not in b_ids]
+        out.changes.append(regression(Configuration.from_json(b[0]["config"]), a, b, drop))
+    a_rest = [r for r in a_rows if r["config_id"] not in same]
+    b_rest = [r for r in b_rows if r["config_id"] not in same]
+    if a_rest and b_rest:
+        paired = pair(a_rest, b_rest)
+        paired.changes = out.changes
+        return paired
+    out.pairs = [Pair(s, None, ()) for s in summarise(a_rest)] + [Pair(None, s, ()) for s in summarise(b_rest)]
     return out
 
+
+def compare_by(section: Section, name: str, baseline: str | None = None) -> Comparison:
+    """Within one matrix: each value of the axis `name` against the baseline value (the first in
+    matrix order, or `baseline`), for every workload and setting where both were measured."""
+    flat = {k: v for s in section.summaries for k, v in s.config.flat().items()}
+    keys = set(keys_named(name, flat))
+    axis = next((x for x in section.axes if set(x.keys) & keys or x.name == name), None)
+    if axis is None:
+        known = ", ".join(x.name for x in section.axes) or "none"
+        raise CompareError(f"--by {name}: {section.matrix} does not vary in it (its axes: {known})")
+    base = baseline or axis.values[0]
+    if base not in axis.values:
+        raise CompareError(f"--baseline {base}: {axis.name} of {section.matrix} is one of {', '.join(axis.values)}")
+    others = [x for x in section.axes if x is not axis]
+    out = Comparison(setting_names=[x.name for x in others], a_name=f"{axis.name} {base}", b_name=axis.name,
+                     by=axis.name, differs=[f"{axis.name}: {base} -> each other value"])
+    groups: dict[tuple, dict[str, Summary]] = {}
+    for s in section.summaries:
+        key = (s.workload, *(x.value(s.config) for x in others))
+        groups.setdefault(key, {})[axis.value(s.config)] = s
+    for key, by_value in groups.items():
+        if base not in by_value:
+            continue
+        for value, s in by_value.items():
+            if value != base:
+                out.pairs.append(Pair(by_value[base], s, key[1:], (base, value)))
+    if not out.pairs:
+        raise CompareError(f"--by {axis.name}: no workload of {section.matrix} was measured at {base} and at "
+                           f"another {axis.name}")
+    return out
+
+
+# --- tables ------------------------------------------------------------------------------------------
 
 VERDICTS = {
     "regression": "regression: {pct} of the previous median, at or below the alert's {limit}",
@@ -158,32 +290,112 @@ VERDICTS = {
     "faster": "faster, beyond the noise of the repeats",
     "within noise": "within noise: the repeats' ranges overlap",
     "noise unknown": "one run each: noise unknown",
-    "different configuration": "not compared: different configurations",
+    "single run": "one run: nothing earlier to compare with",
 }
 
 
 def _mbs(stat: Stat | None) -> str:
     if stat is None:
-        return ""
+        return MISSING
     text = f"{stat.median / 1e6:.1f}"
     return text + (f" ({stat.low / 1e6:.1f}-{stat.high / 1e6:.1f})" if stat.n > 1 else "")
 
 
 def _num(value: float | None, digits: int) -> str:
-    return "" if value is None else f"{value:.{digits}f}"
+    return MISSING if value is None else f"{value:.{digits}f}"
 
 
 def table(changes: list[Change], drop: float) -> Table:
     rows = []
     for c in changes:
         labels = c.config.labels
-        change = "" if not (c.a and c.b) else f"{(c.b.median / c.a.median - 1) * 100:+.1f} %"
-        vs = "" if c.vs_previous is None else f"{c.vs_previous * 100:.1f} %"
+        change = MISSING if not (c.a and c.b) else f"{(c.b.median / c.a.median - 1) * 100:+.1f} %"
+        vs = MISSING if c.vs_previous is None else f"{c.vs_previous * 100:.1f} %"
         verdict = VERDICTS[c.verdict].format(pct=vs, limit=f"{(1 - drop) * 100:.0f} %")
         rows.append([c.config.id, c.config.workload, labels["compression"], labels["recordsize"], c.config.size,
                      _mbs(c.a), _mbs(c.b), change, vs, _num(c.ratio_a, 3), _num(c.ratio_b, 3),
                      _num(c.cpu_a, 1), _num(c.cpu_b, 1), verdict + (f" ({c.detail})" if c.detail else "")])
-    return Table("compare", ["config", "workload", "compression", "recordsize", "size", "A MB/s", "B MB/s", "change",
-                             "newest vs previous median", "A ratio", "B ratio", "A CPU %", "B CPU %", "verdict"], rows,
+    return Table("compare: regression verdict (the same configuration over time)",
+                 ["config", "workload", "compression", "recordsize", "size", "A MB/s", "B MB/s", "change",
+                  "newest vs previous median", "A ratio", "B ratio", "A CPU %", "B CPU %", "verdict"], rows,
                  f"Regression = B's newest run at or below {(1 - drop) * 100:.0f} % of the median of the earlier runs "
                  f"of its configuration: the rule and threshold of ZfsBenchThroughputRegression.")
+
+
+# (header, report figure, scale, digits): the figures an A vs B row shows where either side has them
+PAIR_FIGURES = (("MB/s", "throughput", 1e-6, 1), ("IOPS", "iops", 1.0, 1), ("latency us", "latency_us", 1.0, 2),
+                ("ratio", "ratio", 1.0, 3), ("on-disk", "used", 0.0, 1), ("CPU user %", "cpu_user", 100.0, 1),
+                ("CPU system %", "cpu_system", 100.0, 1))
+
+
+def noise(a: Stat | None, b: Stat | None) -> str:
+    """Whether a throughput difference exceeds the spread of the repeats, or that nobody knows."""
+    if a is None or b is None:
+        return MISSING
+    if a.n < 2 or b.n < 2:
+        return "one run each: noise unknown" if a.n == b.n == 1 else f"A {a.n} run(s), B {b.n}: noise unknown"
+    return ("within the repeats' spread: not a difference" if a.overlaps(b)
+            else f"beyond the repeats' spread ({a.n} and {b.n} runs)")
+
+
+def pair_table(comparison: Comparison) -> Table:
+    """A vs B, one row per workload and setting: both sides' figures and the differences."""
+    pairs = comparison.pairs
+    present = [f for f in PAIR_FIGURES if any(p.a and p.a.get(f[1]) or p.b and p.b.get(f[1]) for p in pairs)]
+    sized = [s.median("used") for p in pairs for s in (p.a, p.b) if s is not None]
+    unit_name, unit = size_unit(sized)
+    headers = ["workload", *comparison.setting_names]
+    if comparison.by:
+        headers += [f"A {comparison.by}", f"B {comparison.by}"]
+    for name, *_ in present:
+        name = f"on-disk {unit_name}" if name == "on-disk" else name
+        headers += [f"A {name}", f"B {name}"] + ([f"B-A {name}"] if name == "MB/s" else []) + (
+            [f"B-A {name[:-1]}pp"] if name.endswith("%") else [f"B/A {name}"])
+    headers.append("throughput noise")
+    rows = []
+    for p in pairs:
+        s = p.b or p.a
+        assert s is not None
+        row = [workload_text(s.workload), *p.setting]
+        if comparison.by:
+            row += list(p.values)
+        for name, figure, scale, digits in present:
+            scale = scale or 1 / unit
+            a = p.a.get(figure) if p.a else None
+            b = p.b.get(figure) if p.b else None
+            row += [fmt(a.scaled(scale) if a else None, digits), fmt(b.scaled(scale) if b else None, digits)]
+            if name == "MB/s" or name.endswith("%"):   # throughput in MB/s, CPU shares in percentage points
+                row.append(MISSING if a is None or b is None else f"{(b.median - a.median) * scale:+.1f}")
+            if not name.endswith("%"):
+                row.append(MISSING if a is None or b is None or not a.median
+                           else f"{(b.median / a.median - 1) * 100:+.1f} %")
+        row.append(noise(p.a.get("throughput") if p.a else None, p.b.get("throughput") if p.b else None))
+        rows.append(row)
+    title = (f"compare: {comparison.a_name} vs each other {comparison.by}" if comparison.by
+             else f"compare: A vs B ({'; '.join(comparison.differs) or 'A and B differ in nothing the store records'})")
+    note = ("B/A = (B - A) / A; pp = percentage points. A row with one side only (-) had no twin on the other side. "
+            "Throughput noise: whether the difference exceeds the spread of the repeats.")
+    return Table(title, headers, rows, note)
+
+
+def tables(comparison: Comparison, drop: float) -> list[Table]:
+    out = []
+    if comparison.pairs:
+        out.append(pair_table(comparison))
+    if comparison.changes:
+        out.append(table(comparison.changes, drop))
+    return out
+
+
+def describe_sides(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[str]:
+    """What each side is, for the head of the output: its matrices and configurations."""
+    out = []
+    for name, rows in (("A", a), ("B", b)):
+        matrices = ", ".join(dict.fromkeys(r["matrix"] for r in rows))
+        out.append(f"{name}: {len(rows)} result(s) of {len({r['config_id'] for r in rows})} configuration(s) "
+                   f"in {matrices}")
+    return out
+
+
+__all__ = ["Change", "CompareError", "Comparison", "Pair", "compare", "compare_by", "differences", "is_regression",
+           "max_drop", "resolve", "sections", "tables"]

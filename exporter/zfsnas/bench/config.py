@@ -61,12 +61,18 @@ class Configuration:
     direct: str                   # "1", "0" ("unknown" for results stored before configurations)
     host: str
     swept: tuple[str, ...] = field(default=(), compare=False)  # parameters the matrix set: tags only
+    # What the user attached to a run with `--set KEY=VALUE` (RAM size, client, protocol, NTFS cluster,
+    # link): part of the identity, so two RAM sizes are two configurations, and an axis of the report.
+    user_labels: Pairs = ()
 
     def identity(self) -> dict:
-        return {"matrix": self.matrix, "workload": self.workload, "size": self.size, "data": dict(self.data),
-                "properties": dict(self.properties), "pool": self.pool, "layout": dict(self.layout),
-                "parameters": dict(self.parameters), "zfs_version": self.zfs_version, "direct": self.direct,
-                "host": self.host}
+        identity = {"matrix": self.matrix, "workload": self.workload, "size": self.size, "data": dict(self.data),
+                    "properties": dict(self.properties), "pool": self.pool, "layout": dict(self.layout),
+                    "parameters": dict(self.parameters), "zfs_version": self.zfs_version, "direct": self.direct,
+                    "host": self.host}
+        if self.user_labels:   # only when given: the ids of configurations without labels never move
+            identity["labels"] = dict(self.user_labels)
+        return identity
 
     def canonical(self) -> str:
         return json.dumps(self.identity(), sort_keys=True, separators=(",", ":"))
@@ -85,7 +91,7 @@ class Configuration:
         return cls(matrix=d["matrix"], workload=d["workload"], size=d["size"], data=pairs(d["data"]),
                    properties=pairs(d["properties"]), pool=d["pool"], layout=pairs(d["layout"]),
                    parameters=pairs(d["parameters"]), zfs_version=d["zfs_version"], direct=d["direct"],
-                   host=d["host"], swept=tuple(d.get("swept", ())))
+                   host=d["host"], swept=tuple(d.get("swept", ())), user_labels=pairs(d.get("labels")))
 
     def dataset_property(self, name: str, default: str = "") -> str:
         return dict(self.properties).get(name, default)
@@ -96,24 +102,33 @@ class Configuration:
         return props.get("recordsize") or props.get("volblocksize") or ""
 
     @property
+    def measured_elsewhere(self) -> bool:
+        """Whether the result came from `watch` or `import` (data `source`), not from a run's cell."""
+        return "source" in dict(self.data)
+
+    @property
     def labels(self) -> dict[str, str]:
-        """The labels of this configuration's zfs_bench_* series (LABELS, in order)."""
+        """The labels of this configuration's zfs_bench_* series (LABELS, in order). A run's cell sets
+        encryption only when on; a result measured elsewhere records what it was told or read, and a
+        property it never recorded reads `unknown`, never a default it may not have had."""
+        unset = UNKNOWN if self.measured_elsewhere else "off"
         return {"matrix": self.matrix, "workload": self.workload, "config": self.id,
-                "compression": self.dataset_property("compression", "off"), "recordsize": self.recordsize,
-                "encryption": self.dataset_property("encryption", "off"), "size": self.size, "pool": self.pool}
+                "compression": self.dataset_property("compression", UNKNOWN), "recordsize": self.recordsize or UNKNOWN,
+                "encryption": self.dataset_property("encryption", unset), "size": self.size, "pool": self.pool}
 
     def tags(self) -> list[str]:
         """Grafana annotation tags: the labels and the parameters the matrix changed."""
         params = dict(self.parameters)
         return ["zfsnas-bench", *(f"{k}:{v}" for k, v in self.labels.items()),
-                *(f"{name}:{params.get(name, UNKNOWN)}" for name in self.swept)]
+                *(f"{name}:{params.get(name, UNKNOWN)}" for name in self.swept),
+                *(f"{k}:{v}" for k, v in self.user_labels)]
 
     def flat(self) -> dict[str, str]:
         """Every identity field as one readable key, e.g. `parameter zfs_dirty_data_max`."""
         out = {"matrix": self.matrix, "workload": self.workload, "size": self.size, "pool": self.pool,
                "zfs_version": self.zfs_version, "direct": self.direct, "host": self.host}
         for prefix, group in (("data", self.data), ("property", self.properties), ("layout", self.layout),
-                              ("parameter", self.parameters)):
+                              ("parameter", self.parameters), ("label", self.user_labels)):
             out.update({f"{prefix} {k}": v for k, v in group})
         return out
 

@@ -10,6 +10,7 @@ import base64
 from html import escape
 
 from . import charts
+from .axes import Selector
 from .recommend import recommend
 from .report import Section
 from .tables import Table, section_tables
@@ -44,10 +45,12 @@ def _pick(section: Section) -> str:
         return ""
     text = ("Pick: " if rec.pick else "No pick: ") + rec.reason
     notes = "".join(f"<br>{escape(n)}" for n in rec.notes)
-    return f'<p class="pick">{escape(text)}{notes}</p>'
+    lines = "".join(f"<li>{escape(where)}: {escape(sentence)}</li>" for where, sentence in rec.per_workload)
+    return f'<p class="pick">{escape(text)}{notes}</p>' + (f'<ul class="note">{lines}</ul>' if lines else "")
 
 
-def page(sections: list[Section], title: str = "zfsnas-bench report") -> str:
+def page(sections: list[Section], title: str = "zfsnas-bench report", baseline: Selector | None = None,
+         cdm: str | None = None) -> str:
     with_charts = charts.available()
     body = [f"<h1>{escape(title)}</h1>"]
     if not with_charts:
@@ -60,6 +63,6 @@ def page(sections: list[Section], title: str = "zfsnas-bench report") -> str:
                 data = base64.b64encode(images["png"]).decode()
                 body.append(f'<figure><img class="chart" data-chart="{escape(name)}" alt="{escape(section.matrix)} '
                             f'{escape(name)} chart" src="data:image/png;base64,{data}"></figure>')
-        body += [_table(t) for t in section_tables(section)]
+        body += [_table(t) for t in section_tables(section, baseline, cdm)]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")

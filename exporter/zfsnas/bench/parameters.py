@@ -69,7 +69,9 @@ def parameter_value(name: str, text: str, ram: int | None) -> int:
             raise ParameterError(f"parameter {name}: RAM size unknown, cannot check {text} against it: refused")
         if value > ram * spec.ram_share:
             raise ParameterError(f"parameter {name}: {text} is more than {spec.ram_share:.0%} of this host's "
-                                 f"{ram / GiB:.1f} GiB of RAM: refused")
+                                 f"{ram / GiB:.1f} GiB of RAM: refused (at most {ram * spec.ram_share / GiB:.1f} GiB "
+                                 "here: copy the matrix, lower the value in its [parameters] table and run the copy "
+                                 "by its path; `zfsnas-bench plan COPY.toml` checks it first)")
     return value
 
 

@@ -65,6 +65,7 @@ class Environment:
     parameters: dict[str, str]
     zfs_version: str
     host: str
+    labels: tuple[tuple[str, str], ...] = ()    # `--set KEY=VALUE` of the run
 
 
 def configuration(matrix: str, plan: CellPlan, env: Environment) -> Configuration:
@@ -74,7 +75,7 @@ def configuration(matrix: str, plan: CellPlan, env: Environment) -> Configuratio
     return Configuration(matrix=matrix, workload=plan.cell.workload, size=plan.cell.size, data=plan.data,
                          properties=measured_properties(plan.properties), pool=plan.pool, layout=env.layout,
                          parameters=pairs(params), zfs_version=env.zfs_version, direct="1" if plan.direct else "0",
-                         host=env.host, swept=tuple(c.name for c in plan.changes))
+                         host=env.host, swept=tuple(c.name for c in plan.changes), user_labels=pairs(env.labels))
 
 
 @dataclass
@@ -215,20 +216,56 @@ def parameter_lines(plan: CellPlan, params: Parameters | None) -> tuple[list[str
     return before, after
 
 
-def render_plan(matrix: Matrix, plans: list[CellPlan], params: Parameters | None = None) -> str:
+def _bytes(n: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def cell_fields(plan: CellPlan) -> dict[str, str]:
+    """What a cell is, field by field, as a plan or progress line names it."""
+    c = plan.cell
+    size = c.size if c.size == "all" and not plan.size_bytes else f"{c.size} ({_bytes(plan.size_bytes)})"
+    fields = {"workload": c.workload, "compression": c.compression,
+              "volblocksize" if c.kind == "volume" else "recordsize": c.recordsize, "encryption": c.encryption,
+              "size": size}
+    if c.workload != "copy":
+        fields["compressibility"] = f"{c.compressibility}%"
+    fields.update({k: v for k, v in c.properties})
+    fields.update({change.name: change.written for change in plan.changes})
+    fields["direct"] = str(int(plan.direct))
+    fields["repeat"] = str(c.repeat)
+    return fields
+
+
+def varying_fields(plans: list[CellPlan]) -> list[str]:
+    """The fields that tell a matrix's cells apart (the workload always, and the repeat when repeated)."""
+    all_fields = [cell_fields(p) for p in plans]
+    keys = list(dict.fromkeys(k for f in all_fields for k in f))
+    return [k for k in keys if k == "workload" or len({f.get(k) for f in all_fields}) > 1]
+
+
+def cell_text(plan: CellPlan, fields: list[str] | None = None) -> str:
+    """`workload=... compression=... size=1G (10.2 MiB)`: every field, or those of `fields`."""
+    return " ".join(f"{k}={v}" for k, v in cell_fields(plan).items() if fields is None or k in fields)
+
+
+def render_plan(matrix: Matrix, plans: list[CellPlan], params: Parameters | None = None,
+                labels: tuple[tuple[str, str], ...] = ()) -> str:
     timed = sum(p.estimate_seconds for p in plans)
     largest = max((p.size_bytes for p in plans), default=0)
     lines = [f"# matrix {matrix.name}: {len(plans)} cells on {plans[0].child.rsplit('/', 1)[0] if plans else '-'}; "
              f"fio time-based runs alone take {timed / 60:.1f} min; the largest cell needs {largest / 2**30:.2f} GiB"]
     if plans:
         lines += [step.shell() for step in checks(plans[0].child.rsplit("/", 1)[0])]
+    varying = varying_fields(plans)
+    if plans:
+        lines.append(f"# the cells differ in: {', '.join(varying)}")
+    if labels:
+        lines.append(f"# labels of every configuration (--set): {' '.join(f'{k}={v}' for k, v in labels)}")
     for plan in plans:
-        c = plan.cell
-        swept = "".join(f" {k}={v}" for k, v in c.parameters)
-        lines.append(f"# cell {plan.index}/{len(plans)}: workload={c.workload} compression={c.compression} "
-                     f"{'volblocksize' if c.kind == 'volume' else 'recordsize'}={c.recordsize} "
-                     f"encryption={c.encryption} size={c.size} ({plan.size_bytes} bytes) "
-                     f"direct={int(plan.direct)}{swept} repeat={c.repeat}")
+        lines.append(f"# cell {plan.index}/{len(plans)}: {cell_text(plan)}")
         if note := direct_note(plan):
             lines.append(note)
         before, after = parameter_lines(plan, params)

@@ -1,26 +1,41 @@
-"""`zfsnas-bench recommend MATRIX`: the Pareto-optimal configurations and one pick, with its reason.
+"""`zfsnas-bench recommend MATRIX`: which dataset properties to choose, for every matrix shape, with
+the reason in one sentence.
 
-Candidates are the matrix's configurations that differ only in dataset properties (compression,
-recordsize/volblocksize): the largest such group, so a write-size sweep never competes with the
-full copy. Objectives: throughput (higher), on-disk share of the data (lower), and CPU user+system
-(lower) when every candidate has it. The pick maximises (throughput / fastest)^w x (smallest /
-space)^(1-w), w = --speed-weight, among the candidates that reach --min-throughput. When the pick's
-and the runner-up's repeats overlap in throughput it says the data cannot decide on speed; with one
-run each it says the noise is unknown. Reads summaries (report.py); owns nothing else.
+Options are the values of the properties a user chooses (compression, recordsize/volblocksize);
+everything else a matrix varies (a size sweep, RAM, a client's NTFS cluster, the pool layout) is a
+setting: options are compared within one setting at a time (a "group"), never across.
+
+- Throughput and on-disk size (the FITS copy): the Pareto-optimal options (throughput up, on-disk
+  share down, CPU user+system down when every option has it) and the pick maximising
+  (throughput / fastest)^w x (smallest / space)^(1-w), w = --speed-weight, among those reaching
+  --min-throughput. An option without a measured size takes the size its compression measured
+  elsewhere in the group, and says so.
+- Throughput only (CrystalDiskMark from a client): per workload the fastest, and overall the option
+  with the highest geometric mean of its throughput relative to the fastest of each workload
+  (every workload counts the same), among those reaching --min-throughput in every workload.
+- On-disk size only (an archive corpus): the smallest, with what it saves against the first option.
+- Several workloads: a pick per workload, then overall by the geometric mean of the per-workload
+  scores. `--workload` restricts to one.
+Several groups: a pick in each; the answer says whether they agree. Every "no pick" says what is
+missing. When the pick's and the runner-up's repeats overlap it says the data cannot decide; with
+one run each that the noise is unknown. Reads summaries (report.py); owns nothing else.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
-from .report import Section, Stat, Summary
-from .tables import DIMENSIONS, _groups
+from .axes import workload_text
+from .report import DIMENSIONS, Section, Stat, Summary
+from .tables import size_unit
 
 # Line rates as payload bytes per second (the nominal rate: real SMB/NFS payload is a little less).
 _RATE = re.compile(r"^\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>gbe|gbit/s|mbit/s|mb/s|mib/s|gb/s|gib/s)?\s*$", re.IGNORECASE)
 _UNITS = {"gbe": 1e9 / 8, "gbit/s": 1e9 / 8, "mbit/s": 1e6 / 8, "mb/s": 1e6, "mib/s": 2**20, "gb/s": 1e9,
           "gib/s": 2**30, None: 1e6}
+CHOICES = "dataset properties (compression, recordsize or volblocksize)"
 
 
 class RecommendError(ValueError):
@@ -38,7 +53,7 @@ def parse_throughput(text: str) -> float:
 @dataclass(frozen=True)
 class Candidate:
     summary: Summary
-    throughput: Stat
+    throughput: Stat | None
     space: float | None          # on-disk bytes per logical byte (1 / ratio)
     space_from: str = ""         # the configuration the space was taken from, when not measured
     cpu: float | None = None     # user + system, share of all CPU time
@@ -49,17 +64,19 @@ class Candidate:
 
     @property
     def mbs(self) -> float:
-        return self.throughput.median / 1e6
+        return self.throughput.median / 1e6 if self.throughput else 0.0
 
 
 @dataclass
 class Recommendation:
     matrix: str
-    candidates: list[Candidate]
+    candidates: list[Candidate]             # the first group's, first workload's
     front: list[Candidate]
     pick: Candidate | None
     reason: str
     notes: list[str] = field(default_factory=list)
+    shape: str = "throughput and space"     # or "throughput", "space"
+    per_workload: list[tuple[str, str]] = field(default_factory=list)   # (group and workload, its pick's sentence)
 
 
 def _space(s: Summary) -> float | None:
@@ -69,37 +86,62 @@ def _space(s: Summary) -> float | None:
     return 1 / ratio if ratio else None
 
 
-def candidates(section: Section) -> tuple[list[Candidate], list[str]]:
-    groups = [g for g in _groups(section, DIMENSIONS) if any(s.get("throughput") for s in g)]
-    if not groups:
-        return [], []
-    group = max(groups, key=len)
+def _cpu(s: Summary) -> float | None:
+    user, system = s.median("cpu_user"), s.median("cpu_system")
+    return None if user is None or system is None else user + system
+
+
+def _option(s: Summary) -> tuple[str, ...]:
+    flat = s.config.flat()
+    return tuple(flat.get(k, "") for k in DIMENSIONS)
+
+
+def _groups(section: Section, workload: str | None) -> tuple[list[list[Summary]], list[str]]:
+    """Groups of configurations that differ only in the chosen properties and the workload, with
+    two options or more; and the notes on what is left out."""
+    summaries = [s for s in section.summaries if workload is None or s.workload == workload]
+    grouped: dict[tuple, list[Summary]] = {}
+    for s in summaries:
+        key = tuple(sorted((k, v) for k, v in s.config.flat().items() if k not in (*DIMENSIONS, "workload")))
+        grouped.setdefault(key, []).append(s)
+    eligible = [g for g in grouped.values() if len({_option(s) for s in g}) >= 2]
     notes = []
-    if len(group) < len(section.summaries):
-        notes.append(f"{len(section.summaries) - len(group)} configuration(s) of {section.matrix} differ in more "
-                     f"than dataset properties (size, workload, ...) and are not candidates")
+    left = len(summaries) - sum(len(g) for g in eligible)
+    if eligible and left:
+        notes.append(f"{left} configuration(s) of {section.matrix} differ in more than dataset properties (size, "
+                     f"workload, ...) and are not candidates")
+    return eligible, notes
+
+
+def candidates_of(group: list[Summary]) -> list[Candidate]:
+    """One workload's options, each with its throughput, space (or its compression's) and CPU."""
     measured = {s.compression: s for s in group if _space(s) is not None}
     out = []
     for s in group:
-        tp = s.get("throughput")
-        if tp is None:
-            continue
         space, source = _space(s), ""
         if space is None and s.compression in measured:  # same compression: the space it measured
             source = measured[s.compression].label
             space = _space(measured[s.compression])
-        cpu = None
-        if s.median("cpu_user") is not None and s.median("cpu_system") is not None:
-            cpu = s.median("cpu_user") + s.median("cpu_system")  # type: ignore[operator]
-        out.append(Candidate(s, tp, space, source, cpu))
-    return out, notes
+        out.append(Candidate(s, s.get("throughput"), space, source, _cpu(s)))
+    return out
+
+
+def candidates(section: Section) -> tuple[list[Candidate], list[str]]:
+    """The first group's candidates of its first workload (the Pareto chart's), and the notes."""
+    groups, notes = _groups(section, None)
+    if not groups:
+        return [], notes
+    first = groups[0][0].workload
+    return candidates_of([s for s in groups[0] if s.workload == first]), notes
 
 
 def pareto_front(cands: list[Candidate]) -> list[Candidate]:
     """Candidates no other beats in every objective (throughput up, space down, CPU down if known)."""
+    cands = [c for c in cands if c.throughput is not None]
     use_cpu = all(c.cpu is not None for c in cands)
 
     def key(c: Candidate) -> tuple[float, ...]:
+        assert c.throughput is not None
         values = (c.throughput.median, -(c.space if c.space is not None else float("inf")))
         return values + ((-c.cpu,) if use_cpu and c.cpu is not None else ())
 
@@ -114,40 +156,53 @@ def _smaller(a: Candidate, b: Candidate) -> str:
     return f"{(1 - a.space / b.space) * 100:.0f} % smaller than {b.label}"
 
 
-def recommend(section: Section, speed_weight: float = 0.5, min_throughput: float = 0.0) -> Recommendation:
-    if not 0 <= speed_weight <= 1:
-        raise RecommendError(f"--speed-weight {speed_weight}: between 0 (space only) and 1 (speed only)")
-    cands, notes = candidates(section)
-    front = pareto_front([c for c in cands if c.space is not None])
-    unmeasured = [c.label for c in cands if c.space is None]
-    if unmeasured:
+@dataclass
+class _Pick:
+    pick: Candidate | None
+    reason: str
+    notes: list[str]
+    front: list[Candidate]
+    scores: dict[tuple[str, ...], float]    # option -> score in [0, 1], for the overall pick
+
+
+def _noise_notes(ranked: list[Candidate]) -> list[str]:
+    if len(ranked) < 2 or ranked[0].throughput is None or ranked[1].throughput is None:
+        return []
+    pick, second = ranked[0], ranked[1]
+    assert pick.throughput is not None and second.throughput is not None
+    if pick.throughput.n > 1 and second.throughput.n > 1 and pick.throughput.overlaps(second.throughput):
+        return [f"the data cannot decide on speed between {pick.label} and {second.label}: their repeats overlap "
+                f"({pick.throughput.low / 1e6:.1f}-{pick.throughput.high / 1e6:.1f} vs "
+                f"{second.throughput.low / 1e6:.1f}-{second.throughput.high / 1e6:.1f} MB/s)"]
+    if pick.throughput.n < 2 or second.throughput.n < 2:
+        return ["one run per configuration: the noise is unknown; repeat the matrix to know it"]
+    return []
+
+
+def _balanced(cands: list[Candidate], speed_weight: float, min_throughput: float) -> _Pick:
+    """Throughput and space: today's Pareto pick (the FITS answer)."""
+    notes = []
+    if unmeasured := [c.label for c in cands if c.space is None]:
         notes.append(f"no on-disk size for {', '.join(unmeasured)}: not candidates")
-    sized = [c for c in cands if c.space is not None]
-    able = [c for c in sized if c.throughput.median >= min_throughput]
-    if len(cands) < 2:
-        why = (f"nothing to choose between: {section.matrix} has no two configurations that differ only in "
-               f"dataset properties (compression, recordsize)")
-        return Recommendation(section.matrix, cands, front, None, why, notes)
-    if not sized:
-        return Recommendation(section.matrix, cands, front, None,
-                              "no configuration has an on-disk size: speed cannot be weighed against space", notes)
+    sized = [c for c in cands if c.space is not None and c.throughput is not None]
+    front = pareto_front(sized)
+    able = [c for c in sized if c.throughput and c.throughput.median >= min_throughput]
     if not able:
-        best = max(cands, key=lambda c: c.mbs, default=None)
+        best = max(sized, key=lambda c: c.mbs, default=None)
         why = (f"no configuration reaches {min_throughput / 1e6:.1f} MB/s"
                + (f"; the fastest is {best.label} at {best.mbs:.1f} MB/s" if best else ""))
-        return Recommendation(section.matrix, cands, front, None, why, notes)
-    fastest = max(sized, key=lambda c: c.throughput.median)
-    smallest = min(s.space for s in sized if s.space is not None)
+        return _Pick(None, why, notes, front, {})
+    fastest = max(sized, key=lambda c: c.mbs)
+    smallest = min(c.space for c in sized if c.space is not None)
 
     def score(c: Candidate) -> float:
         assert c.space is not None
-        speed = c.throughput.median / fastest.throughput.median
-        return float(speed ** speed_weight * (smallest / c.space) ** (1 - speed_weight))
-    ranked = sorted(able, key=lambda c: (score(c), c.throughput.median), reverse=True)  # ties: the faster
+        return float((c.mbs / fastest.mbs) ** speed_weight * (smallest / c.space) ** (1 - speed_weight))
+    ranked = sorted(able, key=lambda c: (score(c), c.mbs), reverse=True)  # ties: the faster
     pick = ranked[0]
     parts = [f"{pick.label}: " + ("the fastest" if pick is fastest else
-                                  f"{pick.throughput.median / fastest.throughput.median * 100:.0f} % of the fastest "
-                                  f"({fastest.label}, {fastest.mbs:.1f} MB/s)")]
+                                  f"{pick.mbs / fastest.mbs * 100:.0f} % of the fastest ({fastest.label}, "
+                                  f"{fastest.mbs:.1f} MB/s)")]
     if pick is not fastest and pick.space is not None and fastest.space is not None and pick.space < fastest.space:
         parts.append(_smaller(pick, fastest))
     lz4 = next((c for c in sized if c.summary.compression == "lz4" and c.summary.recordsize == pick.summary.recordsize),
@@ -160,25 +215,187 @@ def recommend(section: Section, speed_weight: float = 0.5, min_throughput: float
     reason = ", ".join(parts)
     if pick.space_from:
         reason += f" (on-disk size measured at {pick.space_from}, the same compression)"
-    reason += "."
-    if len(ranked) > 1:
-        second = ranked[1]
-        if pick.throughput.n > 1 and second.throughput.n > 1 and pick.throughput.overlaps(second.throughput):
-            notes.insert(0, f"the data cannot decide on speed between {pick.label} and {second.label}: their repeats "
-                            f"overlap ({pick.throughput.low / 1e6:.1f}-{pick.throughput.high / 1e6:.1f} vs "
-                            f"{second.throughput.low / 1e6:.1f}-{second.throughput.high / 1e6:.1f} MB/s)")
-        elif pick.throughput.n < 2 or second.throughput.n < 2:
-            notes.append("one run per configuration: the noise is unknown; repeat the matrix to know it")
-    return Recommendation(section.matrix, cands, front, pick, reason, notes)
+    return _Pick(pick, reason + ".", _noise_notes(ranked) + notes, front,
+                 {_option(c.summary): score(c) for c in able})
+
+
+def _fastest(cands: list[Candidate], min_throughput: float) -> _Pick:
+    """Throughput only: the fastest, and how far behind the slowest is."""
+    timed = [c for c in cands if c.throughput is not None]
+    able = [c for c in timed if c.mbs * 1e6 >= min_throughput]
+    if not able:
+        best = max(timed, key=lambda c: c.mbs)
+        return _Pick(None, f"no configuration reaches {min_throughput / 1e6:.1f} MB/s; the fastest is {best.label} "
+                           f"at {best.mbs:.1f} MB/s", [], [], {})
+    ranked = sorted(able, key=lambda c: c.mbs, reverse=True)
+    pick, slowest = ranked[0], min(timed, key=lambda c: c.mbs)
+    reason = f"{pick.label}: {pick.mbs:.1f} MB/s, the fastest"
+    if slowest is not pick:
+        reason += f"; the slowest, {slowest.label}, reaches {slowest.mbs:.1f} MB/s ({slowest.mbs / pick.mbs * 100:.0f} %)"
+    return _Pick(pick, reason + ".", _noise_notes(ranked), [], {_option(c.summary): c.mbs / pick.mbs for c in able})
+
+
+def _size_text(value: float, unit: tuple[str, float]) -> str:
+    return f"{value / unit[1]:.1f} {unit[0]}"
+
+
+def _smallest(cands: list[Candidate]) -> _Pick:
+    """On-disk size only: the smallest, and what it saves against the first option."""
+    sized = [c for c in cands if c.space is not None]
+    if not sized:
+        return _Pick(None, "no configuration has an on-disk size", [], [], {})
+    pick = min(sized, key=lambda c: (c.space, c.summary.cell))
+    baseline = sized[0]
+    reason = f"{pick.label}: the smallest on disk"
+    mine, base = pick.summary.median("used"), baseline.summary.median("used")
+    if mine is not None:
+        reason += f", {_size_text(mine, size_unit([mine]))} ({pick.space * 100:.2f} % of the logical size)"  # type: ignore[operator]
+    if baseline is not pick and mine is not None and base:
+        small = size_unit([base - mine])
+        reason += (f", {_size_text(base - mine, small)} ({(1 - mine / base) * 100:.2f} %) less than {baseline.label} "
+                   f"(the first configuration)")
+    elif baseline is not pick:
+        reason += f", {(1 - pick.space / baseline.space) * 100:.2f} % less than {baseline.label}"  # type: ignore[operator]
+    return _Pick(pick, reason + ".", [], [], {_option(c.summary): min(x.space for x in sized) / c.space  # type: ignore
+                                              for c in sized})
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values and min(values) > 0 else 0.0
+
+
+def _shape(group: list[Summary]) -> str:
+    tp = any(s.get("throughput") for s in group)
+    space = any(_space(s) is not None for s in group)
+    return "throughput and space" if tp and space else "throughput" if tp else "space" if space else "nothing"
+
+
+def _decide(cands: list[Candidate], shape: str, speed_weight: float, min_throughput: float) -> _Pick:
+    if shape == "throughput and space":
+        return _balanced(cands, speed_weight, min_throughput)
+    if shape == "throughput":
+        return _fastest(cands, min_throughput)
+    return _smallest(cands)
+
+
+def _unanswerable(shape: str, speed_weight: float, min_throughput: float) -> str | None:
+    if shape == "nothing":
+        return "neither throughput nor on-disk size was measured"
+    if shape == "throughput" and speed_weight == 0:
+        return "no on-disk size was measured: --speed-weight 0 (space only) has nothing to weigh"
+    if shape == "space" and speed_weight == 1:
+        return "no throughput was measured: --speed-weight 1 (speed only) has nothing to weigh"
+    if shape == "space" and min_throughput > 0:
+        return (f"no throughput was measured, so no configuration can be shown to reach {min_throughput / 1e6:.1f} "
+                f"MB/s (without --min-throughput: the smallest)")
+    return None
+
+
+def _in_group(section: Section, group: list[Summary], speed_weight: float,
+              min_throughput: float) -> tuple[_Pick, list[tuple[str, str]], str]:
+    """The pick within one group: per workload, then overall."""
+    shape = _shape(group)
+    if why := _unanswerable(shape, speed_weight, min_throughput):
+        return _Pick(None, why, [], [], {}), [], shape
+    workloads = list(dict.fromkeys(s.workload for s in group))
+    picks = {w: _decide(candidates_of([s for s in group if s.workload == w]), shape, speed_weight, min_throughput)
+             for w in workloads}
+    if len(workloads) == 1:
+        return picks[workloads[0]], [], shape
+    lines = [(workload_text(w), p.reason) for w, p in picks.items()]
+    options = list(dict.fromkeys(_option(s) for s in group))
+    overall = {o: [p.scores[o] for p in picks.values() if o in p.scores] for o in options}
+    complete = {o: _geomean(v) for o, v in overall.items() if len(v) == len(workloads)}
+    if not complete:
+        return _Pick(None, "no configuration reaches the minimum in every workload" if min_throughput else
+                     "no configuration was measured in every workload", [], [], {}), lines, shape
+    best = max(complete, key=lambda o: complete[o])
+    summary = next(s for s in group if _option(s) == best)
+    wins = sum(p.pick is not None and _option(p.pick.summary) == best for p in picks.values())
+    won, against = {"throughput and space": ("picked", f"the best score (speed weight {speed_weight:g})"),
+                    "throughput": ("the fastest", "the fastest"), "space": ("the smallest", "the smallest")}[shape]
+    reason = (f"{summary.label}: {won} in {wins} of {len(workloads)} workloads; on average {complete[best] * 100:.0f} % "
+              f"of {against} per workload (geometric mean over {len(workloads)} workloads, each counted the same).")
+    pick = Candidate(summary, summary.get("throughput"), _space(summary), "", _cpu(summary))
+    notes = [n for p in picks.values() for n in p.notes if n.startswith("one run per configuration")][:1]
+    return _Pick(pick, reason, notes, [], complete), lines, shape
+
+
+_NOTE_ORDER = ("the data cannot decide", "configuration(s) of", "no on-disk size for", "no on-disk size was",
+               "no throughput was", "one run per configuration")
+
+
+def _ordered(notes: list[str]) -> list[str]:
+    """Notes in one order whatever produced them: what undermines the pick first, the noise last."""
+    def rank(note: str) -> int:
+        return next((i for i, start in enumerate(_NOTE_ORDER) if start in note), len(_NOTE_ORDER))
+    return sorted(dict.fromkeys(notes), key=rank)
+
+
+def recommend(section: Section, speed_weight: float = 0.5, min_throughput: float = 0.0,
+              workload: str | None = None) -> Recommendation:
+    if not 0 <= speed_weight <= 1:
+        raise RecommendError(f"--speed-weight {speed_weight}: between 0 (space only) and 1 (speed only)")
+    if min_throughput < 0:
+        raise RecommendError(f"--min-throughput {min_throughput}: a throughput is not negative")
+    if workload is not None and workload not in section.workloads:
+        raise RecommendError(f"{section.matrix} has no workload {workload!r}; it has {', '.join(section.workloads)}")
+    groups, notes = _groups(section, workload)
+    first = candidates_of([s for s in groups[0] if s.workload == groups[0][0].workload]) if groups else []
+    if not groups:
+        why = (f"nothing to choose between: {section.matrix} has no two configurations that differ only in "
+               f"{CHOICES}")
+        if others := [a.name for a in section.axes]:
+            why += f"; `zfsnas-bench compare --by {others[0]}` sets each of its axes side by side ({', '.join(others)})"
+        return Recommendation(section.matrix, first, [], None, why, notes)
+    results = [_in_group(section, g, speed_weight, min_throughput) for g in groups]
+    shape = results[0][2]
+    if shape == "throughput":
+        notes.append("no on-disk size was measured: the pick is on speed alone")
+    elif shape == "space":
+        notes.append("no throughput was measured: the pick is on size alone")
+    if len(groups) == 1:
+        chosen, lines, _ = results[0]
+        return Recommendation(section.matrix, first, chosen.front, chosen.pick, chosen.reason,
+                              _ordered(chosen.notes + notes), shape, lines)
+    # Several settings (e.g. two RAM sizes x two NTFS clusters): a pick in each, and whether they agree.
+    lines = []
+    for group, (chosen, per_workload, _) in zip(groups, results):
+        where = section.describe(group[0], ("compression", "recordsize", "volblocksize"))
+        lines += [(f"{where}: {w}", text) for w, text in per_workload]
+        lines.append((f"{where}: overall" if per_workload else where, chosen.reason))
+    picked = [r[0].pick for r in results]
+    labels = {p.label for p in picked if p is not None}
+    main = results[0][0]
+    reasons = {r[0].reason for r in results}
+    if len(labels) == 1 and all(picked):
+        reason = (f"{picked[0].label} in every one of the {len(groups)} settings "  # type: ignore[union-attr]
+                  f"({', '.join(a.name for a in section.axes if a.name not in ('compression', 'recordsize', 'volblocksize'))}).")
+    elif not any(picked) and len(reasons) == 1:
+        reason = reasons.pop()       # the same reason in every setting (nothing to weigh, no minimum reached)
+    else:
+        reason = "the settings disagree: " + "; ".join(
+            f"{section.describe(g[0], ('compression', 'recordsize', 'volblocksize'))}: "
+            f"{p.label if p else 'no pick'}" for g, p in zip(groups, picked)) + "."
+    return Recommendation(section.matrix, first, main.front, main.pick if len(labels) == 1 and all(picked) else None,
+                          reason, _ordered(main.notes + notes), shape, lines)
 
 
 def render(rec: Recommendation) -> str:
-    lines = [f"recommend {rec.matrix}", "", "Pareto-optimal (throughput vs on-disk size"
-             + (", CPU" if rec.front and all(c.cpu is not None for c in rec.front) else "") + "):"]
-    for c in sorted(rec.front, key=lambda c: -c.throughput.median):
-        extra = f", CPU {c.cpu * 100:.1f} %" if c.cpu is not None else ""
-        lines.append(f"  {c.label:<20} {c.mbs:8.1f} MB/s  {c.space * 100 if c.space else 0:5.1f} % of logical on disk"
-                     f"{extra} [{c.summary.id}]")
-    lines += ["", ("pick: " if rec.pick else "no pick: ") + rec.reason]
+    lines = [f"recommend {rec.matrix}", ""]
+    if rec.shape == "throughput and space" and rec.front:
+        lines.append("Pareto-optimal (throughput vs on-disk size"
+                     + (", CPU" if all(c.cpu is not None for c in rec.front) else "") + "):")
+        for c in sorted(rec.front, key=lambda c: -c.mbs):
+            extra = f", CPU {c.cpu * 100:.1f} %" if c.cpu is not None else ""
+            lines.append(f"  {c.label:<20} {c.mbs:8.1f} MB/s  {c.space * 100 if c.space else 0:5.1f} % of logical "
+                         f"on disk{extra} [{c.summary.id}]")
+        lines.append("")
+    if rec.per_workload:
+        lines.append(f"per {'setting and ' if any(': ' in w for w, _ in rec.per_workload) else ''}workload "
+                     f"({rec.shape}):")
+        lines += [f"  {where}: {text}" for where, text in rec.per_workload]
+        lines.append("")
+    lines.append(("pick: " if rec.pick else "no pick: ") + rec.reason)
     lines += [f"note: {n}" for n in rec.notes]
     return "\n".join(lines) + "\n"

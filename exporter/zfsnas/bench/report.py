@@ -14,14 +14,20 @@ import json
 import sqlite3
 import statistics
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
-from .config import Configuration, differs_text, look_alikes
+from .axes import Axis, axes
+from .config import UNKNOWN, Configuration, differs_text, look_alikes
 
 ResultRow = sqlite3.Row | Mapping[str, Any]   # what Store.results returns, or its dict
 GIB = 2**30
 MIB = 2**20
+# The dataset properties a user chooses between (recommend's candidates, the compression x
+# recordsize pivot) and the identity fields of a write-size sweep.
+DIMENSIONS = ("property compression", "property recordsize", "property volblocksize")
+SIZE_KEYS = ("size", "data bytes")
 
 
 @dataclass(frozen=True)
@@ -90,7 +96,7 @@ FIGURES: dict[str, Any] = {
     "cpu_user": lambda r: _cpu_share(r, "cpu_user_seconds"),
     "cpu_system": lambda r: _cpu_share(r, "cpu_system_seconds"),
     "iops": lambda r: r.get("iops"),
-    "latency_us": lambda r: mean_latency_us(r.get("fio_json")),
+    "latency_us": lambda r: r["latency_us"] if r.get("latency_us") is not None else mean_latency_us(r.get("fio_json")),
 }
 
 
@@ -101,7 +107,7 @@ class Summary:
     runs: int
     run_ids: tuple[str, ...]
     figures: dict[str, Stat]
-    differs: str = ""               # look-alikes (same readable labels) and what tells them apart
+    alikes: tuple[tuple[str, tuple[str, ...]], ...] = ()   # look-alikes (same series labels), what tells them apart
 
     @property
     def id(self) -> str:
@@ -119,16 +125,28 @@ class Summary:
 
     @property
     def compression(self) -> str:
-        return self.config.dataset_property("compression", "off")
+        return self.config.dataset_property("compression", UNKNOWN)
 
     @property
     def recordsize(self) -> str:
+        """recordsize, or volblocksize for a volume ("" when neither was recorded)."""
         return self.config.recordsize
 
     @property
+    def block_property(self) -> str:
+        return "volblocksize" if self.config.dataset_property("volblocksize") else "recordsize"
+
+    @property
     def label(self) -> str:
-        """compression / recordsize, the way the posts name a configuration."""
-        return f"{self.compression} / {self.recordsize}" if self.recordsize else self.compression
+        """compression / recordsize, the way the posts name a configuration (a volume's block size
+        named: `lz4 / volblocksize 16K`); what was not recorded is left out, never filled in."""
+        known = self.compression != UNKNOWN
+        block = self.recordsize if self.block_property == "recordsize" else f"volblocksize {self.recordsize}"
+        if known and self.recordsize:
+            return f"{self.compression} / {block}"
+        if self.recordsize:
+            return f"{self.block_property} {self.recordsize}"
+        return self.compression if known else self.id
 
     @property
     def total_bytes(self) -> int | None:
@@ -140,6 +158,16 @@ class Summary:
         value = dict(self.config.parameters).get("zfs_dirty_data_max")
         return int(value) if value and value.isdigit() else None
 
+    @property
+    def differs(self) -> str:
+        """Configurations with the same series labels as this one, and what tells them apart."""
+        return differs_text([(oid, list(diff)) for oid, diff in self.alikes])
+
+    def differs_beyond(self, keys: set[str]) -> str:
+        """`differs`, leaving out differences in `keys` (identity fields a table shows as columns)."""
+        kept = [(oid, [d for d in diff if d.split(":", 1)[0] not in keys]) for oid, diff in self.alikes]
+        return differs_text([(oid, diff) for oid, diff in kept if diff])
+
     def get(self, figure: str) -> Stat | None:
         return self.figures.get(figure)
 
@@ -150,10 +178,18 @@ class Summary:
 
 @dataclass(frozen=True)
 class Section:
-    """One matrix: its configurations in matrix order and the identity fields that differ among them."""
+    """One matrix: its configurations in matrix order; `axes` says what they vary in."""
     matrix: str
     summaries: list[Summary]
-    varying: list[str] = field(default_factory=list)   # Configuration.flat() keys that differ
+
+    @cached_property
+    def axes(self) -> list[Axis]:
+        """What the section's configurations vary in (axes.py), the workload aside."""
+        return axes(s.config for s in self.summaries)
+
+    @property
+    def workloads(self) -> list[str]:
+        return list(dict.fromkeys(s.workload for s in self.summaries))
 
     @property
     def pools(self) -> list[str]:
@@ -162,6 +198,19 @@ class Section:
     @property
     def title(self) -> str:
         return f"{self.matrix} on {', '.join(self.pools)}"
+
+    def groups(self, free: tuple[str, ...]) -> list[list[Summary]]:
+        """The configurations grouped by every identity field except `free`, in matrix order."""
+        out: dict[tuple[tuple[str, str], ...], list[Summary]] = {}
+        for s in self.summaries:
+            key = tuple(sorted((k, v) for k, v in s.config.flat().items() if k not in free))
+            out.setdefault(key, []).append(s)
+        return list(out.values())
+
+    def describe(self, summary: Summary, leave_out: tuple[str, ...] = ()) -> str:
+        """What sets `summary` apart within the section: each axis's value (`volblocksize 4K, ram 16G`),
+        axes in `leave_out` (by name) aside."""
+        return ", ".join(f"{a.name} {a.value(summary.config)}" for a in self.axes if a.name not in leave_out)
 
     def uncompressed_used(self, summary: Summary) -> float | None:
         """The on-disk bytes of the `compression=off` configuration that differs from `summary` only
@@ -205,20 +254,21 @@ def summarise(results: Iterable[ResultRow]) -> list[Summary]:
     for cid, (config, rows) in groups.items():
         figures = {name: stat for name, get in FIGURES.items() if (stat := Stat.of(get(r) for r in rows))}
         out.append(Summary(config, min(int(r["cell"]) for r in rows), len(rows),
-                           tuple(dict.fromkeys(str(r["run_id"]) for r in rows)), figures, differs_text(alikes[cid])))
+                           tuple(dict.fromkeys(str(r["run_id"]) for r in rows)), figures,
+                           tuple((oid, tuple(diff)) for oid, diff in alikes[cid])))
     return out
 
 
 def sections(results: Iterable[ResultRow]) -> list[Section]:
-    """One Section per matrix, matrices in first-run order, configurations in cell order."""
+    """One Section per matrix, matrices in first-run order, configurations in cell order (results
+    imported into one matrix file by file: each file's in its order)."""
     by_matrix: dict[str, list[Summary]] = {}
+    first_run: dict[str, int] = {}
     for summary in summarise(results):
         by_matrix.setdefault(summary.config.matrix, []).append(summary)
+        first_run.setdefault(summary.run_ids[0], len(first_run))
     out = []
     for matrix, summaries in by_matrix.items():
-        summaries.sort(key=lambda s: s.cell)
-        flats = [s.config.flat() for s in summaries]
-        keys = sorted({k for f in flats for k in f})
-        varying = [k for k in keys if len({f.get(k) for f in flats}) > 1]
-        out.append(Section(matrix, summaries, varying))
+        summaries.sort(key=lambda s: (first_run[s.run_ids[0]], s.cell))
+        out.append(Section(matrix, summaries))
     return out

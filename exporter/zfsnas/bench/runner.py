@@ -1,7 +1,8 @@
 """Runs a plan: per cell parameters -> create -> prefill -> job -> sync -> space -> destroy ->
 restore, measuring and storing each.
 
-Owns the order of a run, the lock (two matrices never run at once), the signal handling
+Owns the order of a run, the housekeeping after a run that died (`clean_up_dead_runs`), the
+lock (two matrices never run at once), the signal handling
 (SIGINT/SIGTERM stop fio, destroy our child, restore module parameters, record `aborted`), the
 scratch check before every cell (a mark removed mid-run stops the run before the next cell, as
 `aborted` with the reason) and the progress line. A Runner is built from the guard's `Cleared`.
@@ -17,6 +18,7 @@ import logging
 import os
 import platform
 import secrets
+import shutil
 import signal
 import sys
 import tempfile
@@ -33,9 +35,10 @@ from .annotate import Annotator
 from .config import Configuration
 from .copy import copy_corpus
 from .fio import FioProcess, parse_fio_json
+from .fiowatch import stop_leftovers
 from .guard import Cleared, GuardError
-from .parameters import Parameters, ParameterSwitch
-from .planner import CellPlan, Environment, Step, configuration
+from .parameters import Parameters, ParameterSwitch, restore_pending
+from .planner import CellPlan, Environment, Step, cell_text, configuration, varying_fields
 from .store import Store
 from .zfs import ZfsOps
 
@@ -79,6 +82,7 @@ class Progress:
 
     def __init__(self, plans: list[CellPlan], stream: TextIO = sys.stderr):
         self.plans, self.stream = plans, stream
+        self.fields = varying_fields(plans) + ["size"]   # the size always: after --size-scale it is news
         self.started = time.monotonic()
         self.done_seconds: list[float] = []
         self.tty = stream.isatty()
@@ -96,9 +100,9 @@ class Progress:
         done = index - 1 + (1 if final else 0)
         width = 24
         bar = "#" * (width * done // total) + "-" * (width - width * done // total)
-        c = self.plans[min(index, total) - 1].cell
+        plan = self.plans[min(index, total) - 1]
         elapsed = time.monotonic() - self.started
-        line = (f"[{bar}] {done}/{total} {c.workload} {c.compression} {c.recordsize} {c.size} "
+        line = (f"[{bar}] {done}/{total} {cell_text(plan, self.fields)} "
                 f"elapsed {_hms(elapsed)} ETA {_hms(self.eta(index + 1, 0) if final else self.eta(index, cell_elapsed))}")
         if self.tty:
             self.stream.write("\r\033[K" + line + ("\n" if final and index == total else ""))
@@ -122,6 +126,7 @@ class RunSettings:
     sysfs: str = "/sys"
     keep: bool = False
     freebsd: bool = False      # CPU from `sysctl kern.cp_time` instead of /proc/stat
+    labels: tuple[tuple[str, str], ...] = ()   # `--set KEY=VALUE`: part of every configuration of the run
 
 
 def new_run_id() -> str:
@@ -147,7 +152,8 @@ class Runner:
         pool = self.s.scratch.split("/")[0]
         status, layout = self.zfs.pool_layout(pool)
         swept = tuple(sorted({c.name for p in plans for c in p.changes}))
-        return Environment(pool, layout, self.params.identity(swept), self.zfs.versions(), self.store.host), status
+        return Environment(pool, layout, self.params.identity(swept), self.zfs.versions(), self.store.host,
+                           self.s.labels), status
 
     def configuration(self, plan: CellPlan) -> Configuration:
         assert self.env is not None
@@ -359,10 +365,7 @@ class _Ticker:
 
 
 def _describe(plan: CellPlan) -> str:
-    c = plan.cell
-    swept = "".join(f" {change.name}={change.written}" for change in plan.changes)
-    return (f"{c.workload} compression={c.compression} recordsize={c.recordsize} encryption={c.encryption} "
-            f"size={c.size}{swept} #{c.repeat}")
+    return cell_text(plan)
 
 
 def _headline(matrix: str, plan: CellPlan, status: str, f: dict) -> str:
@@ -394,9 +397,41 @@ def _int(text: str | None) -> int | None:
         return None
 
 
-def make_key_file() -> str:
-    """A random hex key for encrypted cells, readable by root only, removed at exit by the caller."""
-    fd, path = tempfile.mkstemp(prefix="zfsnas-bench-key-")
+def results_dir(run_id: str) -> Path:
+    """Where a run's fio writes its JSON (0700, removed at the run's end, or by the next run's
+    housekeeping when it died)."""
+    return Path(tempfile.gettempdir()) / f"zfsnas-bench-{run_id}"
+
+
+def clean_up_dead_runs(store: Store, zfs: ZfsOps, params: Parameters, cleared: Cleared, procfs: str) -> list[str]:
+    """What a run that died (kill -9, a power cut) left, put right before the next one starts; the
+    caller holds the run lock, so no other run of this database is alive. Returns one line per
+    thing done: fio processes stopped, module parameters restored, `running` rows marked
+    `incomplete`, the children of dead runs destroyed (each through the guard with its own run
+    id), their fio output directories and encryption key files removed."""
+    done = [f"stopped a process left by a run that died: {line}"
+            for line in stop_leftovers({r["id"] for r in store.matrix_runs()}, procfs)]
+    done += [f"parameter restored before this run: {line}" for line in restore_pending(params, store)]
+    if stale := store.mark_stale(holding_lock=True):
+        done.append(f"{stale} result(s) left running by a run that died were marked incomplete")
+    dead = store.dead_runs()
+    done += [f"destroyed {child}, left behind by a run that died" for child in zfs.destroy_leftovers(cleared, dead)]
+    for run_id in sorted(dead):
+        leftovers = [results_dir(run_id), *Path(tempfile.gettempdir()).glob(f"zfsnas-bench-key-{run_id}-*")]
+        for path in leftovers:
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+                done.append(f"removed {path}, the fio outputs of run {run_id} that died")
+            elif path.exists():
+                path.unlink()
+                done.append(f"removed {path}, the encryption key file of run {run_id} that died")
+    return done
+
+
+def make_key_file(run_id: str = "") -> str:
+    """A random hex key for encrypted cells, readable by root only, removed at exit by the caller
+    (or, named after the run, by the next run's housekeeping when it died)."""
+    fd, path = tempfile.mkstemp(prefix=f"zfsnas-bench-key-{run_id}-" if run_id else "zfsnas-bench-key-")
     os.write(fd, secrets.token_hex(32).encode())
     os.close(fd)
     os.chmod(path, 0o600)

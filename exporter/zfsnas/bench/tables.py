@@ -1,9 +1,17 @@
 """The report's tables, shaped like the ones our users publish, as Markdown and CSV.
 
-Per matrix section (report.Section): the configurations with only the identity columns that differ;
-compression x recordsize pivots per figure; write-size sweeps (total size against MB/s with the
-run's zfs_dirty_data_max); CrystalDiskMark's own text lines. Units say which: MB/s is 10^6 bytes/s,
-MiB/s 2^20, GiB 2^30. A figure of several repeats reads `median (min-max)`, runs counted.
+Per matrix section (report.Section):
+- configurations: one row each, with only the axes that vary (axes.py) and every figure measured;
+- compression x recordsize (or volblocksize) pivots, the posts' shape;
+- a pivot of workload x axis for every other axis the matrix swept (volblocksize, encryption,
+  compressibility, pool layout, a module parameter, a label such as `ram`), the other axes as
+  leading columns, so no two rows look alike;
+- space: on-disk and logical size in a unit that shows their differences (MiB where GiB would round
+  them away), % of uncompressed, and the difference against a baseline in MiB and %;
+- write-size sweeps (total size against MB/s with the run's zfs_dirty_data_max);
+- CrystalDiskMark's own text lines, in the format of the version chosen (crystaldiskmark.py).
+Units say which: MB/s is 10^6 bytes/s, MiB/s 2^20. A figure of several repeats reads
+`median (min-max)`, runs counted. A figure nobody measured reads `-` (empty in CSV), never 0.
 Owns formatting only; the figures come from report.py.
 """
 
@@ -11,14 +19,15 @@ from __future__ import annotations
 
 import csv
 import io
-import re
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
 
-from .report import GIB, MIB, Section, Stat, Summary
+from . import crystaldiskmark
+from .axes import Axis, Selector, matches, selector_keys, workload_text
+from .report import DIMENSIONS, GIB, MIB, SIZE_KEYS, Section, Stat, Summary
 
-DIMENSIONS = ("property compression", "property recordsize", "property volblocksize")
-SIZE_KEYS = ("size", "data bytes")
+MISSING = "-"
+SIZE = 0.0           # a Column's scale meaning "the size unit of its table"
 
 
 @dataclass(frozen=True)
@@ -36,14 +45,14 @@ class Column:
         stat = summary.get(self.figure)
         return None if stat is None else stat.scaled(self.scale)
 
-    def cell(self, section: Section, summary: Summary) -> str:
-        return fmt(self.stat(section, summary), self.digits)
+    def cell(self, section: Section, summary: Summary | None) -> str:
+        return MISSING if summary is None else fmt(self.stat(section, summary), self.digits)
 
 
 def fmt(stat: Stat | None, digits: int) -> str:
     """`median`, or `median (min-max)` when repeats differ: a spread is never hidden."""
     if stat is None:
-        return ""
+        return MISSING
     text = f"{stat.median:.{digits}f}"
     if stat.n > 1 and f"{stat.low:.{digits}f}" != f"{stat.high:.{digits}f}":
         text += f" ({stat.low:.{digits}f}-{stat.high:.{digits}f})"
@@ -57,12 +66,43 @@ FIGURE_COLUMNS = (
     Column("latency us", "latency_us", 1, 2),
     Column("wall s", "seconds", 1, 1),
     Column("ratio", "ratio", 1, 3),
-    Column("on-disk GiB", "used", 1 / GIB, 1),
-    Column("logical GiB", "logical", 1 / GIB, 1),
+    Column("on-disk", "used", SIZE, 1),
+    Column("logical", "logical", SIZE, 1),
     Column("% of uncompressed", "", 1, 1, lambda section, s: section.percent_of_uncompressed(s)),
     Column("CPU user %", "cpu_user", 100, 1),
     Column("CPU system %", "cpu_system", 100, 1),
 )
+# The figures of the workload x axis pivots (MiB/s, wall time and logical size stay in the
+# configurations table).
+AXIS_FIGURES = ("MB/s", "IOPS", "latency us", "ratio", "on-disk", "CPU user %", "CPU system %")
+SIZE_UNITS = (("GiB", GIB), ("MiB", MIB), ("KiB", 1024))
+
+
+def size_unit(values: Iterable[float | None]) -> tuple[str, float]:
+    """The largest unit that shows every difference between `values` at one decimal (each at least
+    0.15 of it, so 475.3 and 475.4 GiB become MiB) and the largest value as 1 or more."""
+    known = sorted({float(v) for v in values if v is not None})
+    diffs = [b - a for a, b in zip(known, known[1:]) if b > a]
+    for name, unit in SIZE_UNITS:
+        if known and known[-1] >= unit and all(d / unit >= 0.15 for d in diffs):
+            return name, unit
+    return "bytes", 1.0
+
+
+def _sized(columns: Iterable[Column], summaries: list[Summary]) -> list[Column]:
+    """`columns` with each size column given the unit that shows its values' differences."""
+    out = []
+    for c in columns:
+        if c.scale == SIZE:
+            unit_name, unit = size_unit(s.median(c.figure) for s in summaries)
+            c = replace(c, header=f"{c.header} {unit_name}", scale=1 / unit)
+        out.append(c)
+    return out
+
+
+def _present(section: Section, summaries: list[Summary], names: Iterable[str] | None = None) -> list[Column]:
+    wanted = [c for c in FIGURE_COLUMNS if names is None or c.header in names]
+    return _sized([c for c in wanted if any(c.stat(section, s) is not None for s in summaries)], summaries)
 
 
 @dataclass
@@ -74,77 +114,161 @@ class Table:
     code: list[str] = field(default_factory=list)   # preformatted lines (CrystalDiskMark) instead of rows
 
 
-def _short(key: str) -> str:
-    return key.split(" ", 1)[-1] if " " in key else key
-
-
-def _present(section: Section, summaries: list[Summary]) -> list[Column]:
-    return [c for c in FIGURE_COLUMNS if any(c.stat(section, s) is not None for s in summaries)]
+def _workloads_vary(section: Section) -> bool:
+    return len(section.workloads) > 1
 
 
 def configurations_table(section: Section) -> Table:
-    """Every configuration in matrix order: the identity columns that differ, runs, every figure."""
+    """Every configuration in matrix order: the axes that vary, runs, every figure measured."""
     columns = _present(section, section.summaries)
-    varying = [k for k in section.varying if k != "data bytes" or "size" not in section.varying]
-    differs = any(s.differs for s in section.summaries)
-    headers = ["config", *map(_short, varying), "runs", *(c.header for c in columns)] + (["differs"] if differs else [])
+    axes = section.axes
+    shown = {k for a in axes for k in a.keys}
+    differs = {s.id: s.differs_beyond(shown) for s in section.summaries}
+    workload = _workloads_vary(section)
+    headers = ["config", *(["workload"] if workload else []), *(a.name for a in axes), "runs",
+               *(c.header for c in columns)] + (["differs"] if any(differs.values()) else [])
     rows = []
     for s in section.summaries:
-        flat = s.config.flat()
-        rows.append([s.id, *(flat.get(k, "") for k in varying), str(s.runs), *(c.cell(section, s) for c in columns)]
-                    + ([s.differs] if differs else []))
+        rows.append([s.id, *([workload_text(s.workload)] if workload else []), *(a.value(s.config) for a in axes),
+                     str(s.runs), *(c.cell(section, s) for c in columns)] + ([differs[s.id]] if any(differs.values()) else []))
     return Table(f"{section.matrix}: configurations", headers, rows,
-                 "MB/s = 10^6 bytes/s, MiB/s = 2^20 bytes/s, GiB = 2^30 bytes; several runs read median (min-max).")
-
-
-def _groups(section: Section, free: tuple[str, ...]) -> list[list[Summary]]:
-    """The section's configurations grouped by every identity field except `free`, in matrix order."""
-    groups: dict[tuple[tuple[str, str], ...], list[Summary]] = {}
-    for s in section.summaries:
-        key = tuple(sorted((k, v) for k, v in s.config.flat().items() if k not in free))
-        groups.setdefault(key, []).append(s)
-    return list(groups.values())
+                 "MB/s = 10^6 bytes/s, MiB/s = 2^20 bytes/s, GiB = 2^30 bytes; several runs read median (min-max); "
+                 "- = not measured.")
 
 
 def pivot_tables(section: Section) -> list[Table]:
-    """compression (rows) x recordsize (columns), one table per figure, for every group of
-    configurations that differ only in those two and have at least two of each."""
+    """compression (rows) x recordsize or volblocksize (columns), one table per figure, for every
+    group of configurations that differ only in those two and have at least two of each."""
     tables = []
-    for group in _groups(section, DIMENSIONS):
+    for group in section.groups(DIMENSIONS):
         compressions = list(dict.fromkeys(s.compression for s in group))
         sizes = list(dict.fromkeys(s.recordsize for s in group))
         if len(compressions) < 2 or len(sizes) < 2:
             continue
         cells = {(s.compression, s.recordsize): s for s in group}
-        where = _where(group[0])
+        block = group[0].block_property
+        where = f" ({group[0].config.workload}, size {group[0].config.size})"
         for column in _present(section, group):
-            rows = [[c, *(column.cell(section, cells[c, r]) if (c, r) in cells else "" for r in sizes)]
-                    for c in compressions]
-            # A figure measured along one axis only is a column of the configurations table already.
-            if sum(any(row[1:]) for row in rows) < 2 or sum(any(col) for col in list(zip(*rows))[1:]) < 2:
+            rows = [[c, *(column.cell(section, cells.get((c, r))) for r in sizes)] for c in compressions]
+            # A figure measured along one axis only is a column of the configurations table already;
+            # one that is the same in every cell (the corpus's logical size) says nothing by the two.
+            if sum(_measured(row[1:]) > 0 for row in rows) < 2 or \
+                    sum(_measured(col) > 0 for col in list(zip(*rows))[1:]) < 2 or \
+                    len({cell for row in rows for cell in row[1:] if cell != MISSING}) < 2:
                 continue
-            tables.append(Table(f"{section.matrix}: {column.header} by compression and recordsize{where}",
-                                [f"compression \\ recordsize ({column.header})", *sizes], rows))
+            tables.append(Table(f"{section.matrix}: {column.header} by compression and {block}{where}",
+                                [f"compression \\ {block} ({column.header})", *sizes], rows))
     return tables
 
 
-def _where(summary: Summary) -> str:
-    return f" ({summary.config.workload}, size {summary.config.size})"
+def _measured(cells: Iterable[str]) -> int:
+    return sum(cell != MISSING for cell in cells)
+
+
+def _covered(section: Section) -> set[str]:
+    """Axes the posts' own tables already show: compression and recordsize/volblocksize in the
+    pivot when one workload ran, the size in the write-size table."""
+    covered = set()
+    if pivot_tables(section) and not _workloads_vary(section):
+        covered |= {"compression", "recordsize", "volblocksize"}
+    if write_size_tables(section):
+        covered.add("size")
+    return covered
+
+
+def axis_tables(section: Section) -> list[Table]:
+    """For every axis the matrix swept: workload (rows) x that axis's values (columns), one table per
+    figure, the other axes as the leading columns of each row. Only rows where the axis really
+    varies (two values or more measured) are kept."""
+    tables = []
+    covered = _covered(section)
+    for axis in section.axes:
+        if axis.name in covered:
+            continue
+        others = [a for a in section.axes if a is not axis]
+        rows_of: dict[tuple[str, ...], dict[str, Summary]] = {}
+        for s in section.summaries:
+            key = (*(a.value(s.config) for a in others), workload_text(s.workload))
+            rows_of.setdefault(key, {})[axis.value(s.config)] = s
+        comparable = {k: cells for k, cells in rows_of.items() if len(cells) >= 2}
+        if not comparable:
+            continue
+        group = [s for cells in comparable.values() for s in cells.values()]
+        for column in _present(section, group, AXIS_FIGURES):
+            rows = [[*key, *(column.cell(section, cells.get(v)) for v in axis.values)]
+                    for key, cells in comparable.items()]
+            rows = [r for r in rows if _measured(r[len(others) + 1:]) >= 2]
+            if not rows:
+                continue
+            by = f"workload and {axis.name}" if _workloads_vary(section) else axis.name
+            tables.append(Table(f"{section.matrix}: {column.header} by {by}",
+                                [*(a.name for a in others), "workload", *(f"{axis.name} {v}" for v in axis.values)],
+                                rows))
+    return tables
+
+
+# --- space --------------------------------------------------------------------------------------------
+
+def baseline_of(section: Section, summary: Summary, baseline: Selector | None) -> Summary | None:
+    """The configuration `summary` is measured against: with `baseline` (e.g. recordsize=128K), the one
+    that matches it and equals `summary` in everything the selector does not name; else the first
+    configuration of the section with an on-disk size."""
+    sized = [s for s in section.summaries if s.get("used") is not None]
+    if baseline is None:
+        return sized[0] if sized else None
+    free = selector_keys(baseline, [s.config for s in section.summaries])
+    mine = {k: v for k, v in summary.config.flat().items() if k not in free}
+    for s in sized:
+        if matches(s.config, baseline) and {k: v for k, v in s.config.flat().items() if k not in free} == mine:
+            return s
+    return None
+
+
+def space_table(section: Section, baseline: Selector | None = None) -> list[Table]:
+    """On-disk and logical size per configuration in one unit that shows their differences, ratio,
+    % of uncompressed, and the difference against the baseline in MiB and %."""
+    sized = [s for s in section.summaries if s.get("used") is not None]
+    if len(sized) < 2:
+        return []
+    columns = _present(section, sized, ("on-disk", "logical", "ratio", "% of uncompressed"))
+    axes = section.axes
+    workload = _workloads_vary(section)
+    rows, bases = [], set()
+    for s in sized:
+        base = baseline_of(section, s, baseline)
+        used, base_used = s.median("used"), base.median("used") if base else None
+        if base is not None and used is not None and base_used:
+            delta = (f"{(used - base_used) / MIB:+.1f}", f"{(used / base_used - 1) * 100:+.2f}")
+            bases.add(base.id)
+        else:
+            delta = (MISSING, MISSING)
+        rows.append([*([workload_text(s.workload)] if workload else []), *(a.value(s.config) for a in axes),
+                     *(c.cell(section, s) for c in columns), *delta])
+    against = "the first configuration" if baseline is None else ",".join(f"{k}={v}" for k, v in baseline)
+    if len(bases) == 1:
+        first = next(s for s in sized if s.id in bases)
+        against = section.describe(first) or first.label
+    headers = [*(["workload"] if workload else []), *(a.name for a in axes), *(c.header for c in columns),
+               "vs baseline MiB", "vs baseline %"]
+    return [Table(f"{section.matrix}: space on disk (baseline: {against})", headers, rows,
+                  "vs baseline: on-disk size minus the baseline's (MiB = 2^20 bytes) and in % of it; "
+                  "`report --baseline NAME=VALUE` picks another (e.g. recordsize=128K: each row against its "
+                  "128K twin).")]
 
 
 def write_size_tables(section: Section) -> list[Table]:
     """Total write size against throughput, with the zfs_dirty_data_max the run had: the
     "fast until dirty data fills" curve as rows, in matrix order."""
     tables = []
-    for group in _groups(section, SIZE_KEYS):
+    for group in section.groups(SIZE_KEYS):
         if len({s.total_bytes for s in group}) < 2:
             continue
         rows = []
         for s in group:
             total, dirty = s.total_bytes, s.dirty_data_max
-            rows.append([s.config.size, "" if total is None else f"{total / GIB:.1f}",
-                         "" if dirty is None else f"{dirty / GIB:.1f}",
-                         "" if not (total and dirty) else f"{total / dirty:.2f}", str(s.runs),
+            rows.append([s.config.size, MISSING if total is None else f"{total / GIB:.1f}",
+                         MISSING if dirty is None else f"{dirty / GIB:.1f}",
+                         MISSING if not (total and dirty) else f"{total / dirty:.2f}", str(s.runs),
                          FIGURE_COLUMNS[0].cell(section, s), FIGURE_COLUMNS[1].cell(section, s)])
         tables.append(Table(f"{section.matrix}: throughput by total write size ({group[0].label})",
                             ["size", "total GiB", "zfs_dirty_data_max GiB", "x dirty", "runs", "MB/s", "MiB/s"], rows))
@@ -153,63 +277,60 @@ def write_size_tables(section: Section) -> list[Table]:
 
 # --- CrystalDiskMark --------------------------------------------------------------------------------
 
-_CDM = re.compile(r"cdm-(?P<kind>seq|rnd)(?P<block>\d+)(?P<unit>[km])-q(?P<q>\d+)t(?P<t>\d+)-(?P<dir>read|write)$")
-
-
-def cdm_test(workload: str) -> tuple[str, str, int, int, str] | None:
-    """(SEQ/RND, block as CDM writes it, queue depth, threads, read/write) of a cdm-* fio job."""
-    m = _CDM.match(workload)
-    if not m:
-        return None
-    return m["kind"].upper(), f"{m['block']}{m['unit'].upper()}iB", int(m["q"]), int(m["t"]), m["dir"]
-
-
-def cdm_line(kind: str, block: str, q: int, t: int, mb_per_s: float, iops: float, latency_us: float) -> str:
-    """One result as CrystalDiskMark's text export prints it, column widths included:
-    `  SEQ    1MiB (Q=  8, T= 1):   216.271 MB/s [    206.3 IOPS] < 38555.55 us>`."""
-    return f"  {kind} {block:>7} (Q={q:>3}, T={t:>2}): {mb_per_s:9.3f} MB/s [{iops:9.1f} IOPS] <{latency_us:9.2f} us>"
-
-
-def _best(summary: Summary) -> tuple[float, float, float]:
+def _best(summary: Summary) -> tuple[float | None, float | None, float | None]:
     """CrystalDiskMark reports the best of its N passes: the repeat of highest throughput, with that
     repeat's IOPS and latency (the three figures are kept per repeat in the same order)."""
     tp, iops, lat = summary.get("throughput"), summary.get("iops"), summary.get("latency_us")
-    i = max(range(len(tp.values)), key=tp.values.__getitem__) if tp else 0
+    if tp is None:
+        return None, None, None
+    i = max(range(len(tp.values)), key=tp.values.__getitem__)
 
-    def at(stat: Stat | None) -> float:
-        return stat.values[i] if stat and i < len(stat.values) else (stat.median if stat else 0.0)
-    return at(tp) / 1e6, at(iops), at(lat)
+    def at(stat: Stat | None) -> float | None:
+        if stat is None:
+            return None
+        return stat.values[i] if i < len(stat.values) and len(stat.values) == len(tp.values) else stat.median
+    return tp.values[i] / 1e6, at(iops), at(lat)
 
 
-def cdm_tables(section: Section) -> list[Table]:
+def _scaled(stat: Stat | None, factor: float) -> Stat | None:
+    return None if stat is None else stat.scaled(factor)
+
+
+def cdm_version(group: list[Summary], wanted: str | None) -> str:
+    """`wanted` (--cdm-format), else the version the results were imported from, else 8."""
+    if wanted:
+        return wanted
+    sources = {dict(s.config.data).get("source", "") for s in group}
+    versions = {src.split()[1].split(".")[0] for src in sources if src.startswith("crystaldiskmark ") and " " in src}
+    return versions.pop() if len(versions) == 1 else crystaldiskmark.DEFAULT_VERSION
+
+
+def cdm_tables(section: Section, version: str | None = None) -> list[Table]:
     tables = []
-    for group in _groups(section, ("workload",)):
-        tests = [(test, s) for s in group if (test := cdm_test(s.config.workload)) is not None]
+    for group in section.groups(("workload",)):
+        tests = [(t, s) for s in group
+                 if (t := crystaldiskmark.CdmTest.of(s.workload, *_best(s))) is not None and t.mb_per_s is not None]
         if not tests:
             continue
-        lines = ["* MB/s = 1,000,000 bytes/s", ""]
-        rows = []
-        for direction in ("read", "write"):
-            lines.append(f"[{direction.title()}]")
-            for (kind, block, q, t, d), s in tests:
-                if d == direction:
-                    tp = s.get("throughput")
-                    lines.append(cdm_line(kind, block, q, t, *_best(s)))
-                    rows.append([f"{kind} {block} Q{q}T{t}", d, str(s.runs), f"{_best(s)[0]:.3f}",
-                                 fmt(tp.scaled(1e-6) if tp else None, 3), fmt(s.get("iops"), 1),
-                                 fmt(s.get("latency_us"), 2)])
-            lines.append("")
-        first = group[0]
-        title = f"{section.matrix}: CrystalDiskMark, {first.label} ({first.config.size})"
-        tables.append(Table(title, ["test", "direction", "runs", "best MB/s", "median MB/s", "IOPS", "latency us"],
-                            rows, "Best of the runs, as CrystalDiskMark reports; median (min-max) beside it.",
-                            code=lines[:-1]))
+        chosen = cdm_version(group, version)
+        lines, left = crystaldiskmark.render([t for t, _ in tests], chosen)
+        rows = [[workload_text(s.workload).rsplit(" ", 1)[0], t.direction, str(s.runs),
+                 MISSING if t.mb_per_s is None else f"{t.mb_per_s:.3f}", fmt(_scaled(s.get("throughput"), 1e-6), 3),
+                 fmt(s.get("iops"), 1), fmt(s.get("latency_us"), 2)] for t, s in tests]
+        what = section.describe(group[0], ("workload",)) or group[0].label
+        note = f"CrystalDiskMark {chosen} lines; best of the runs, as CrystalDiskMark reports; median (min-max) beside it."
+        if left:
+            note += (f" Not in CrystalDiskMark {chosen}'s lines: "
+                     f"{', '.join(workload_text(t.workload) for t in left)} (--cdm-format 8 prints them).")
+        tables.append(Table(f"{section.matrix}: CrystalDiskMark, {what}",
+                            ["test", "direction", "runs", "best MB/s", "median MB/s", "IOPS", "latency us"],
+                            rows, note, code=lines))
     return tables
 
 
-def section_tables(section: Section) -> list[Table]:
-    return [configurations_table(section), *pivot_tables(section), *write_size_tables(section),
-            *cdm_tables(section)]
+def section_tables(section: Section, baseline: Selector | None = None, cdm: str | None = None) -> list[Table]:
+    return [configurations_table(section), *pivot_tables(section), *axis_tables(section),
+            *space_table(section, baseline), *write_size_tables(section), *cdm_tables(section, cdm)]
 
 
 # --- renderings ----------------------------------------------------------------------------------------
@@ -229,25 +350,30 @@ def table_markdown(table: Table) -> str:
     return "\n".join(out) + "\n"
 
 
-def markdown(sections: list[Section]) -> str:
+def markdown(sections: list[Section], baseline: Selector | None = None, cdm: str | None = None) -> str:
     parts = ["# zfsnas-bench report", ""]
     for section in sections:
         parts += [f"## {section.title}", ""]
-        parts += [table_markdown(t) for t in section_tables(section)]
+        parts += [table_markdown(t) for t in section_tables(section, baseline, cdm)]
     return "\n".join(parts)
 
 
 def table_csv(table: Table) -> str:
-    """A title line, the header line and the rows, then a blank line."""
+    """A title line, the header line and the rows (not measured: empty), then a blank line."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow([table.title])
     writer.writerow(table.headers)
-    writer.writerows(table.rows)
+    writer.writerows([["" if cell == MISSING else cell for cell in row] for row in table.rows])
     writer.writerow([])
     return buf.getvalue()
 
 
-def to_csv(sections: list[Section]) -> str:
+def to_csv(sections: list[Section], baseline: Selector | None = None, cdm: str | None = None) -> str:
     """Every table of every section (spreadsheets open it as one sheet)."""
-    return "".join(table_csv(t) for section in sections for t in section_tables(section))
+    return "".join(table_csv(t) for section in sections for t in section_tables(section, baseline, cdm))
+
+
+__all__ = ["MISSING", "Axis", "Column", "Table", "cdm_tables", "configurations_table", "fmt", "markdown",
+           "pivot_tables", "section_tables", "size_unit", "space_table", "table_markdown", "to_csv",
+           "write_size_tables"]

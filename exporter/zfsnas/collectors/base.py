@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from ..exposition import Family
+from ..sources.model import Explained
 
 if TYPE_CHECKING:
     from ..refresh import BackgroundRefresher
@@ -78,14 +79,17 @@ class Report:
     def __init__(self, collector: str):
         self.collector = collector
         self.errors: list[str] = []
+        self.explained: set[str] = set()  # errors already said elsewhere: logged at debug only
 
     def guard(self, what: str) -> _Guard:
         """Run a block; an exception becomes a recorded failure and the block's output is dropped."""
         return _Guard(self, what)
 
-    def fail(self, what: str, exc: BaseException | str) -> None:
+    def fail(self, what: str, exc: BaseException | str, explained: bool = False) -> None:
         reason = exc[:MAX_REASON] if isinstance(exc, str) else one_line(exc)
         self.errors.append(f"{what}: {reason}")
+        if explained or isinstance(exc, Explained):
+            self.explained.add(self.errors[-1])
         if isinstance(exc, BaseException):
             log.debug("collector %s: %s", self.collector, what, exc_info=exc)
 
@@ -145,6 +149,7 @@ class Collector:
     description: ClassVar[str] = ""
     default_enabled: ClassVar[bool] = True
     needs_zfs: ClassVar[bool] = True
+    programs: ClassVar[tuple[str, ...]] = ()  # the commands it runs (`zfs`, `zpool`): without them it serves nothing
 
     def __init__(self, ctx: Context):
         self.ctx = ctx
@@ -167,6 +172,10 @@ class Collector:
     def sources(self) -> Sequence[BackgroundRefresher]:
         """Background sources whose age and success the exporter reports."""
         return ()
+
+    def continue_from(self, earlier: Collector) -> None:
+        """A replay's next snapshot: take over what `earlier` (this collector in the snapshot before)
+        built across scrapes, as one live exporter would have kept it. Nothing by default."""
 
     def start(self) -> None:
         """Start background work (refresh threads, monitors)."""
@@ -194,11 +203,12 @@ class RefreshingCollector(Collector):
         stop_all(self.sources())
 
     def current(self, source: BackgroundRefresher[T], report: Report) -> T | None:
-        """The source's last good value (None if none yet); a failed or pending refresh fails the report."""
+        """The source's last good value (None if none yet); a failed or pending refresh fails the
+        report, unless what failed is absent from a replay's capture (`SourceState.absent`)."""
         state = source.state()
         if state.value is None and not state.success and not self._started:
             source.refresh_now()  # no refresh thread (tests, one-shot renders): read once, in line
             state = source.state()
-        if not state.success:
-            report.fail(f"source {source.name}", state.error or "not read yet")
+        if not state.success and not state.absent:  # absent: a replay's capture lacks it (its source says so)
+            report.fail(f"source {source.name}", state.error or "not read yet", state.explained)
         return state.value

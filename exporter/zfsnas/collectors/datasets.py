@@ -95,9 +95,10 @@ def compile_pattern(text: str | None, flag: str) -> re.Pattern | None:
         raise SystemExit(f"zfsnas-exporter: {flag}: invalid regular expression: {exc}") from None
 
 
-def pool_selected(pool: str, include: re.Pattern | None, exclude: re.Pattern | None) -> bool:
-    """`--pool.include` / `--pool.exclude`: whole-name regular expressions; exclude wins."""
-    return (include is None or include.fullmatch(pool) is not None) and not (exclude and exclude.fullmatch(pool))
+def name_selected(name: str, include: re.Pattern | None, exclude: re.Pattern | None) -> bool:
+    """`--pools.include` / `--pools.exclude` (and the datasets' pair): whole-name regular
+    expressions; exclude wins."""
+    return (include is None or include.fullmatch(name) is not None) and not (exclude and exclude.fullmatch(name))
 
 
 def build_families(datasets: list[Dataset]) -> list[Family]:
@@ -182,6 +183,7 @@ def text_family(rendered: Rendered) -> TextFamily:
 class DatasetsCollector(RefreshingCollector):
     name = "datasets"
     description = "space, compression and settings of every dataset, snapshot counts (zfs list, in the background)"
+    programs = ("zfs",)
     parse_in_child: ClassVar[bool] = True  # benchmarks/refresh_bench.py --old sets False (the old way)
 
     @classmethod
@@ -197,16 +199,21 @@ class DatasetsCollector(RefreshingCollector):
                             help="bytes of /metrics text the datasets collector may hold (default "
                                  f"{DEFAULT_MAX_PAGE_BYTES}, about 13,000 datasets with short names): the datasets "
                                  "past it are left out (counted) and source zfs_datasets reports 0")
-        parser.add_argument("--dataset.exclude", dest="dataset_exclude", default=None,
+        parser.add_argument("--datasets.include", dest="datasets_include", default=None,
+                            help="regular expression on the whole dataset name (e.g. 'tank/media(/.*)?'): only "
+                                 "matching datasets are exported")
+        # `--dataset.exclude` is the spelling of the first releases, kept as an alias.
+        parser.add_argument("--datasets.exclude", "--dataset.exclude", dest="datasets_exclude", default=None,
                             help="regular expression on the whole dataset name (e.g. 'tank/scratch(/.*)?'): "
-                                 "matching datasets are not exported")
+                                 "matching datasets are not exported (wins over --datasets.include)")
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         args = ctx.args
-        self.exclude = compile_pattern(getattr(args, "dataset_exclude", None), "--dataset.exclude")
-        self.include_pool = compile_pattern(getattr(args, "pool_include", None), "--pool.include")
-        self.exclude_pool = compile_pattern(getattr(args, "pool_exclude", None), "--pool.exclude")
+        self.include = compile_pattern(getattr(args, "datasets_include", None), "--datasets.include")
+        self.exclude = compile_pattern(getattr(args, "datasets_exclude", None), "--datasets.exclude")
+        self.include_pool = compile_pattern(getattr(args, "pools_include", None), "--pools.include")
+        self.exclude_pool = compile_pattern(getattr(args, "pools_exclude", None), "--pools.exclude")
         self.datasets = BackgroundRefresher("zfs_datasets", self._read_datasets,
                                             getattr(args, "datasets_refresh_interval", 60.0), wait_for_start=True)
         self.snapshots = None
@@ -228,8 +235,8 @@ class DatasetsCollector(RefreshingCollector):
         self.forked = ForkedWork(getattr(args, "command_timeout", 30.0))
 
     def _selected(self, name: str) -> bool:
-        return (pool_selected(name.split("/", 1)[0], self.include_pool, self.exclude_pool)
-                and not (self.exclude and self.exclude.fullmatch(name)))
+        return (name_selected(name.split("/", 1)[0], self.include_pool, self.exclude_pool)
+                and name_selected(name, self.include, self.exclude))
 
     def _read_datasets(self) -> tuple[list[str], list[Family]]:
         try:
@@ -257,7 +264,7 @@ class DatasetsCollector(RefreshingCollector):
         if left_out:
             raise SourceIncomplete(f"zfs list: {left_out} of {left_out + len(names)} datasets left out: their "
                                    f"families would pass --datasets.max-page-bytes ({self.max_page_bytes}); "
-                                   "raise it or leave datasets out with --dataset.exclude", (names, families))
+                                   "raise it or leave datasets out with --datasets.exclude", (names, families))
         return names, families
 
     def _families(self, chunks: Iterable[bytes]) -> tuple[list[str], list[FrozenFamily], Dropped, int]:

@@ -23,7 +23,7 @@ from ..exposition import Families, Family, FrozenFamily
 from ..refresh import BackgroundRefresher, RenderedOnce, frozen
 from ..sources.model import Dropped
 from .base import Context, RefreshingCollector, Report
-from .datasets import compile_pattern, pool_selected
+from .datasets import compile_pattern, name_selected
 
 if TYPE_CHECKING:
     from ..sources.zpool import Pool, PoolStatus, ZpoolStatus
@@ -52,21 +52,23 @@ ERROR_TYPES = (("read", "read_errors"), ("write", "write_errors"), ("checksum", 
 class PoolsCollector(RefreshingCollector):
     name = "pools"
     description = "pool space and health, vdev states and errors, scrub/resilver status (zpool, in the background)"
+    programs = ("zpool",)
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--pools.refresh-interval", dest="pools_refresh_interval", type=float, default=60.0,
                             help="seconds between `zpool list` / `zpool status` runs (default 60)")
-        parser.add_argument("--pool.include", dest="pool_include", default=None,
+        # `--pool.include` / `--pool.exclude` are the spellings of the first releases, kept as aliases.
+        parser.add_argument("--pools.include", "--pool.include", dest="pools_include", default=None,
                             help="regular expression on the whole pool name: only these pools (pools and datasets)")
-        parser.add_argument("--pool.exclude", dest="pool_exclude", default=None,
+        parser.add_argument("--pools.exclude", "--pool.exclude", dest="pools_exclude", default=None,
                             help="regular expression on the whole pool name: leave these pools out (pools and datasets)")
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         args = ctx.args
-        self.include = compile_pattern(getattr(args, "pool_include", None), "--pool.include")
-        self.exclude = compile_pattern(getattr(args, "pool_exclude", None), "--pool.exclude")
+        self.include = compile_pattern(getattr(args, "pools_include", None), "--pools.include")
+        self.exclude = compile_pattern(getattr(args, "pools_exclude", None), "--pools.exclude")
         interval = getattr(args, "pools_refresh_interval", 60.0)
         # zpool runs after the exporter's first answer (refresh.START): that answer comes sooner
         self.pool_list = BackgroundRefresher("zpool_list", self._read_list, interval, wait_for_start=True)
@@ -119,7 +121,7 @@ class PoolsCollector(RefreshingCollector):
         return (self.pool_list, self.status)
 
     def _selected(self, pool: str) -> bool:
-        return pool_selected(pool, self.include, self.exclude)
+        return name_selected(pool, self.include, self.exclude)
 
     def collect(self, report: Report) -> Iterable[Family]:
         out: list[Family] = []

@@ -10,6 +10,7 @@ twice, and txgs that fell out of the ring unseen are counted in `zfs_pool_txgs_m
 from __future__ import annotations
 
 import bisect
+import copy
 import functools
 import logging
 import operator
@@ -128,6 +129,12 @@ class TxgCollector(Collector):
         super().__init__(ctx)
         self.accumulators: dict[str, TxgAccumulator] = {}
         self._history_off_logged: set[str] = set()
+
+    def continue_from(self, earlier: Collector) -> None:
+        """The txgs counted so far carry over, so a replay's next snapshot counts only the txgs that
+        synced since (each snapshot counting its whole ring would show the same count twice)."""
+        if isinstance(earlier, TxgCollector):
+            self.accumulators = copy.deepcopy(earlier.accumulators)
 
     def collect(self, report: Report) -> Iterable[Family]:
         kstat = self.ctx.kstat

@@ -32,6 +32,7 @@ NS = 1e-9
 class VdevLatencyCollector(RefreshingCollector):
     name = "vdevlatency"
     description = "per-vdev latency histograms and queue depths from zpool iostat -w/-q"
+    programs = ("zpool",)
     default_enabled = False
 
     @classmethod

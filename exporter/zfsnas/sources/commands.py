@@ -33,7 +33,7 @@ from collections.abc import Collection, Generator, Iterable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from typing import TYPE_CHECKING, NamedTuple
 
-from .model import SourceError
+from .model import Explained, SourceError
 
 if TYPE_CHECKING:
     import subprocess
@@ -97,10 +97,24 @@ class CommandRunner:
         self._state_lock = threading.Lock()  # guards _running and _closed: close() races starts
         self._running: set[subprocess.Popen] = set()
         self._closed = False
+        self._announced: frozenset[str] = frozenset()
 
     @property
     def closed(self) -> bool:
         return self._closed
+
+    def unavailable(self, programs: Collection[str]) -> dict[str, str]:
+        """Which of `programs` cannot start here, and why: each one not on PATH, or all of them when
+        the prefix's own program is missing. With a prefix the programs run elsewhere (the host's,
+        through nsenter), so only the prefix is checked."""
+        if self.prefix:
+            return {} if _found(self.prefix[0]) else {p: f"{self.prefix[0]}: command not found" for p in programs}
+        return {p: f"{p}: command not found" for p in programs if not _found(p)}
+
+    def announce(self, unavailable: Collection[str]) -> None:
+        """These programs' absence was said (the start-up line): failing to start one raises
+        `Explained`, which its source logs at debug only."""
+        self._announced = frozenset(self.prefix[:1] if self.prefix and unavailable else unavailable)
 
     def close(self) -> None:
         """Shutdown: kill every command still running and refuse new ones (a command waiting for its
@@ -161,13 +175,14 @@ class CommandRunner:
         import subprocess
 
         with self._state_lock:
-            if self._closed:
-                raise SourceError("exporter shutting down: command not started")
+            if self._closed:  # the exporter's "shutting down" line says it
+                raise Explained("exporter shutting down: command not started")
             try:
                 proc = subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                         start_new_session=True, env={**os.environ, "LC_ALL": "C"})
             except FileNotFoundError:
-                raise SourceError(f"{full[0]}: command not found") from None
+                error = Explained if full[0] in self._announced else SourceError
+                raise error(f"{full[0]}: command not found") from None
             except OSError as exc:
                 raise SourceError(f"{full[0]}: {exc.strerror or exc}") from None
             self._running.add(proc)
@@ -308,6 +323,14 @@ def _wait_exit(proc: subprocess.Popen, deadline: float) -> bool:
     finally:
         if pidfd is not None:
             os.close(pidfd)
+
+
+def _found(program: str) -> bool:
+    """Whether `program` would start: a path that is executable, or a name on PATH (as execvp looks)."""
+    if "/" in program:
+        return os.access(program, os.X_OK)
+    return any(os.access(os.path.join(folder or ".", program), os.X_OK)
+               for folder in os.environ.get("PATH", os.defpath).split(os.pathsep))
 
 
 def _split(prefix: str) -> list[str]:

@@ -102,6 +102,18 @@ def plain_ratio(text: str, dropped: Dropped, where: str, suffix: str = "x") -> f
     return None
 
 
+class Explained(SourceError):
+    """A failure already said, once, in one line where it was found (the start-up line saying what
+    is not served, a replay's note on what its capture lacks): the source that meets it logs it at
+    debug only. It is still a failure: the source's success is 0."""
+
+
+class NotRecorded(Explained):
+    """A replay asked for a command its capture does not hold and cannot derive: that part of the
+    capture is absent, which is not a failure of the collector that asked (its success stays 1;
+    the source's is 0)."""
+
+
 # The largest kstat, sysfs, udev or diskstats file read: real ones are a few KB (diskstats about
 # 150 bytes a device); a file past this is refused rather than held in memory.
 MAX_FILE_BYTES = 4 * 1024 * 1024

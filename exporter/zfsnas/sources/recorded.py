@@ -5,7 +5,11 @@ FreeBSD sysctl source), so capture and replay go through exactly the code the ex
 - `RecordingRunner` runs each command for real (prefix, timeout, `LC_ALL=C` as usual) and keeps
   its exact argument list, stdout, stderr, exit status and duration;
 - `ReplayRunner` answers each argument list from such a record, failing the way the live command
-  failed (same `SourceError` text), and says plainly when a command was never recorded.
+  failed (same `SourceError` text). Captures are a versioned contract: a command today's exporter
+  runs that an older capture did not record is derived from what it did record where that is
+  exact (a `zfs list`/`zpool list` with other `-o` columns: the columns it lacks read `-`, as ZFS
+  prints a property that does not apply, so their metrics are absent), and otherwise answered
+  with `NotRecorded`: that part of the capture is absent. Either is said once per capture.
 And the on-disk form of a record set: `commands.json` (argument lists, exit status, stderr, seconds)
 next to `commands/<n>.out` (stdout, byte for byte). Nothing here knows about archives or metrics.
 """
@@ -13,12 +17,15 @@ next to `commands/<n>.out` (stdout, byte for byte). Nothing here knows about arc
 from __future__ import annotations
 
 import json
+import logging
 import shlex
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from .commands import CommandRunner, Completed
-from .model import SourceError
+from .model import NotRecorded, SourceError
+
+log = logging.getLogger("zfsnas")
 
 INDEX = "commands.json"
 OUTPUTS = "commands"
@@ -61,12 +68,15 @@ class RecordingRunner(_WholeOutputRunner):
 
 
 class ReplayRunner(_WholeOutputRunner):
-    """Answers commands from a record set; never starts a process."""
+    """Answers commands from a record set; never starts a process. `said` holds the notes already
+    logged (one set per capture, shared by its snapshots' runners)."""
 
-    def __init__(self, records: Sequence[Completed], failures: Sequence[tuple[Sequence[str], str]] = ()):
+    def __init__(self, records: Sequence[Completed], failures: Sequence[tuple[Sequence[str], str]] = (),
+                 said: set[str] | None = None):
         super().__init__((), 0.0)
         self._records = {shlex.join(r.argv): r for r in records}
         self._failures = {shlex.join(argv): message for argv, message in failures}
+        self._said = set() if said is None else said
 
     def complete(self, argv: Sequence[str], timeout: float | None = None,
                  max_output: int | None = None) -> Completed:
@@ -74,10 +84,68 @@ class ReplayRunner(_WholeOutputRunner):
         if key in self._failures:
             raise SourceError(self._failures[key])
         record = self._records.get(key)
-        if record is None:
-            raise SourceError(f"{key}: not recorded in this capture")
+        if record is not None:
+            return record
+        derived = derive_listing(tuple(argv), self.records)
+        if derived is None:
+            self._say(key, f"replay: this capture did not record `{key}`: what it feeds is served as absent "
+                           "(its source's success 0)")
+            raise NotRecorded(f"{key}: not recorded in this capture")
+        record, source, missing = derived
+        self._say(key, f"replay: `{key}` derived from the recorded `{shlex.join(source.argv)}`"
+                       + (f" ({', '.join(missing)}: not in the capture, served as absent)" if missing else ""))
         return record
 
+    @property
+    def records(self) -> list[Completed]:
+        """The successful and failed runs recorded (not those that could not run at all)."""
+        return list(self._records.values())
+
+    def _say(self, key: str, line: str) -> None:
+        if key not in self._said:
+            self._said.add(key)
+            log.info("%s", line)
+
+
+def _columns(argv: tuple[str, ...]) -> tuple[int, list[str]] | None:
+    """Where the `-o` value of a `zfs list`/`zpool list -H` command line is, and its columns."""
+    if argv[:1] not in (("zfs",), ("zpool",)) or argv[1:2] != ("list",) or "-o" not in argv[:-1]:
+        return None
+    if not any(a.startswith("-") and "H" in a and not a.startswith("--") for a in argv):
+        return None  # tab-separated columns only (`-H`): a padded table cannot be cut apart exactly
+    at = argv.index("-o") + 1
+    return at, argv[at].split(",")
+
+
+def derive_listing(argv: tuple[str, ...], records: Iterable[Completed]) -> tuple[Completed, Completed, list[str]] | None:
+    """`argv` (a `zfs list`/`zpool list -H ... -o COLUMNS`) from a successful recorded run of the same
+    command line with other columns: each row's columns picked by name, those the recording lacks
+    as `-`. The recording must hold the first column (the name that keys every row). Returns the
+    derived record, the one it came from and the columns it lacked; None when none qualifies."""
+    wanted = _columns(argv)
+    if wanted is None:
+        return None
+    at, columns = wanted
+    best = None
+    for record in records:
+        found = _columns(record.argv)
+        if (found is None or found[0] != at or record.returncode != 0 or record.argv[:at] != argv[:at]
+                or record.argv[at + 1:] != argv[at + 1:] or columns[0] not in found[1]):
+            continue
+        have = sum(c in found[1] for c in columns)
+        if best is None or have > best[0]:
+            best = (have, record, found[1])
+    if best is None:
+        return None
+    _, source, recorded = best
+    index = {name: i for i, name in enumerate(recorded)}
+    rows = []
+    for line in _split(source.stdout):
+        cells = line.split("\t")
+        rows.append("\t".join(cells[index[c]] if c in index and index[c] < len(cells) else "-" for c in columns))
+    stdout = "".join(row + "\n" for row in rows)
+    missing = [c for c in columns if c not in index]
+    return Completed(argv, 0, stdout, source.stderr, source.seconds), source, missing
 
 
 def _split(stdout: str) -> list[str]:
@@ -106,8 +174,9 @@ def _output(directory: Path, name: str) -> str:
     return path.read_bytes().decode("utf-8", "surrogateescape")
 
 
-def read_records(directory: Path) -> ReplayRunner:
-    """The runner for one recorded set; a malformed index raises ValueError naming what is wrong."""
+def read_records(directory: Path, said: set[str] | None = None) -> ReplayRunner:
+    """The runner for one recorded set (`said`: see ReplayRunner); a malformed index raises
+    ValueError naming what is wrong."""
     index = directory / INDEX
     try:
         data = json.loads(index.read_text(encoding="utf-8"))
@@ -117,4 +186,4 @@ def read_records(directory: Path) -> ReplayRunner:
         failures = [(e["argv"], e["error"]) for e in data.get("not_run", [])]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"{index.name}: {exc}") from None
-    return ReplayRunner(records, failures)
+    return ReplayRunner(records, failures, said)

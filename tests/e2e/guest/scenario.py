@@ -607,15 +607,131 @@ def container_phase() -> dict:
         record_error(out, "container step")
         raise
     finally:
-        dockerd.terminate()
-        try:
-            dockerd.wait(30)
-        except subprocess.TimeoutExpired:
-            dockerd.kill()
-            dockerd.wait()
+        terminate(dockerd, 30)
         dockerd_log.close()
     (out / "timings.json").write_text(json.dumps(timings, indent=1))
     return timings
+
+
+# --- issue 27: experiments run from a client (tests/e2e/test_client.py) -------------------------------
+
+# dataset, share name, compression: the same files copied into each over SMB by the host's smbclient
+SMB_SHARES = [("tank/smb-lz4", "lz4", "lz4"), ("tank/smb-zstd", "zstd", "zstd-3")]
+SMB_CONF = """[global]
+   server role = standalone server
+   map to guest = Bad User
+   guest account = nobody
+   disable netbios = yes
+   smb ports = 445
+   server min protocol = SMB2
+   load printers = no
+   printing = bsd
+   printcap name = /dev/null
+   disable spoolss = yes
+   log file = /tmp/samba-%m.log
+   # no DOS attributes or extended attributes: fewer metadata writes per file, so the open and close
+   # around the copy (in smbclient's time, not in the dataset's) stay short under TCG
+   store dos attributes = no
+   ea support = no
+"""
+
+
+def terminate(proc: subprocess.Popen, seconds: float) -> None:
+    """SIGTERM, then SIGKILL after `seconds`; reaped either way."""
+    proc.terminate()
+    try:
+        proc.wait(seconds)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def port_open(port: int) -> bool:
+    import socket
+
+    with socket.socket() as sock:
+        sock.settimeout(1)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def wait_for(path: Path, seconds: float) -> bool:
+    deadline = time.time() + seconds
+    while not path.exists() and time.time() < deadline:
+        time.sleep(0.2)
+    return path.exists()
+
+
+def client_phase() -> None:
+    """Samba serves two datasets (lz4, zstd-3); for each, `zfsnas-bench watch --until-idle` runs while
+    the host's smbclient copies the same files into it through the forwarded port (the harness
+    answers the request files on the share); then `zfsnas-bench import fio` of a fio JSON made here.
+    Results in results/client/ (record.json, fio.json) and the bench database."""
+    out = RESULTS / "client"
+    out.mkdir(exist_ok=True)
+    exchange = SHARE / "client"
+    record: dict = {"shares": {}}
+    conf = SMB_CONF + "".join(f"[{share}]\n   path = /{dataset}\n   read only = no\n   guest ok = yes\n"
+                              f"   force user = root\n" for dataset, share, _c in SMB_SHARES)
+    Path("/etc/samba").mkdir(exist_ok=True)
+    Path("/etc/samba/smb.conf").write_text(conf)
+    for dataset, _share, compression in SMB_SHARES:
+        run(["zfs", "create", "-o", f"compression={compression}", "-o", "recordsize=1M", dataset])
+        os.chmod(f"/{dataset}", 0o777)
+    for directory in ("/run/samba", "/var/lib/samba/private", "/var/cache/samba", "/var/log/samba"):
+        os.makedirs(directory, exist_ok=True)
+    # --no-process-group in a session of its own: smbd signals its whole process group when it stops
+    smbd = subprocess.Popen(["smbd", "--foreground", "--no-process-group", "--debug-stdout", "-s",
+                             "/etc/samba/smb.conf"], start_new_session=True, stdout=open(out / "smbd.log", "wb"),
+                            stderr=subprocess.STDOUT)
+    env = {**os.environ, "ZFSNAS_BENCH_DB": BENCH_DB}
+    try:
+        deadline = time.time() + 120
+        while not port_open(445):
+            if smbd.poll() is not None or time.time() > deadline:
+                raise RuntimeError(f"smbd did not listen on 445 (exit {smbd.poll()}): see client/smbd.log")
+            time.sleep(0.3)
+        for n, (dataset, share, compression) in enumerate(SMB_SHARES, 1):
+            # --until-idle 10: under TCG a zstd txg sync can starve smbd for seconds mid-copy
+            argv = ["zfsnas-bench", "watch", "--dataset", dataset, "--until-idle", "10", "--duration", "600",
+                    "--matrix", "smb-copy", "--workload", "fits-copy", "--label", "FITS over SMB",
+                    "--set", "protocol=smb", "--set", "client=smbclient", "--db", BENCH_DB]
+            if CONFIG.get("grafana_url"):
+                argv += ["--grafana-url", CONFIG["grafana_url"]]
+            env["ZFSNAS_GRAFANA_TOKEN"] = CONFIG.get("grafana_token", "")
+            started = time.time()
+            watch = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+            # the watch reads its baseline first, then says so: only then may the client start
+            seen = ""
+            while "start the client now" not in seen and watch.poll() is None:
+                line = watch.stderr.readline() if watch.stderr else ""
+                seen += line
+                if not line:
+                    break
+            (exchange / f"request-{n}.json").write_text(json.dumps({"share": share, "n": n}))
+            done = wait_for(exchange / f"done-{n}.json", 600)
+            stdout, stderr = watch.communicate(timeout=700)
+            props = run(["zfs", "get", "-Hp", "-o", "property,value", "compressratio,used,logicalused,written",
+                         dataset]).stdout
+            record["shares"][share] = {
+                "dataset": dataset, "compression": compression, "rc": watch.returncode, "stdout": stdout,
+                "stderr": seen + stderr, "seconds": round(time.time() - started, 2), "client_done": done,
+                "client": json.loads((exchange / f"done-{n}.json").read_text()) if done else None,
+                "zfs_get": dict(line.split("\t") for line in props.splitlines()),
+                "files": sorted(os.listdir(f"/{dataset}"))}
+            log(f"client copy into {dataset}: watch exit {watch.returncode}: {stdout.strip()}")
+    finally:
+        terminate(smbd, 10)
+    fio_json = Path("/tmp/e2e-fio.json")
+    run(["fio", "--name=client-seq-write", "--rw=write", "--bs=128k", "--size=16M", "--directory=/tank/smb-lz4",
+         "--output-format=json", f"--output={fio_json}", "--name=client-rand-read", "--rw=randread", "--bs=4k",
+         "--size=16M", "--runtime=2", "--time_based"])
+    shutil.copy(fio_json, out / "fio.json")
+    proc = run(["zfsnas-bench", "import", "fio", str(fio_json), "--dataset", "tank/smb-lz4", "--matrix", "fio-import",
+                "--set", "client=guest", "--db", BENCH_DB], check=False, env=env)
+    record["import_fio"] = {"rc": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}
+    (out / "record.json").write_text(json.dumps(record, indent=1))
+    (RESULTS / "bench").mkdir(exist_ok=True)
+    shutil.copy(BENCH_DB, RESULTS / "bench" / "bench.sqlite")     # with the watched and imported results
 
 
 def stop_exporter(exporter: subprocess.Popen) -> float:
@@ -643,6 +759,9 @@ def optional_phase(name: str, phase) -> float:
     return time.time() - mark
 
 
+PHASES = {"client": client_phase, "bench": bench_phase, "capture": capture_roundtrip}
+
+
 def main() -> int:
     RESULTS.mkdir(exist_ok=True)
     timeline = {"uptime_at_start": float(Path("/proc/uptime").read_text().split()[0])}
@@ -658,6 +777,11 @@ def main() -> int:
         expect = create_datasets()
         (RESULTS / "expect.json").write_text(json.dumps(expect, indent=1))
         timeline["pools_and_data_seconds"] = time.time() - mark
+        if CONFIG.get("only"):   # a developer's shortcut (harness ZFSNAS_E2E_ONLY): these phases alone
+            for name in CONFIG["only"]:
+                timeline[f"{name}_seconds"] = optional_phase(f"{name} phase", PHASES[name])
+            capture("bench", udev=False)
+            return status
         capture("steady")
         mark = time.time()
         capture("before_write", udev=False)
@@ -682,6 +806,8 @@ def main() -> int:
                 bench_config_phase()
         except Exception:
             log(f"bench configuration phase failed:\n{traceback.format_exc()}")
+        if CONFIG.get("client"):
+            timeline["client_seconds"] = optional_phase("client phase", client_phase)
         capture("bench", udev=False)
         timeline["bench_seconds"] = time.time() - mark
         victim = next(d for d in CONFIG["disks"] if d["pool"] == "tank" and d["role"] == "data")

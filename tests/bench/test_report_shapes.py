@@ -1,0 +1,266 @@
+"""The answers for each experiment shape our users publish, beyond the FITS copy (tests/bench/seeds.py,
+our numbers, loaded through the store's public API): a zvol measured with CrystalDiskMark from a
+client (volblocksize x client RAM x NTFS cluster, throughput only), recordsize on an archive corpus
+(on-disk size only), and mirror vs RAID-Z2 x encryption with CPU. Tables, A/B comparisons, the
+recommend pick and its sentence, the CrystalDiskMark lines and the charts, value by value."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+import pytest
+from zfsnas.bench import charts, compare
+from zfsnas.bench.axes import parse_selector
+from zfsnas.bench.cli import main
+from zfsnas.bench.recommend import recommend
+from zfsnas.bench.recommend import render as render_recommendation
+from zfsnas.bench.report import sections
+from zfsnas.bench.tables import axis_tables, cdm_tables, configurations_table, section_tables, space_table
+
+from .seeds import ARCHIVE_USED, ZVOL_CDM, seeded_store
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory):
+    path = tmp_path_factory.mktemp("shapes") / "bench.sqlite"
+    store = seeded_store(path, ("zvol", "archive", "layouts"))
+    found = {s.matrix: s for s in sections(store.results())}
+    store.close()
+    return found, path
+
+
+def rows_of(table):
+    return [dict(zip(table.headers, row)) for row in table.rows]
+
+
+def titled(tables, start):
+    [table] = [t for t in tables if t.title.startswith(start)]
+    return table
+
+
+# --- zvol volblocksize, CrystalDiskMark from a client -----------------------------------------------------
+
+def test_zvol_tables_name_volblocksize_and_tell_every_group_apart(seeded):
+    found, _ = seeded
+    zvol = found["zvol-cdm"]
+    table = configurations_table(zvol)
+    assert table.headers == ["config", "workload", "volblocksize", "ntfs_cluster", "ram", "runs", "MB/s", "MiB/s",
+                             "IOPS", "latency us"]
+    every = section_tables(zvol)
+    assert not any("recordsize" in t.title or "recordsize" in " ".join(t.headers) for t in every)
+    assert len({t.title for t in every}) == len(every)          # no two tables look alike
+    cdm_titles = [t.title for t in cdm_tables(zvol)]
+    assert len(cdm_titles) == 12 and "zvol-cdm: CrystalDiskMark, volblocksize 16K, ntfs_cluster 4K, ram 16G" in cdm_titles
+
+
+def test_zvol_workload_by_volblocksize_table_shows_the_finding(seeded):
+    found, _ = seeded
+    mbs = titled(axis_tables(found["zvol-cdm"]), "zvol-cdm: MB/s by workload and volblocksize")
+    assert mbs.headers == ["ntfs_cluster", "ram", "workload", "volblocksize 4K", "volblocksize 8K", "volblocksize 16K"]
+    rows = {(r["ntfs_cluster"], r["ram"], r["workload"]): r for r in rows_of(mbs)}
+    assert len(rows) == 32
+    q32 = rows["4K", "16G", "RND 4KiB Q32T1 write"]
+    assert (q32["volblocksize 4K"], q32["volblocksize 8K"], q32["volblocksize 16K"]) == ("88.9", "41.2", "6.0")
+    seq = rows["4K", "16G", "SEQ 1MiB Q8T1 read"]                 # flat at the link's speed
+    assert (seq["volblocksize 4K"], seq["volblocksize 16K"]) == ("118.2", "118.4")
+    ntfs = rows["64K", "16G", "RND 4KiB Q32T1 write"]             # 64K clusters: 0.97 of the 4K ones
+    assert (ntfs["volblocksize 4K"], ntfs["volblocksize 16K"]) == ("86.2", "5.8")
+    latency = titled(axis_tables(found["zvol-cdm"]), "zvol-cdm: latency us by workload and volblocksize")
+    lat = {(r["ntfs_cluster"], r["ram"], r["workload"]): r for r in rows_of(latency)}["4K", "16G", "RND 4KiB Q32T1 write"]
+    assert (lat["volblocksize 4K"], lat["volblocksize 16K"]) == ("1474.19", "21845.25")
+
+
+def test_zvol_crystaldiskmark_lines_in_8_and_5(seeded):
+    found, _ = seeded
+    table = titled(cdm_tables(found["zvol-cdm"]), "zvol-cdm: CrystalDiskMark, volblocksize 16K, ntfs_cluster 4K, ram 16G")
+    assert table.code[table.code.index("[Write]") + 3] == (
+        "  RND    4KiB (Q= 32, T= 1):     6.000 MB/s [   1464.8 IOPS] < 21845.25 us>")
+    five = titled(cdm_tables(found["zvol-cdm"], "5"), "zvol-cdm: CrystalDiskMark, volblocksize 16K, ntfs_cluster 4K, ram 16G")
+    # 5.x has no 1 MiB Q8 test nor latencies: those it cannot print are named, nothing is invented.
+    assert five.code[3:] == ["  Random Read 4KiB (Q= 32,T= 1) :    52.700 MB/s [ 12866.2 IOPS]",
+                             " Random Write 4KiB (Q= 32,T= 1) :     6.000 MB/s [  1464.8 IOPS]",
+                             "         Sequential Read (T= 1) :   112.000 MB/s",
+                             "        Sequential Write (T= 1) :   107.700 MB/s",
+                             "   Random Read 4KiB (Q= 1,T= 1) :     9.100 MB/s [  2221.7 IOPS]",
+                             "  Random Write 4KiB (Q= 1,T= 1) :     5.300 MB/s [  1293.9 IOPS]"]
+    assert "Not in CrystalDiskMark 5's lines: SEQ 1MiB Q8T1 read, SEQ 1MiB Q8T1 write" in five.note
+
+
+def test_zvol_recommend_throughput_only_per_workload_and_overall(seeded):
+    found, _ = seeded
+    rec = recommend(found["zvol-cdm"])
+    assert rec.shape == "throughput" and rec.pick is not None
+    assert rec.reason == "lz4 / volblocksize 4K in every one of the 4 settings (ntfs_cluster, ram)."
+    lines = dict(rec.per_workload)
+    assert lines["ntfs_cluster 4K, ram 16G: RND 4KiB Q32T1 write"] == (
+        "lz4 / volblocksize 4K: 88.9 MB/s, the fastest; the slowest, lz4 / volblocksize 16K, reaches 6.0 MB/s (7 %).")
+    assert lines["ntfs_cluster 4K, ram 16G: SEQ 1MiB Q8T1 read"] == (
+        "lz4 / volblocksize 16K: 118.4 MB/s, the fastest; the slowest, lz4 / volblocksize 4K, reaches 118.2 MB/s (100 %).")
+    assert lines["ntfs_cluster 4K, ram 16G: overall"] == (
+        "lz4 / volblocksize 4K: the fastest in 4 of 8 workloads; on average 99 % of the fastest per workload "
+        "(geometric mean over 8 workloads, each counted the same).")
+    assert rec.notes == ["no on-disk size was measured: the pick is on speed alone",
+                         "one run per configuration: the noise is unknown; repeat the matrix to know it"]
+    # One workload asked for: its fastest, with the speed-only note; speed weight 0 has nothing to weigh.
+    one = recommend(found["zvol-cdm"], workload="cdm-seq1m-q8t1-read")
+    assert one.pick is not None and one.pick.label == "lz4 / volblocksize 16K"
+    none = recommend(found["zvol-cdm"], speed_weight=0)
+    assert none.pick is None and "no on-disk size was measured: --speed-weight 0 (space only) has nothing to weigh" \
+        in none.reason
+    # A minimum only 4K reaches in the 4K Q32 write: 4K is still the pick; one nobody reaches: no pick.
+    assert recommend(found["zvol-cdm"], workload="cdm-rnd4k-q32t1-write", min_throughput=80e6).pick.label == (
+        "lz4 / volblocksize 4K")
+    assert recommend(found["zvol-cdm"], min_throughput=200e6).pick is None
+
+
+def test_zvol_compare_4k_vs_16k(seeded):
+    _, path = seeded
+
+    class Store:   # compare.resolve reads only complete results
+        def __init__(self, found):
+            from zfsnas.bench.store import ReadOnlyStore
+            self.store = ReadOnlyStore(found)
+
+        def results(self, status):
+            return self.store.results(status)
+    store = Store(path)
+    a = compare.resolve(store, "zvol-cdm:volblocksize=4K,ram=16G,ntfs_cluster=4K")
+    b = compare.resolve(store, "zvol-cdm:volblocksize=16K,ram=16G,ntfs_cluster=4K")
+    comparison = compare.compare(a, b, 0.15)
+    assert comparison.changes == [] and comparison.differs == ["volblocksize: 4K -> 16K"]
+    rows = {r["workload"]: r for r in rows_of(compare.pair_table(comparison))}
+    q32 = rows["RND 4KiB Q32T1 write"]
+    assert (q32["A MB/s"], q32["B MB/s"], q32["B-A MB/s"], q32["B/A MB/s"]) == ("88.9", "6.0", "-82.9", "-93.3 %")
+    assert (q32["A IOPS"], q32["B IOPS"], q32["A latency us"], q32["B latency us"]) == (
+        "21704.1", "1464.8", "1474.19", "21845.25")
+    assert q32["throughput noise"] == "one run each: noise unknown"
+    assert len(rows) == len(ZVOL_CDM)
+
+
+def test_zvol_chart_has_a_panel_per_test_on_its_own_scale(seeded, tmp_path):
+    found, _ = seeded
+    charts.write([found["zvol-cdm"]], tmp_path, ("svg",))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bench-zvol-cdm-workloads.svg"]
+    texts = [t.text or "" for t in ET.parse(tmp_path / "bench-zvol-cdm-workloads.svg").getroot().iter(f"{SVG}text")]
+    joined = " ".join(texts)
+    assert "throughput by volblocksize" in joined and "recordsize" not in joined
+    assert all(workload in texts for workload in ("RND 4KiB Q32T1 write", "SEQ 1MiB Q8T1 read"))
+    assert "ntfs_cluster 4K, ram 16G" in texts and "off" not in texts      # the legend names the settings
+
+
+# --- recordsize on an archive: on-disk size only --------------------------------------------------------
+
+def test_archive_space_in_mib_with_the_difference_against_a_baseline(seeded):
+    found, _ = seeded
+    archive = found["archive-recordsize"]
+    table = configurations_table(archive)
+    assert table.headers == ["config", "compression", "recordsize", "runs", "ratio", "on-disk MiB", "logical GiB",
+                             "% of uncompressed"]
+    [space] = space_table(archive)
+    assert space.title == "archive-recordsize: space on disk (baseline: compression lz4, recordsize 128K)"
+    got = [(r["compression"], r["recordsize"], r["on-disk MiB"], r["vs baseline MiB"], r["vs baseline %"])
+           for r in rows_of(space)]
+    assert got == [("lz4", "128K", "487273.2", "+0.0", "+0.00"), ("lz4", "512K", "487191.6", "-81.7", "-0.02"),
+                   ("lz4", "1M", "487176.6", "-96.7", "-0.02"), ("zstd-3", "128K", "482834.2", "-4439.0", "-0.91"),
+                   ("zstd-3", "512K", "482674.2", "-4599.0", "-0.94"), ("zstd-3", "1M", "482650.2", "-4623.0", "-0.95")]
+    assert [f"{used / 2**20:.1f}" for used in ARCHIVE_USED.values()] == [g[2] for g in got]
+    # Each row against its own compression's 128K
+    [per] = space_table(archive, parse_selector("recordsize=128K"))
+    assert [(r["compression"], r["recordsize"], r["vs baseline MiB"], r["vs baseline %"]) for r in rows_of(per)] == [
+        ("lz4", "128K", "+0.0", "+0.00"), ("lz4", "512K", "-81.7", "-0.02"), ("lz4", "1M", "-96.7", "-0.02"),
+        ("zstd-3", "128K", "+0.0", "+0.00"), ("zstd-3", "512K", "-160.0", "-0.03"), ("zstd-3", "1M", "-184.0", "-0.04")]
+    assert per.title == "archive-recordsize: space on disk (baseline: recordsize=128K)"
+
+
+def test_archive_recommend_space_only_and_its_honest_no_picks(seeded):
+    found, _ = seeded
+    rec = recommend(found["archive-recordsize"])
+    assert rec.shape == "space"
+    assert rec.reason == ("zstd-3 / 1M: the smallest on disk, 471.3 GiB (95.61 % of the logical size), 4.5 GiB "
+                          "(0.95 %) less than lz4 / 128K (the first configuration).")
+    assert rec.notes == ["no throughput was measured: the pick is on size alone"]
+    speed = recommend(found["archive-recordsize"], speed_weight=1)
+    assert speed.pick is None and speed.reason == (
+        "no throughput was measured: --speed-weight 1 (speed only) has nothing to weigh")
+    fast = recommend(found["archive-recordsize"], min_throughput=100e6)
+    assert fast.pick is None and fast.reason.startswith("no throughput was measured, so no configuration can be "
+                                                        "shown to reach 100.0 MB/s")
+
+
+def test_archive_chart_is_the_space_one_without_throughput(seeded, tmp_path):
+    found, _ = seeded
+    paths = charts.write([found["archive-recordsize"]], tmp_path, ("svg",))
+    assert [p.name for p in paths] == ["bench-archive-recordsize-space.svg"]
+    texts = " ".join(t.text or "" for t in ET.parse(paths[0]).getroot().iter(f"{SVG}text"))
+    assert "-4623.0 MiB" in texts and "-81.7 MiB" in texts and "against lz4, 128K" in texts
+
+
+# --- mirror vs RAID-Z2 x encryption, with CPU -------------------------------------------------------------
+
+def test_layouts_compare_by_layout_with_cpu_cost(seeded):
+    found, _ = seeded
+    comparison = compare.compare_by(found["eight-disk-study"], "layout")
+    table = compare.pair_table(comparison)
+    assert table.title == "compare: pool layout 4 x mirror 2-way (fast) vs each other pool layout"
+    rows = {(r["workload"], r["encryption"]): r for r in rows_of(table)}
+    write = rows["seq-write", "off"]
+    assert (write["A MB/s"], write["B MB/s"], write["B-A MB/s"], write["B/A MB/s"]) == (
+        "712.0 (705.0-724.0)", "604.0 (597.0-615.0)", "-108.0", "-15.2 %")
+    assert (write["A CPU system %"], write["B CPU system %"], write["B-A CPU system pp"]) == ("17.0", "22.3", "+5.3")
+    assert write["throughput noise"] == "beyond the repeats' spread (3 and 3 runs)"
+    read = rows["seq-read", "aes-256-gcm"]
+    assert (read["A MB/s"], read["B MB/s"], read["B/A MB/s"]) == ("1102.0 (1090.0-1118.0)", "846.0 (839.0-861.0)",
+                                                                  "-23.2 %")
+    enc = {(r["workload"], r["pool layout"]): r for r in rows_of(compare.pair_table(
+        compare.compare_by(found["eight-disk-study"], "encryption")))}
+    cost = enc["seq-write", "4 x mirror 2-way (fast)"]
+    assert (cost["A CPU system %"], cost["B CPU system %"], cost["B-A CPU system pp"], cost["B/A MB/s"]) == (
+        "17.0", "34.9", "+17.9", "-16.0 %")
+
+
+def test_layouts_cli_compare_cells_and_recommend_points_to_compare(seeded, capsys):
+    _, path = seeded
+    db = ["--db", str(path)]
+    assert main(["compare", "eight-disk-study:layout=mirror", "eight-disk-study:layout=raidz2", *db]) == 0
+    out = capsys.readouterr().out
+    assert "### compare: A vs B (pool layout: 4 x mirror 2-way -> raidz2 8-wide; pool: fast -> tank)" in out
+    assert "| seq-read | off | 1341.0 (1322.0-1355.0) | 978.0 (966.0-990.0) | -363.0 | -27.1 % |" in out
+    assert main(["recommend", "eight-disk-study", *db]) == 1
+    out = capsys.readouterr().out
+    assert "no pick: nothing to choose between: eight-disk-study has no two configurations that differ only in " \
+           "dataset properties (compression, recordsize or volblocksize); `zfsnas-bench compare --by encryption` " \
+           "sets each of its axes side by side (encryption, pool layout)" in out
+    assert main(["compare", "--by", "layout", "--baseline", "raidz2 8-wide (tank)", *db]) == 0
+    assert "| seq-write | off | raidz2 8-wide (tank) | 4 x mirror 2-way (fast) | 604.0" in capsys.readouterr().out
+    assert main(["compare", "--by", "sync", *db]) == 2        # no matrix varies in it
+
+
+def test_a_configuration_against_itself_is_its_newest_run_against_the_earlier(seeded, capsys):
+    found, path = seeded
+    mirror_write = found["eight-disk-study"].summaries[0]
+    assert main(["compare", mirror_write.id, mirror_write.id, "--db", str(path)]) == 0
+    out = capsys.readouterr().out
+    # runs 712, 724 then 705: 705 against the median 718 of the two before, outside their range
+    assert "| 718.0 (712.0-724.0) | 705.0 | -1.8 % | 98.2 % |" in out
+    assert "| slower, beyond the noise of the repeats |" in out
+
+
+def test_recommend_render_for_each_shape(seeded):
+    found, _ = seeded
+    text = render_recommendation(recommend(found["zvol-cdm"]))
+    assert text.splitlines()[2] == "per setting and workload (throughput):"
+    assert text.splitlines()[-3] == "pick: lz4 / volblocksize 4K in every one of the 4 settings (ntfs_cluster, ram)."
+    space = render_recommendation(recommend(found["archive-recordsize"])).splitlines()
+    assert space[2].startswith("pick: zstd-3 / 1M: the smallest on disk")
+
+
+def test_html_report_carries_the_per_workload_picks(seeded):
+    from zfsnas.bench import html
+
+    found, _ = seeded
+    page = html.page([found["zvol-cdm"]])
+    assert ("<li>ntfs_cluster 4K, ram 16G: RND 4KiB Q32T1 write: lz4 / volblocksize 4K: 88.9 MB/s, the fastest; "
+            "the slowest, lz4 / volblocksize 16K, reaches 6.0 MB/s (7 %).</li>") in page
+    assert "Pick: lz4 / volblocksize 4K in every one of the 4 settings (ntfs_cluster, ram)." in page
