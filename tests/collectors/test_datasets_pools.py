@@ -344,3 +344,17 @@ def test_one_bad_line_or_field_costs_that_line_or_field_not_the_source(tmp_path)
                        ("zpool_list", "not_a_number"): 1}
     assert types(text)["zfs_exporter_source_values_dropped_total"] == "counter"
     assert len(labelsets(text, "zfs_pool_size_bytes")) == len(labelsets(text, "zfs_pool_free_bytes")) - 1
+
+
+def test_a_dataset_listed_twice_is_served_once(tmp_path):
+    """Two series of one name would make the page unparseable for Prometheus: the second is dropped."""
+    from tests.conftest import copy_commands
+
+    recordings = copy_commands(tmp_path / "zfs")
+    listing = recordings / "zfs-list.txt"
+    text = listing.read_text()
+    listing.write_text(text + text.splitlines()[0] + "\n")
+    page = scrape(recordings, collectors=("datasets",))
+    assert len([d for d in labelsets(page, "zfs_dataset_available_bytes") if d["dataset"] == "backup"]) == 1
+    assert value(page, "zfs_exporter_source_values_dropped_total", source="zfs_datasets", reason="malformed") == 1
+    assert value(page, "zfs_exporter_collector_success", collector="datasets") == 1

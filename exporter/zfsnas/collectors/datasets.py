@@ -272,10 +272,20 @@ class DatasetsCollector(RefreshingCollector):
         (names, families, what was dropped, how many datasets were left out)."""
         dropped = Dropped()
         lines = enumerate(split_lines(chunks, MAX_LINE_BYTES), 1)
-        datasets = (ds for number, line in lines
-                    if (ds := parse_dataset_line(line.decode("utf-8", "surrogateescape"), dropped, number)) is not None
-                    and self._selected(ds.name))
-        names, families, left_out = build_families_within(datasets, self.max_page_bytes)
+        seen: set[str] = set()  # no more than the datasets kept (and one chunk): those past the limit are not parsed
+
+        def datasets() -> Iterator[Dataset]:
+            for number, line in lines:
+                ds = parse_dataset_line(line.decode("utf-8", "surrogateescape"), dropped, number)
+                if ds is None or not self._selected(ds.name):
+                    continue
+                if ds.name in seen:  # zfs never lists a dataset twice; two series of one name would not parse
+                    dropped.add("malformed", f"zfs list line {number}: {ds.name[:100]!r} listed again")
+                    continue
+                seen.add(ds.name)
+                yield ds
+
+        names, families, left_out = build_families_within(datasets(), self.max_page_bytes)
         if left_out:
             left_out += sum(1 for _, line in lines if line)  # past the limit: counted, not parsed
             dropped.add("over_limit", f"zfs list: {left_out} datasets past --datasets.max-page-bytes", left_out,
