@@ -8,7 +8,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from . import __version__
@@ -153,11 +153,14 @@ class Exporter:
 
     def render(self, deadline: float | None = None) -> str:
         """The page; `deadline` (time.monotonic()) is the scrape's, from Prometheus' timeout header."""
-        return "".join(self.render_parts(deadline))
+        return "".join(self.render_parts(deadline) or ())
 
-    def render_parts(self, deadline: float | None = None) -> list[str]:
-        """The page as its pieces, what the server sends (see `ScrapeCollector.render_parts`)."""
-        page = self.scrape.render_parts(process_families().families() if self.process_metrics else (), deadline)
+    def render_parts(self, deadline: float | None = None,
+                     deliver: Callable[[list[str]], None] | None = None) -> list[str] | None:
+        """The page as its pieces, what the server sends; None when a read stuck past the deadline
+        had the page sent through `deliver` instead (see `ScrapeCollector.render_parts`)."""
+        page = self.scrape.render_parts(process_families().families() if self.process_metrics else (),
+                                        deadline, deliver)
         if self._holding:  # the first page: held refreshes may run now (releasing twice is harmless)
             self._holding = False
             START.release()

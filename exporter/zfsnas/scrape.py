@@ -11,11 +11,10 @@ It must not read the OS itself: that is the sources' job.
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import ExitStack
 from typing import TYPE_CHECKING
 
 from .collectors.base import Collector, Report, one_line
@@ -28,22 +27,25 @@ log = logging.getLogger("zfsnas")
 
 
 Outcome = tuple[Iterable[Family], Report, float]  # a collector's families, its report, its seconds
+JOIN_BELOW = 1 << 20  # characters of a collector's page joined into one piece
 ZFS_CHECK = "(zfs check)"  # what `_blocked` calls the look for ZFS kstats that starts each scrape
 
 
 class _Job:
-    """One scrape's run of the collectors in the collect thread; `abandon` (by the scrape, at its
-    deadline) and the thread's `start`/`finish` of each collector are ordered by one lock, so that
-    after `abandon` the thread starts nothing more and a stuck collector is known."""
+    """One scrape with a deadline, run in the caller's thread and watched by `_Watchdog`: the
+    caller's `start`/`finish` of each collector, its `complete` and the watchdog's `rescue` are
+    ordered by one lock, so that exactly one of them answers the scrape, and after a rescue the
+    caller starts nothing more."""
 
-    __slots__ = ("lock", "outcomes", "done", "abandoned", "current")
+    __slots__ = ("lock", "outcomes", "abandoned", "finished", "current", "deadline", "extra", "deliver")
 
-    def __init__(self) -> None:
+    def __init__(self, deadline: float, extra: list[Family], deliver: Callable[[list[str]], None]):
         self.lock = threading.Lock()
         self.outcomes: list[Outcome] = []
-        self.done = threading.Event()
-        self.abandoned = False
-        self.current: tuple[str, float] | None = None
+        self.abandoned = False   # the watchdog answered: the caller's results go nowhere
+        self.finished = False    # the caller got through every collector: it answers
+        self.current: tuple[str, float] | None = None  # the collector running, since when
+        self.deadline, self.extra, self.deliver = deadline, extra, deliver
 
     def start(self, name: str) -> bool:
         with self.lock:
@@ -53,35 +55,52 @@ class _Job:
             return True
 
     def finish(self, name: str) -> bool:
-        """False when the scrape gave up on this run while `name` was still in its collect."""
+        """False when the watchdog answered the scrape while `name` was still in its collect."""
         with self.lock:
             self.current = None
             return not self.abandoned
 
-    def abandon(self) -> tuple[str, float] | None:
+    def complete(self) -> bool:
+        """The caller's: True when it answers (every collector ran in time or not stuck), False when
+        the watchdog already did."""
         with self.lock:
+            self.finished = not self.abandoned
+            return self.finished
+
+    def rescue(self, blocked: dict[str, float]) -> str | None:
+        """The watchdog's: the collector stuck past the deadline, marked in `blocked` (the job is
+        then the watchdog's to answer), or None when the caller is not in a collector or has
+        finished. Marked under the lock: the caller, back from that read, unmarks it only after."""
+        with self.lock:
+            if self.finished or self.abandoned or self.current is None:
+                return None
             self.abandoned = True
-            return self.current
+            name, since = self.current
+            blocked[name] = since
+            return name
 
 
-class _CollectThread:
-    """The thread the collectors of a scrape with a deadline run in (one at a time: scrapes are)."""
+class _Watchdog:
+    """One thread, started by the first scrape that can be answered without its caller, that looks
+    at the scrape in progress every `PERIOD` seconds: past its deadline with a collector's read not
+    returned, it answers that scrape itself (`ScrapeCollector._rescue`). A scrape costs nothing of
+    it (no hand-over to another thread: the caller runs the collectors)."""
+
+    PERIOD = 0.25
 
     def __init__(self, scrape: ScrapeCollector):
-        self.jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
         self._scrape = scrape
-        threading.Thread(target=self._run, name="collect", daemon=True).start()
+        threading.Thread(target=self._run, name="scrape-watchdog", daemon=True).start()
 
     def _run(self) -> None:
         while True:
-            job = self.jobs.get()
-            try:
-                self._scrape._collect_all(job)
-            except Exception:  # pragma: no cover - collectors guard themselves; the thread must live on
-                log.exception("collecting failed")
-                job.done.set()
-            if job.abandoned:
-                return  # a new thread took over while this one was stuck
+            time.sleep(self.PERIOD)
+            job = self._scrape._job
+            if job is not None and time.monotonic() > job.deadline:
+                try:
+                    self._scrape._rescue(job)
+                except Exception:  # pragma: no cover - the watchdog must outlive anything
+                    log.exception("answering a stuck scrape failed")
 
 
 class ScrapeCollector:
@@ -98,56 +117,100 @@ class ScrapeCollector:
         self._dropped: dict[tuple[str, str], int] = {}
         self._rewritten: dict[tuple[str, str], int] = {}
         self._logged: set[tuple[str, str]] = set()
-        self._runner: _CollectThread | None = None
+        self._job: _Job | None = None  # the scrape in progress, when the watchdog can answer it
+        self._watchdog: _Watchdog | None = None
         self._blocked: dict[str, float] = {}  # collector -> since when a read of it has not returned
 
     def render(self, extra: Iterable[Family] = (), deadline: float | None = None) -> str:
         """The whole page: every collector's families, `extra` ones (e.g. process metrics), then the
         self metrics, which count what this very render had to drop. Raises TimeoutError when the
         `deadline` (time.monotonic()) passes while another scrape still runs."""
-        return "".join(self.render_parts(extra, deadline))
+        return "".join(self.render_parts(extra, deadline) or ())
 
-    def render_parts(self, extra: Iterable[Family] = (), deadline: float | None = None) -> list[str]:
+    def render_parts(self, extra: Iterable[Family] = (), deadline: float | None = None,
+                     deliver: Callable[[list[str]], None] | None = None) -> list[str] | None:
         """`render`'s page as the pieces it is made of, unjoined (what the server sends: the frozen
         texts of big families are sent as they are kept, not copied into one page). With a
-        `deadline`, the collectors run in a thread of their own and the page is made at the deadline
-        whatever they do: a collector still reading then (a kstat read that blocks) reports failure,
-        and later scrapes skip it, failed, until that read returns."""
-        with self._locked(deadline):
-            per_collector, families = self._scrape(deadline)
-            out: list[str] = []
-            for name, items in [*per_collector, ("exporter", list(extra))]:
-                problems = RenderIssues()
-                render_pieces(items, out, problems)
-                if problems:
-                    self._count(name, problems)
-            self._problem_metrics(families)
-            for family in families.families():
-                render_family(family, out)
-            return out
+        `deadline` and `deliver`, a collector whose read has not returned by the deadline does not
+        hold the answer: the watchdog sends the page of the others through `deliver` (this one
+        reported failed, and skipped, failed, by later scrapes until that read returns) and this
+        call, when the read returns, gives None."""
+        extra = list(extra)
+        self._acquire(deadline)
+        job = None if deadline is None or deliver is None else _Job(deadline, extra, deliver)
+        try:
+            if job is not None:
+                self._job = job
+                if self._watchdog is None:
+                    self._watchdog = _Watchdog(self)
+            outcomes = self._collect_all(job)
+            if job is not None and not job.complete():
+                return None  # the watchdog answered, and let the next scrape in
+            return self._page(outcomes, extra)
+        finally:
+            if job is None or job.finished:
+                self._job = None
+                self._lock.release()
+
+    def _page(self, outcomes: list[Outcome], extra: list[Family]) -> list[str]:
+        per_collector, families = self._self_metrics(outcomes)
+        out: list[str] = []
+        for name, items in [*per_collector, ("exporter", extra)]:
+            problems = RenderIssues()
+            pieces: list[str] = []
+            render_pieces(items, pieces, problems)
+            # A collector's small text (lines of samples) is joined now, in C, for the server to
+            # send in few pieces; a big one (frozen families of thousands of datasets) is sent as kept.
+            if len(pieces) > 1 and sum(map(len, pieces)) < JOIN_BELOW:
+                out.append("".join(pieces))
+            else:
+                out += pieces
+            if problems:
+                self._count(name, problems)
+        self._problem_metrics(families)
+        for family in families.families():
+            render_family(family, out)
+        return out
+
+    def _rescue(self, job: _Job) -> None:
+        """The watchdog's answer to a scrape stuck in a collector past its deadline: that collector
+        failed (and blocked until its read returns), the ones after it not run, the others served."""
+        name = job.rescue(self._blocked)
+        if name is None:
+            return
+        log.warning("collector %s: a read has not returned by the scrape's deadline; skipped until it does", name)
+        outcomes = list(job.outcomes)
+        for collector in self.collectors[len(outcomes):]:
+            report = Report(collector.name)
+            if collector.name == name:
+                report.fail("blocked", "still reading at the scrape's deadline: skipped until that read returns")
+            else:
+                report.fail("scrape deadline", "not run: the scrape's deadline (X-Prometheus-Scrape-Timeout-Seconds "
+                                               "or the default) had passed")
+            self._log_changes(collector.name, report.errors)
+            outcomes.append(([], report, 0.0))
+        page = self._page(outcomes, job.extra)
+        self._job = None
+        self._lock.release()  # the stuck caller never will: the next scrape goes on without it
+        job.deliver(page)
 
     def scrape(self, deadline: float | None = None) -> list[Family]:
         """Every family of one scrape (the self metrics last), e.g. for `exposition.ClientCollector`."""
-        with self._locked(deadline):
-            per_collector, families = self._scrape(deadline)
+        self._acquire(deadline)
+        try:
+            per_collector, families = self._self_metrics(self._collect_all(None))
             self._problem_metrics(families)
             return [item for _, items in per_collector for item in items] + families.families()
-
-    @contextmanager
-    def _locked(self, deadline: float | None) -> Iterator[None]:
-        wait = -1 if deadline is None else max(0.0, deadline - time.monotonic())
-        if not self._lock.acquire(timeout=wait):
-            raise TimeoutError("the scrape deadline passed while another scrape was running")
-        try:
-            yield
         finally:
             self._lock.release()
 
-    def _scrape(self, deadline: float | None = None) -> tuple[list[tuple[str, Iterable[Family]]], Families]:
-        if deadline is None:
-            outcomes = self._collect_all(None)
-        else:
-            outcomes = self._collect_by(deadline)
+    def _acquire(self, deadline: float | None) -> None:
+        """The scrape lock (one scrape at a time); TimeoutError when `deadline` passes first."""
+        wait = -1 if deadline is None else max(0.0, deadline - time.monotonic())
+        if not self._lock.acquire(timeout=wait):
+            raise TimeoutError("the scrape deadline passed while another scrape was running")
+
+    def _self_metrics(self, outcomes: list[Outcome]) -> tuple[list[tuple[str, Iterable[Family]]], Families]:
         out: list[tuple[str, Iterable[Family]]] = []
         families = Families()
         for collector, (result, report, seconds) in zip(self.collectors, outcomes):
@@ -163,8 +226,8 @@ class ScrapeCollector:
 
     def _collect_all(self, job: _Job | None) -> list[Outcome]:
         """Every collector once, in this thread: (families, report, seconds) each. In a `job` (a
-        scrape with a deadline, see `_collect_by`) each outcome is put there as it comes, and the
-        job stops where its scrape gave up on it."""
+        scrape with a deadline the watchdog keeps) each outcome is put there as it comes, and the
+        run stops where the watchdog answered in its place."""
         outcomes: list[Outcome] = []
         with ExitStack() as scrape:
             for ctx in {id(c.ctx): c.ctx for c in self.collectors}.values():
@@ -179,13 +242,12 @@ class ScrapeCollector:
                 report = Report(collector.name)
                 started = time.perf_counter()
                 result: Iterable[Family] = []
-                blocked_since = self._blocked.get(collector.name)
                 if zfs_missing and collector.needs_zfs:
                     report.fail("zfs", zfs_missing)  # said once by _zfs_missing, not per collector
-                elif blocked_since is not None:
+                elif collector.name in self._blocked:
                     report.fail("blocked", "not run: a read of an earlier scrape has not returned")
                 elif job is not None and not job.start(collector.name):
-                    return outcomes  # the scrape was answered without us
+                    return outcomes  # the watchdog answered without us
                 else:
                     with report.guard("collect"):
                         returned = collector.collect(report)
@@ -200,37 +262,6 @@ class ScrapeCollector:
                 outcomes.append(outcome)
                 if job is not None:
                     job.outcomes.append(outcome)
-        if job is not None:
-            job.done.set()
-        return outcomes
-
-    def _collect_by(self, deadline: float) -> list[Outcome]:
-        """The collectors run in the collect thread while this one waits, until `deadline` at the
-        latest: a collector still running then (stuck in a read that blocks) is reported failed and
-        marked blocked until that read returns; those not reached report that the deadline passed.
-        The thread left behind in the stuck read is not used again: the next scrape starts another."""
-        job = _Job()
-        if self._runner is None:
-            self._runner = _CollectThread(self)
-        self._runner.jobs.put(job)
-        if not job.done.wait(max(0.0, deadline - time.monotonic())):
-            stuck = job.abandon()
-            self._runner = None  # that thread ends with this job, or is stuck in a read: the next scrape starts another
-            if stuck is not None:
-                name, since = stuck
-                self._blocked[name] = since
-                log.warning("collector %s: a read has not returned by the scrape's deadline; skipped until it does",
-                            name)
-        outcomes = list(job.outcomes)
-        for collector in self.collectors[len(outcomes):]:
-            report = Report(collector.name)
-            if collector.name in self._blocked:
-                report.fail("blocked", "still reading at the scrape's deadline: skipped until that read returns")
-            else:
-                report.fail("scrape deadline", "not run: the scrape's deadline (X-Prometheus-Scrape-Timeout-Seconds "
-                                               "or the default) had passed")
-            self._log_changes(collector.name, report.errors)
-            outcomes.append(([], report, 0.0))
         return outcomes
 
     def _count(self, collector: str, problems: RenderIssues) -> None:

@@ -25,8 +25,9 @@ How a connection is served, and why no client can hold the exporter up:
   (the frozen texts of big families are not copied into one page, nor into bytes, per client).
 - A scrape's deadline comes from Prometheus' `X-Prometheus-Scrape-Timeout-Seconds` (minus
   `SCRAPE_TIMEOUT_OFFSET`), as blackbox_exporter does, or is `DEFAULT_SCRAPE_TIMEOUT` without one:
-  collectors not done by then report `success 0` (a read that blocks among them) instead of
-  holding a worker (see `scrape.ScrapeCollector.render_parts`).
+  a collector whose read has not returned by then reports `success 0` and the page of the others
+  is sent for it (`deliver`, see `scrape.ScrapeCollector.render_parts`); its worker, stuck in
+  that read, is replaced meanwhile.
 - Workers start as they are needed, up to `WORKERS`: the first with the first request, another
   whenever a request has waited `WORKER_PATIENCE` for a free one. A client scraping one request
   at a time (even back to back) keeps one worker and one malloc arena, not eight taking turns.
@@ -118,8 +119,24 @@ class Answer:
 
 
 def _body_chunks(pieces: list[str | bytes]) -> Iterator[bytes | memoryview]:
-    """The pieces as bytes, SEND_PIECE characters encoded at a time (never a whole page at once)."""
+    """The pieces as bytes of about SEND_PIECE each: small pieces (a page is made of thousands of
+    sample lines) gathered and encoded together, big ones (a frozen family's text) encoded a slice at
+    a time, so that a page is never encoded whole and never sent a line per system call."""
+    gathered: list[str] = []
+    size = 0
     for piece in pieces:
+        if isinstance(piece, str) and len(piece) < SEND_PIECE:
+            gathered.append(piece)
+            size += len(piece)
+            if size >= SEND_PIECE:
+                yield "".join(gathered).encode("utf-8", "backslashreplace")
+                gathered.clear()
+                size = 0
+            continue
+        if gathered:
+            yield "".join(gathered).encode("utf-8", "backslashreplace")
+            gathered.clear()
+            size = 0
         if isinstance(piece, bytes):
             view = memoryview(piece)
             for start in range(0, len(piece), SEND_PIECE):
@@ -130,6 +147,8 @@ def _body_chunks(pieces: list[str | bytes]) -> Iterator[bytes | memoryview]:
         else:
             for start in range(0, len(piece), SEND_PIECE // 4):
                 yield piece[start:start + SEND_PIECE // 4].encode("utf-8", "backslashreplace")
+    if gathered:
+        yield "".join(gathered).encode("utf-8", "backslashreplace")
 
 
 def _encoded_length(piece: str | bytes) -> int:
@@ -188,6 +207,7 @@ class Server:
         self._stopped = threading.Event()
         self._max_workers = workers
         self._workers: list[threading.Thread] = []   # started by the event loop, as requests need them
+        self._stuck = 0  # workers whose scrape the watchdog answered while they wait for a read
         self._waiting_since: float | None = None      # when the oldest request not yet taken was queued
         self._gate = AuthGate(lambda conn, right: self._give_back("verified" if right else "refused", conn))
 
@@ -332,6 +352,12 @@ class Server:
 
     # --- what other threads give back to the loop ---------------------------------------------
 
+    def _late(self, conn: _Conn, answer: Answer) -> None:
+        """A scrape's answer sent for a worker stuck in a read (from the scrape's watchdog): the loop
+        writes it, and may start another worker meanwhile."""
+        conn.out = answer.chunks()
+        self._give_back("stuck", conn)
+
     def _give_back(self, what: str, conn: _Conn) -> None:
         self._back.put((what, conn))
         self._wake()
@@ -355,6 +381,11 @@ class Server:
                 return
             if what == "write":
                 self._start_writing(conn)
+            elif what == "stuck":
+                self._stuck += 1
+                self._start_writing(conn)
+            elif what == "unstuck":
+                self._stuck -= 1
             elif what == "verified":
                 answer = self._handler.after_auth(conn)
                 if isinstance(answer, Answer):
@@ -416,7 +447,7 @@ class Server:
         if self._requests.empty():
             self._waiting_since = None
         elif now - self._waiting_since >= WORKER_PATIENCE:
-            if len(self._workers) < self._max_workers:
+            if len(self._workers) - self._stuck < self._max_workers:
                 self._start_worker()
             self._waiting_since = now
 
@@ -463,7 +494,11 @@ class Server:
             if conn is None:
                 return
             try:
-                conn.out = self._handler.answer(conn).chunks()
+                answer = self._handler.answer(conn, self._late)
+                if answer is None:  # sent by the scrape's watchdog while this thread was stuck
+                    self._give_back("unstuck", conn)
+                    continue
+                conn.out = answer.chunks()
                 if _send_some(conn, self._tls, None):
                     _finish(conn)
                 else:
@@ -591,7 +626,8 @@ class _Handler:
         self.render = render
         self.telemetry_path = telemetry_path
         self.web = web
-        self.takes_deadline = _takes_deadline(render)
+        self.takes_deadline = _takes(render, "deadline")
+        self.takes_deliver = self.takes_deadline and _takes(render, "deliver")
 
     def reply(self, conn: _Conn, code: int, content_type: str, body: list[str | bytes] | bytes,
               headers: dict | None = None, head: bool = False) -> Answer:
@@ -646,18 +682,27 @@ class _Handler:
         return self.reply(conn, 401, "text/plain; charset=utf-8", b"Unauthorized\n",
                           {"WWW-Authenticate": 'Basic realm="zfsnas-exporter"'})
 
-    def answer(self, conn: _Conn) -> Answer:
-        """The scrape, in a worker."""
+    def answer(self, conn: _Conn, late: Callable[[_Conn, Answer], None]) -> Answer | None:
+        """The scrape, in a worker; None when a read stuck past the deadline had the page sent by
+        `late(conn, answer)` from the scrape's watchdog instead."""
         method, _, headers = conn.request
-        head = method == "HEAD"
         deadline = scrape_deadline(headers, time.monotonic())
         try:
-            page = self.render(deadline=deadline) if self.takes_deadline else self.render()
+            if self.takes_deliver:
+                page = self.render(deadline=deadline, deliver=lambda pieces: late(conn, self.page(conn, pieces)))
+            else:
+                page = self.render(deadline=deadline) if self.takes_deadline else self.render()
         except TimeoutError as exc:  # the deadline passed while an earlier scrape still ran
             return self.reply(conn, 503, "text/plain; charset=utf-8", f"{exc}\n".encode())
         except Exception as exc:  # collectors guard themselves; this is the last line of defence
             log.error("rendering metrics failed: %s", str(exc)[:500])
             return self.reply(conn, 500, "text/plain; charset=utf-8", b"rendering metrics failed\n")
+        return None if page is None else self.page(conn, page)
+
+    def page(self, conn: _Conn, page: str | list[str | bytes]) -> Answer:
+        """The answer of a page: gzipped when the client takes it."""
+        method, _, headers = conn.request
+        head = method == "HEAD"
         pieces: list[str | bytes] = [page] if isinstance(page, str) else page
         if "gzip" in headers.get("accept-encoding", ""):
             import zlib
@@ -679,11 +724,11 @@ def make_server(address: str, render: Callable[..., Any], telemetry_path: str = 
     return Server((host, port), _Handler(render, telemetry_path, web), web)
 
 
-def _takes_deadline(render: Callable[..., Any]) -> bool:
-    """Whether `render` has a `deadline` parameter. Read from its code object (a bound method
-    lends its function's): `inspect.signature` would import inspect, with dis and ast, at start-up."""
+def _takes(render: Callable[..., Any], parameter: str) -> bool:
+    """Whether `render` has that parameter. Read from its code object (a bound method lends its
+    function's): `inspect.signature` would import inspect, with dis and ast, at start-up."""
     code = getattr(render, "__code__", None)
-    return code is not None and "deadline" in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+    return code is not None and parameter in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
 
 
 def _parse_request(raw: bytes) -> tuple[str, str, dict[str, str]] | int:

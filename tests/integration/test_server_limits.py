@@ -161,34 +161,41 @@ def success(text, name):
     return text.split(f'zfs_exporter_collector_success{{collector="{name}"}} ', 1)[1].split("\n", 1)[0]
 
 
-def test_a_read_that_blocks_fails_its_collector_at_the_deadline_and_is_skipped_until_it_returns():
+def successes(text):
+    return [line.rsplit(" ", 1)[1] for line in text.splitlines() if line.startswith("zfs_exporter_collector_success{")]
+
+
+def timed_scrape(port, timeout_header):
+    started = time.monotonic()
+    body, _ = get(port, headers={"X-Prometheus-Scrape-Timeout-Seconds": timeout_header})
+    return body.decode(), time.monotonic() - started
+
+
+def test_a_read_that_blocks_fails_its_collector_at_the_deadline_and_is_skipped_until_it_returns(serving):
     ctx = Context(kstat=None, commands=None)
     blocking = Blocking(ctx)
     scrape = ScrapeCollector([Second(ctx), blocking, Second(ctx)])
-    started = time.monotonic()
-    text = scrape.render(deadline=time.monotonic() + 0.2)
-    assert time.monotonic() - started < 1  # answered at the deadline, not when the read returns
-    assert [line.rsplit(" ", 1)[1] for line in text.splitlines()
-            if line.startswith("zfs_exporter_collector_success{")] == ["1", "0", "0"]
+    port = serving(scrape.render_parts)
+    text, took = timed_scrape(port, "1")  # a deadline of 0.5 s
+    assert took < 1.5  # answered by the watchdog at the deadline, not when the read returns
+    assert successes(text) == ["1", "0", "0"]
     # the next scrape does not wait for it again: skipped (failed) at once, the others served
-    started = time.monotonic()
-    text = scrape.render(deadline=time.monotonic() + 5)
-    assert time.monotonic() - started < 1 and blocking.calls == 1
-    assert [line.rsplit(" ", 1)[1] for line in text.splitlines()
-            if line.startswith("zfs_exporter_collector_success{")] == ["1", "0", "1"]
+    text, took = timed_scrape(port, "5")
+    assert took < 1 and blocking.calls == 1
+    assert successes(text) == ["1", "0", "1"]
     blocking.release.set()  # the read returns: from the next scrape on it runs again
     deadline = time.monotonic() + 5
-    while success(scrape.render(deadline=time.monotonic() + 5), "blocking") != "1":
+    while success(timed_scrape(port, "5")[0], "blocking") != "1":
         assert time.monotonic() < deadline
     assert blocking.calls == 2
 
 
-def test_collectors_not_reached_by_the_deadline_report_failure():
+def test_collectors_not_reached_by_the_deadline_report_failure(serving):
     ctx = Context(kstat=None, commands=None)
     scrape = ScrapeCollector([Second(ctx), Sleeper(ctx), Second(ctx)])
-    text = scrape.render(deadline=time.monotonic() + 0.1)
-    assert [line.rsplit(" ", 1)[1] for line in text.splitlines()
-            if line.startswith("zfs_exporter_collector_success{")] == ["1", "0", "0"]
+    port = serving(scrape.render_parts)
+    text, _ = timed_scrape(port, "0.2")  # a deadline of 0.1 s: the sleeper (0.3 s) is still asleep
+    assert successes(text) == ["1", "0", "0"]
     assert "not run: the scrape's deadline" not in text  # reasons go to the log, once
     time.sleep(0.4)
     assert success(scrape.render(), "sleeper") == "1"  # without a deadline: in line, as long as it takes
