@@ -20,7 +20,9 @@ Method (docs/performance.md):
   file's parse can only win where live files really stay the same. `--static` turns it off.
 - Collector sets: `kstat` is ours with the kstat collectors only (what node_exporter's zfs
   collector covers); `default` is ours with every default collector, `zfs`/`zpool` answered from
-  the recorded outputs of the same guest (tests/fixtures/commands/).
+  the recorded outputs of the same guest (tests/fixtures/commands/) and `smartctl` from the SMART
+  fixtures of the disk tree (tests/fixtures/smart/awake); `default-no-smart` (`--sets`) the same
+  without the smart collector, to see what it costs.
 - Floor: the time Python needs only to open and read, as text, every file under the tree's
   /proc/spl/kstat/zfs once, timed in this process once with every scrape pair (the same churned
   files, at the same moment as the scrapes); "x floor" is our p50 over the floor's median, per
@@ -210,13 +212,34 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+SETS = ("kstat", "default", "default-no-smart")
+
+
 def ours_argv(tree: Path, commands: str, collectors: str, port: int) -> list[str]:
     argv = [str(Path(sys.executable).with_name("zfsnas-exporter")), f"--web.listen-address=127.0.0.1:{port}",
             f"--path.procfs={tree}/proc", f"--path.sysfs={tree}/sys", f"--path.udev.data={tree}/udev/data"]
     if collectors == "kstat":
-        return [*argv, "--no-collector.datasets", "--no-collector.pools", "--no-collector.disks", "--no-collector.bench"]
-    prefix = [sys.executable, str(FIXTURES / "commands/standin.py"), str(FIXTURES / f"commands/zfs-{commands}")]
-    return [*argv, "--zfs.command-prefix", shlex.join(prefix), "--no-collector.bench"]
+        return [*argv, "--no-collector.datasets", "--no-collector.pools", "--no-collector.disks", "--no-collector.bench",
+                "--no-collector.smart"]
+    prefix = [sys.executable, str(FIXTURES / "commands/standin.py"), str(recordings(commands))]
+    return [*argv, "--zfs.command-prefix", shlex.join(prefix), "--no-collector.bench",
+            *(["--no-collector.smart"] if collectors == "default-no-smart" else [])]
+
+
+_RECORDINGS: dict[str, Path] = {}
+
+
+def recordings(commands: str) -> Path:
+    """The stand-in's directory for the default collectors: the guest's zfs/zpool recordings of that
+    OpenZFS version and smartctl's answers for the disk tree's disks (tests/fixtures/smart/awake),
+    made once per run."""
+    if commands not in _RECORDINGS:
+        sys.path.insert(0, str(ROOT))
+        from tests.conftest import copy_commands
+
+        _RECORDINGS[commands] = copy_commands(Path(tempfile.mkdtemp(prefix="zfsnas-bench-")) / "commands",
+                                              f"zfs-{commands}", smart="awake")
+    return _RECORDINGS[commands]
 
 
 def node_argv(tree: Path, port: int) -> list[str]:
@@ -347,8 +370,8 @@ def bench_tree(label: str, tree: Path, commands: str, sets: list[str], reps: int
         try:
             ours.start()
             theirs.start()
-            if collectors == "default":
-                time.sleep(2)   # the first background refreshes (zfs/zpool) land before measuring
+            if collectors.startswith("default"):
+                time.sleep(2)   # the first background refreshes (zfs/zpool, smartctl) land before measuring
             counts = samples(ours.scrape()), samples(theirs.scrape())
             r = interleaved(ours, theirs, reps, scrapes, churn, files)
             rss = ours.rss_bytes(), theirs.rss_bytes()
@@ -496,6 +519,8 @@ def main() -> int:
     parser.add_argument("--scrapes", type=int, default=100, help="scrape pairs per repetition (default 100)")
     parser.add_argument("--large-scrapes", type=int, default=20, help="scrape pairs per repetition, large tree")
     parser.add_argument("--trees", nargs="+", default=list(TREES), choices=list(TREES))
+    parser.add_argument("--sets", nargs="+", default=["kstat", "default"], choices=SETS,
+                        help="collector sets (default kstat default; the large tree runs kstat only)")
     parser.add_argument("--static", action="store_true",
                         help="do not change the tree between scrapes (files a live NAS rewrites stay as they are)")
     parser.add_argument("--perturbation", action="store_true", help="also the fio perturbation test")
@@ -514,7 +539,7 @@ def main() -> int:
             tree = build(Path(tmp) / label)
             scrapes = args.large_scrapes if label == "large" else args.scrapes
             churn = None if args.static else Churn(tree)
-            bench_tree(label, tree, commands, ["kstat"] if label == "large" else ["kstat", "default"],
+            bench_tree(label, tree, commands, [s for s in args.sets if s == "kstat" or label != "large"],
                        args.reps, scrapes, churn)
         if args.perturbation:
             print(f"\n| fio job | quiet {BLOCK} s blocks (median) | scraped blocks (median) | difference, median "

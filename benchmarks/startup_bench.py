@@ -76,7 +76,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--scrapes", type=int, default=20, help="scrapes of each before RSS is read (default 20)")
     parser.add_argument("--trees", nargs="+", default=["live-2.3.2", "live-2.1.11"], choices=["live-2.3.2", "live-2.1.11"])
-    parser.add_argument("--sets", nargs="+", default=["kstat", "default"], choices=["kstat", "default"])
+    parser.add_argument("--sets", nargs="+", default=["kstat", "default"], choices=bench.SETS)
     parser.add_argument("--importtime", type=int, default=0, metavar="N", help="also the N slowest imports")
     args = parser.parse_args()
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(bench.ROOT / "exporter/zfsnas")], check=True)

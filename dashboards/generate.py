@@ -51,6 +51,15 @@ DISK_INFO = f'zfs_disk_info{{{NAS_MATCHERS}, pool=~"$pool", device=~"$disk"}}'
 BENCH_ANY = POOL_MATCHERS  # every dashboard's run annotation: no matrix/config variables there
 BENCH = f'{BENCH_ANY}, matrix=~"$matrix", config=~"$config"'
 VDEV = f'{POOL_MATCHERS}, vdev=~"$vdev"'
+# The forecast horizon of ZfsPoolFullForecast, which the Overview draws.
+FORECAST_DAYS = SHARED["pool_full_forecast_days"]
+# What is wrong with the selected exporters, 0 when nothing: each part is 0 for a healthy exporter.
+EXPORTER_PROBLEMS = " + ".join(
+    f"(sum({expr}) or vector(0))" for expr in (
+        f'1 - up{{job="{SHARED["exporter_job"]}", {NAS_MATCHERS}}}',
+        f"1 - zfs_exporter_collector_success{{{NAS_MATCHERS}}}",
+        f"1 - zfs_exporter_source_success{{{NAS_MATCHERS}}}",
+        f"zfs_exporter_source_age_seconds{{{NAS_MATCHERS}}} > bool {SHARED['exporter_source_max_age_seconds']}"))
 # Number of CPUs per NAS: node_exporter has one idle counter per CPU. Shares of all CPUs divide by
 # it (a sum over modes and CPUs), never average over series of different modes.
 CPUS = f'count by (nas, instance) (node_cpu_seconds_total{{{NAS_MATCHERS}, mode="idle"}})'
@@ -115,6 +124,16 @@ def query(expr: str, legend: str = "", *, instant: bool = False, fmt: PromQueryF
     if fmt is not None:
         q = q.format(fmt)
     return q
+
+
+def quota_used(matchers: str):
+    """Datasets with a quota or refquota: how much of it they use (the recording rule
+    ZfsDatasetQuotaNearlyFull compares), orange from dataset_quota_warning."""
+    return bars("Quota used", "Share of its quota (`used`, snapshots and children included) or refquota "
+                "(`referenced`) each dataset with one uses; writes fail with EDQUOT at 100 %. Datasets without a "
+                "quota are not listed.", "percentunit",
+                query(f"dataset:zfs_dataset_quota_used:ratio{{{matchers}}}", "{{dataset}} {{quota}}", instant=True),
+                steps=((None, "green"), (SHARED["dataset_quota_warning"], "orange")), max_val=1)
 
 
 def per_instance(*pairs: tuple[str, str]) -> list[prometheus.Dataquery]:
@@ -280,18 +299,22 @@ BENCH_RUNNING_FIELDS = {"step": "15s", "titleFormat": "Benchmark {{matrix}}/{{wo
 
 
 # Configuration changes as annotations, from Prometheus data alone: each query compares every
-# series with itself one CHANGE_STEP earlier, and the annotation runs at that step, so a change
-# shows once, at the first step after it. Old and new values travel as labels (`from`, `to`):
-# count_values turns a module parameter's value into a label, and label_replace copies a dataset
-# property out of zfs_dataset_info's labels. Values are as the kernel / `zfs get -p` print them.
-CHANGE_STEP = "1m"
+# series with itself one step of the annotation query earlier (`offset $__interval`: Grafana sets
+# $__interval to the step it runs the query at, max(CHANGE_STEP, time range / screen width), 20
+# minutes at 30 days), so a change shows exactly once, at the first step after it, at any zoom
+# (tests/integration/test_change_annotations.py). Several changes of one series within one step
+# show as one mark from the first value to the last. Old and new values travel as labels (`from`,
+# `to`): count_values turns a module parameter's value into a label, and label_replace copies a
+# dataset property out of zfs_dataset_info's labels. Values are as the kernel / `zfs get -p` print them.
+CHANGE_STEP = "1m"   # the annotation's minimum step, Grafana's "step" field
+PREVIOUS_STEP = "offset $__interval"
 # Dataset properties that shape I/O (labels of zfs_dataset_info; recordsize holds volblocksize for volumes).
 IO_PROPERTIES = ("compression", "recordsize", "sync", "logbias", "primarycache", "secondarycache", "atime", "dedup",
                  "special_small_blocks")
 
 
 def parameter_changes() -> str:
-    param, before = f"zfs_module_parameter{{{NAS_MATCHERS}}}", f"zfs_module_parameter{{{NAS_MATCHERS}}} offset {CHANGE_STEP}"
+    param, before = f"zfs_module_parameter{{{NAS_MATCHERS}}}", f"zfs_module_parameter{{{NAS_MATCHERS}}} {PREVIOUS_STEP}"
     # `count_values without`: Prometheus 2.42 (Debian 12) drops the `by` labels of count_values in
     # range queries, which is what Grafana runs for annotations (seen in tests/integration).
     return (f'count_values without (job) ("to", {param} != {before}) * on (nas, instance, name) '
@@ -300,7 +323,7 @@ def parameter_changes() -> str:
 
 def property_changes() -> str:
     info = f"zfs_dataset_info{{{POOL_MATCHERS}}}"
-    before = f"{info} offset {CHANGE_STEP}"
+    before = f"{info} {PREVIOUS_STEP}"
     key = "nas, instance, pool, dataset"
     return " or ".join(
         f'label_replace(label_replace(({info} unless on ({key}, {prop}) {before}) and on ({key}) {before}, '
@@ -364,12 +387,15 @@ def overview() -> Board:
                query(f'count(ALERTS{{alertstate="firing", {OUR_ALERTS}, {NAS_MATCHERS}}}) or vector(0)',
                      instant=True),
                steps=((None, "green"), (1, "red"))),
-        single("ARC hit ratio", "Share of ARC reads served from RAM over the last 5 minutes "
-               "(recording rule instance:zfs_arc_hit_ratio:rate5m).", "percentunit",
-               query(f"avg(instance:zfs_arc_hit_ratio:rate5m{{{NAS_MATCHERS}}})", instant=True),
-               steps=((None, "red"), (0.7, "orange"), (0.9, "green"))),
-        single("Oldest scrub", "Time since the last completed scrub of the pool that waited longest.", "s",
-               query(f'max(time() - zfs_pool_scan_end_timestamp_seconds{{{POOL_MATCHERS}, function="scrub"}})', instant=True),
+        single("ARC hit ratio", "Share of the last day's ARC reads served from RAM, per NAS (recording rule "
+               "instance:zfs_arc_hit_ratio:ratio1d: busy hours weigh by their reads, idle ones not at all; "
+               "the last 5 minutes are in the ARC hit ratio graph below).", "percentunit",
+               query(f"instance:zfs_arc_hit_ratio:ratio1d{{{NAS_MATCHERS}}}", "{{instance}}", instant=True),
+               steps=((None, "red"), (0.7, "orange"), (0.9, "green"))).no_value("no reads"),
+        single("Oldest scrub", "Time without a finished scrub of the pool that waited longest: since its last "
+               "finished scrub (a canceled scrub or a resilver is none), or since Prometheus first saw a pool "
+               "never scrubbed (recording rule pool:zfs_pool_scrub_age:seconds, as ZfsPoolScrubOverdue).", "s",
+               query(f"max(pool:zfs_pool_scrub_age:seconds{{{POOL_MATCHERS}}})", instant=True),
                steps=((None, "green"), ((SHARED["scrub_max_age_days"] - 7) * 86400, "orange"),
                       (SHARED["scrub_max_age_days"] * 86400, "red"))),
         single("Vdev errors", "Read, write and checksum errors of all vdevs since import or zpool clear.", "none",
@@ -394,12 +420,16 @@ def overview() -> Board:
              width=12, height=6, steps=((None, "green"), (SHARED["pool_capacity_warning"], "orange"),
                                             (SHARED["pool_capacity_critical"], "red")), max_val=1),
         row("Capacity"),
-        series("Pool full forecast", "Free space of each pool now and in 7 days at the pace of the last 2 days "
-               "(recording rule pool:zfs_pool_free_bytes:deriv2d); ZfsPoolFullForecast fires when the forecast "
-               "reaches 0 within the week.", "bytes",
+        series("Pool full forecast", f"Free space of each pool now and in {FORECAST_DAYS} days at its usual daily "
+               "fill (recording rule pool:zfs_pool_free_bytes:delta1d_median3d, the median of the last 3 days' "
+               "daily changes: a one-off copy is no trend; the same as now until Prometheus has a day of it); "
+               "ZfsPoolFullForecast fires when the forecast reaches 0 for a pool at least half full.", "bytes",
                query(f"zfs_pool_free_bytes{{{POOL_MATCHERS}}}", "{{instance}} {{pool}} free now"),
-               query(f"zfs_pool_free_bytes{{{POOL_MATCHERS}}} + 7 * 86400 * pool:zfs_pool_free_bytes:deriv2d{{{POOL_MATCHERS}}}",
-                     "{{instance}} {{pool}} in 7 days"), min_val=None),
+               query(f"zfs_pool_free_bytes{{{POOL_MATCHERS}}} + {FORECAST_DAYS} * "
+                     f"(pool:zfs_pool_free_bytes:delta1d_median3d{{{POOL_MATCHERS}}}"
+                     f" or 0 * zfs_pool_free_bytes{{{POOL_MATCHERS}}})",
+                     f"{{{{instance}}}} {{{{pool}}}} in {FORECAST_DAYS} days"), min_val=None),
+        quota_used(POOL_MATCHERS),
         bars("Pool fragmentation", "Free-space fragmentation of each pool (zpool list frag): high values make "
              "allocations slower as the pool fills.", "percentunit",
              query(f"zfs_pool_fragmentation_ratio{{{POOL_MATCHERS}}}", "{{instance}} {{pool}}", instant=True),
@@ -418,8 +448,36 @@ def overview() -> Board:
                query(f"zfs_dirty_data_max_bytes{{{NAS_MATCHERS}}}", "{{instance}} max"),
                query(f"zfs_dirty_data_max_bytes{{{NAS_MATCHERS}}} * zfs_dirty_data_delay_min_ratio{{{NAS_MATCHERS}}}",
                      "{{instance}} throttle starts")),
-        series("ARC hit ratio", "ARC hit ratio per NAS (recording rule instance:zfs_arc_hit_ratio:rate5m).",
+        series("ARC hit ratio", "ARC hit ratio per NAS over 5 minutes (recording rule "
+               "instance:zfs_arc_hit_ratio:rate5m; a gap where the ARC served no reads).",
                "percentunit", query(f"instance:zfs_arc_hit_ratio:rate5m{{{NAS_MATCHERS}}}", "{{instance}}"), max_val=1),
+        row("Scrubs and resilvers"),
+        bars("Scrub / resilver progress", "Share of each running scrub or resilver issued so far (zpool status: "
+             "issued / total); nothing while no scan runs.", "percentunit",
+             query(f"zfs_pool_scan_issued_bytes{{{POOL_MATCHERS}}} / zfs_pool_scan_total_bytes{{{POOL_MATCHERS}}}",
+                   "{{instance}} {{pool}} {{function}}", instant=True), max_val=1),
+        bars("Time since the last scrub", "Per pool: since its last finished scrub, or since Prometheus first saw "
+             "a pool never scrubbed (orange a week before ZfsPoolScrubOverdue's scrub_max_age_days, red past it).",
+             "s", query(f"pool:zfs_pool_scrub_age:seconds{{{POOL_MATCHERS}}}", "{{instance}} {{pool}}", instant=True),
+             steps=((None, "green"), ((SHARED["scrub_max_age_days"] - 7) * 86400, "orange"),
+                    (SHARED["scrub_max_age_days"] * 86400, "red"))),
+        row("Exporter"),
+        single("Exporter problems", "zfsnas-exporters that cannot be scraped, failing collectors, failing "
+               "background sources and sources older than exporter_source_max_age_seconds, summed over the "
+               "selected NAS (0 when all is well; the alerts ZfsExporter* say which).", "none",
+               query(EXPORTER_PROBLEMS, instant=True), steps=((None, "green"), (1, "red")), height=6),
+        grid("Exporter sources", "Background sources of each exporter (zfs / zpool commands, the benchmark "
+             "database, ...): how old the values served are and whether the last refresh worked.", "s",
+             query(f"max by (nas, instance, source) (zfs_exporter_source_age_seconds{{{NAS_MATCHERS}}})",
+                   instant=True, fmt=PromQueryFormat.TABLE, ref="A"),
+             query(f"max by (nas, instance, source) (zfs_exporter_source_success{{{NAS_MATCHERS}}})",
+                   instant=True, fmt=PromQueryFormat.TABLE, ref="B"),
+             transformations=[transform("merge"), transform("organize", excludeByName={"Time": True},
+                                                            renameByName={"Value #A": "age", "Value #B": "last refresh ok"})],
+             overrides=[("last refresh ok", unit_override("bool_yes_no"))], width=12, height=6),
+        series("Exporter scrape duration", "Seconds Prometheus takes to scrape each zfsnas-exporter.", "s",
+               query(f'scrape_duration_seconds{{job="{SHARED["exporter_job"]}", {NAS_MATCHERS}}}', "{{instance}}"),
+               width=6, height=6),
     ])
 
 
@@ -547,6 +605,7 @@ def datasets() -> Board:
                query(f"zfs_dataset_used_by_snapshots_bytes{{{DATASET_MATCHERS}}}", "{{dataset}}")),
         series("Available", "Space each dataset can still grow into.", "bytes",
                query(f"zfs_dataset_available_bytes{{{DATASET_MATCHERS}}}", "{{dataset}}")),
+        quota_used(DATASET_MATCHERS),
         grid("Properties", "recordsize, compression and space of every dataset, one row each.", "bytes",
              query(f"max by (nas, instance, pool, dataset, type, compression, recordsize) ({info})",
                    instant=True, fmt=PromQueryFormat.TABLE, ref="A"),
@@ -573,8 +632,10 @@ def datasets() -> Board:
         bars("Snapshots per dataset", "Number of snapshots of each dataset (zfs list -t snapshot, counted on the "
              "exporter's --datasets.snapshot-interval).", "none",
              query(f"zfs_dataset_snapshots{{{DATASET_MATCHERS}}}", "{{dataset}}", instant=True)),
-        bars("Newest snapshot age", "Time since the newest snapshot of each dataset that has one (orange past "
-             "the ZfsDatasetSnapshotsStopped threshold); datasets without snapshots are not listed.", "s",
+        bars("Newest snapshot age", "Time since the newest snapshot of each dataset that has one; datasets "
+             "without snapshots are not listed. Orange past snapshot_max_age_days: ZfsDatasetSnapshotsStopped "
+             "waits longer for datasets with a slower schedule (1.5 times their longest gap, or their "
+             "[[snapshot_schedule]] in alerts/thresholds.toml).", "s",
              query(f"time() - zfs_dataset_newest_snapshot_timestamp_seconds{{{DATASET_MATCHERS}}}", "{{dataset}}", instant=True),
              steps=((None, "green"), (SHARED["snapshot_max_age_days"] * 86400, "orange"))),
         row("I/O"),
@@ -603,6 +664,77 @@ def per_disk(expr: str) -> str:
     return joined
 
 
+# The SMART families of the selected disks; every one carries zfs_disk_info's device, serial, pool, vdev_guid.
+SMART = f'{NAS_MATCHERS}, pool=~"$pool", device=~"$disk"'
+
+DISK_KEY = "nas, instance, device, serial, pool, vdev_guid"
+ASLEEP = f'(zfs_disk_smart_state{{{SMART}, state="standby"}} == 1)'
+# Columns of the health table after its per-query values: (query value, column, unit).
+HEALTH_COLUMNS = (("C", "temperature", "celsius"), ("D", "power-on hours", "h"), ("E", "reallocated", "none"),
+                  ("F", "pending", "none"), ("G", "offline uncorrectable", "none"), ("H", "CRC errors", "none"),
+                  ("I", "NVMe media errors", "none"), ("K", "self-test age", "s"))
+
+
+def cell_colours(*steps: tuple[float | None, str]) -> list[model.DynamicConfigValue]:
+    return [model.DynamicConfigValue(id_val="thresholds", value={"mode": "absolute", "steps": [
+                {"value": v, "color": c} for v, c in steps]}),
+            model.DynamicConfigValue(id_val="custom.cellOptions", value={"type": "color-background"})]
+
+
+def health_table():
+    """One row per disk from SMART: its state, model, temperature, hours, the counters that predict
+    failure and its newest self-test, merged on the disk's labels; the vdev (parent in zpool status)
+    through vdev_guid. Columns a disk lacks (NVMe has no pending sectors) stay empty."""
+    # a vdev's parent in the tree; a hot spare in use is listed twice (under spare-N, and INUSE in
+    # the spares list): its place in the tree wins
+    parents = "max by (nas, instance, pool, vdev_guid, parent) (zfs_vdev_state{{role{}\"spare\", {}}})"
+    in_tree, spares = parents.format("!=", POOL_MATCHERS), parents.format("=", POOL_MATCHERS)
+    def per(expr: str) -> str:
+        return f"max by ({DISK_KEY}) ({expr})"
+
+    newest_test = (f"zfs_disk_smart_self_test_info{{{SMART}}} and on (nas, instance, device, serial, type) "
+                   f"bottomk by (nas, instance, device, serial) (1, zfs_disk_smart_self_test_age_seconds{{{SMART}}})")
+    exprs = {
+        "A": f"max by ({DISK_KEY}, state) (zfs_disk_smart_state{{{SMART}}} == 1)",
+        "B": f"max by ({DISK_KEY}, model, media) (zfs_disk_smart_info{{{SMART}}})",
+        "C": per(f"zfs_disk_smart_temperature_celsius{{{SMART}}}"),
+        "D": per(f"zfs_disk_smart_power_on_seconds_total{{{SMART}}} / 3600"),
+        "E": per(f"zfs_disk_smart_reallocated_sectors{{{SMART}}} or zfs_disk_smart_grown_defects{{{SMART}}}"),
+        "F": per(f"zfs_disk_smart_pending_sectors{{{SMART}}}"),
+        "G": per(f"zfs_disk_smart_offline_uncorrectable_sectors{{{SMART}}}"),
+        "H": per(f"zfs_disk_smart_udma_crc_errors_total{{{SMART}}}"),
+        "I": per(f"zfs_disk_smart_nvme_media_errors_total{{{SMART}}}"),
+        "J": f"max by ({DISK_KEY}, type, result) ({newest_test})",
+        "K": f"min by ({DISK_KEY}) (zfs_disk_smart_self_test_age_seconds{{{SMART}}})",
+        # every disk, with the parent of its vdev where zpool status (the pools collector) knows it
+        "L": (f"max by ({DISK_KEY}, parent) ((zfs_disk_smart_state{{{SMART}}} == 1) * on (nas, instance, pool, vdev_guid) "
+              f"group_left (parent) ({in_tree} or on (nas, instance, pool, vdev_guid) {spares}) "
+              f"or on (nas, instance, device, serial) (zfs_disk_smart_state{{{SMART}}} == 1))"),
+    }
+    renames = {f"Value #{ref}": name for ref, name, _ in HEALTH_COLUMNS}
+    renames.update({"parent": "vdev", "type": "last self-test", "result": "result"})
+    hidden = {"Time": True, "nas": True, "Value #A": True, "Value #B": True, "Value #J": True, "Value #L": True}
+    order = ["instance", "pool", "vdev", "serial", "device", "model", "media", "state", "temperature", "power-on hours",
+             "reallocated", "pending", "offline uncorrectable", "CRC errors", "NVMe media errors", "last self-test",
+             "result", "self-test age", "vdev_guid"]
+    overrides = [(name, unit_override(unit)) for _, name, unit in HEALTH_COLUMNS]
+    overrides[0] = ("temperature", unit_override("celsius") + cell_colours(
+        (None, "green"), (SHARED["disk_temperature_hdd_max"], "orange"), (SHARED["disk_temperature_ssd_max"], "red")))
+    overrides[-1] = ("self-test age", unit_override("s") + cell_colours(
+        (None, "green"), (SHARED["opt_in"]["smart_self_test_max_age_days"] * 86400, "orange")))
+    return grid("Disk health", "SMART of every disk of the selected pools (smart collector, read every "
+                "--smart.interval): state (standby = asleep and not woken: its values are from the last read), "
+                "temperature, power-on hours, the counters that predict failure (reallocated: ATA attribute 5, or "
+                "SAS grown defects; pending, offline uncorrectable; CRC errors are cabling) and the newest self-test "
+                "with its age in the drive's power-on time. Orange past alerts/thresholds.toml's limits.", "none",
+                *[query(expr, instant=True, fmt=PromQueryFormat.TABLE, ref=ref) for ref, expr in exprs.items()],
+                transformations=[transform("merge"),
+                                 transform("organize", excludeByName=hidden, renameByName=renames,
+                                           indexByName={name: n for n, name in enumerate(order)}),
+                                 transform("sortBy", sort=[{"field": "pool"}, {"field": "vdev"}, {"field": "serial"}])],
+                overrides=overrides, height=9)
+
+
 def disks() -> Board:
     dev = f'{NAS_MATCHERS}, device=~"$disk"'
     legend = "{{pool}} {{serial}} ({{device}})"
@@ -626,6 +758,17 @@ def disks() -> Board:
              transformations=[transform("organize", excludeByName={"Time": True}, renameByName={"Value": "errors"}),
                               transform("sortBy", sort=[{"field": "errors", "desc": True}])],
              width=12, height=8),
+        row("Health (smart collector)"),
+        health_table(),
+        series("Temperature by pool", "Hottest and average disk temperature of each pool over time (SMART, read "
+               f"every --smart.interval); disks asleep are left out (their last value is not their temperature now). "
+               f"ZfsDiskTemperatureHigh: {SHARED['disk_temperature_hdd_max']} °C for disks that spin, "
+               f"{SHARED['disk_temperature_ssd_max']} °C for SSDs, for 30 minutes.", "celsius",
+               query(f'max by (nas, instance, pool) (zfs_disk_smart_temperature_celsius{{{SMART}, pool!=""}} '
+                     f"unless on (nas, instance, device, serial) {ASLEEP})", "{{pool}} hottest"),
+               query(f'avg by (nas, instance, pool) (zfs_disk_smart_temperature_celsius{{{SMART}, pool!=""}} '
+                     f"unless on (nas, instance, device, serial) {ASLEEP})", "{{pool}} average"),
+               width=24, min_val=None),
         row("Per disk"),
         series("Read throughput", "Bytes read per second per disk.", "Bps",
                query(per_disk(f"rate(zfs_disk_read_bytes_total{{{dev}}}[{RI}])"), legend)),

@@ -42,17 +42,24 @@ def copy_tree(dest: Path, version: str | None = "2.3.2", disks: bool = False) ->
     return dest
 
 
-def copy_commands(dest: Path, recordings: str = "zfs-2.3", iostat: str | None = None) -> Path:
+def copy_commands(dest: Path, recordings: str = "zfs-2.3", iostat: str | None = None,
+                  smart: str | None = None) -> Path:
     """A writable copy at `dest` of the stand-in's recordings (tests/fixtures/commands/<recordings>),
-    with the `zpool iostat -w/-q` captures of tests/fixtures/linux-disks/<iostat> added when given,
-    so that one stand-in directory answers every command the collectors run."""
+    with the `zpool iostat -w/-q` captures of tests/fixtures/linux-disks/<iostat> and the smartctl
+    answers for the disk tree of tests/fixtures/smart/<smart> added when given, so that one stand-in
+    directory answers every command the collectors run."""
     shutil.copytree(FIXTURES / "commands" / recordings, dest)
+    index = json.loads((dest / "index.json").read_text())
     if iostat is not None:
-        index = json.loads((dest / "index.json").read_text())
         for flag, name in (("-HpPvw", "iostat-w.txt"), ("-HpPvq", "iostat-q.txt")):
             shutil.copy(FIXTURES / "linux-disks" / iostat / name, dest / name)
             index["commands"][f"zpool iostat {flag}"] = name
-        (dest / "index.json").write_text(json.dumps(index, indent=1))
+    if smart is not None:
+        for line, entry in json.loads((FIXTURES / "smart" / smart / "index.json").read_text())["commands"].items():
+            name = Path(entry["stdout"]).name
+            shutil.copy(FIXTURES / "smart" / smart / entry["stdout"], dest / name)
+            index["commands"][line] = {**entry, "stdout": name}
+    (dest / "index.json").write_text(json.dumps(index, indent=1))
     return dest
 
 

@@ -121,15 +121,23 @@ TREE = linux_tree("2.3.2")
     ([f"--path.procfs={DISKS / 'proc'}", f"--path.sysfs={DISKS / 'sys'}", f"--path.udev.data={DISKS / 'udev' / 'data'}"],
      "zfsnas-exporter 0.1.0: no ZFS kernel module found (procfs); zfs, zpool: command not found: serving disks, bench, "
      "self metrics; not arc, txg, objset, poolstats, tunables, datasets, pools (their zfs_exporter_collector_success "
-     "is 0 until that changes)",
-     {"disks": 1, "bench": 1, "arc": 0, "datasets": 0}),
+     "is 0 until that changes); smart serves nothing: smartctl: command not found (install smartmontools 7.0 or "
+     "later; docs/disks.md#smart)",
+     {"disks": 1, "bench": 1, "arc": 0, "datasets": 0, "smart": 1}),
     # the kstats but no zfs/zpool command (a container without --zfs.command-prefix): one line, not five
     ([f"--path.procfs={TREE}/proc", f"--path.sysfs={TREE}/sys", "--no-collector.disks"],
      "zfsnas-exporter 0.1.0: zfs, zpool: command not found (in a container: --zfs.command-prefix 'nsenter --target 1 "
      "--mount --'): serving arc, txg, objset, poolstats, tunables, bench, self metrics; not datasets, pools (their "
-     "zfs_exporter_collector_success is 0 until that changes)",
-     {"arc": 1, "datasets": 0, "pools": 0}),
-], ids=["no-zfs", "no-zfs-command"])
+     "zfs_exporter_collector_success is 0 until that changes); smart serves nothing: smartctl: command not found "
+     "(install smartmontools 7.0 or later; docs/disks.md#smart)",
+     {"arc": 1, "datasets": 0, "pools": 0, "smart": 1}),
+    # ZFS and its commands are there, smartctl is not: SMART is an extra, its absence no failure
+    ([f"--path.procfs={TREE}/proc", f"--path.sysfs={TREE}/sys", "--collector.disable-defaults", "--collector.arc",
+      "--collector.smart"],
+     "zfsnas-exporter 0.1.0: collectors arc; smart serves nothing: smartctl: command not found (install "
+     "smartmontools 7.0 or later; docs/disks.md#smart)",
+     {"arc": 1, "smart": 1}),
+], ids=["no-zfs", "no-zfs-command", "no-smartctl"])
 def test_without_zfs_one_line_says_what_is_and_is_not_served(tmp_path, flags, line, success):
     log, page = start_log(tmp_path, *flags)
     assert the_one_warning(log) == line

@@ -19,18 +19,19 @@ LATE = ("zfsnas.replay", "zfsnas.capture", "tarfile", "urllib.request", "ssl", "
         "shutil", "bz2", "lzma")
 # Needed by the first command or refresh (in a refresh thread), not to build or serve.
 FIRST_REFRESH = ("subprocess", "tempfile", "shlex", "zfsnas.sources.zpool", "zfsnas.sources.zpool_iostat",
-                 "zfsnas.sources.benchdb")
+                 "zfsnas.sources.benchdb", "zfsnas.sources.smart")
 # Not loaded by a start at all (the sources' values are NamedTuples, their paths strings, and the
 # server reads render's parameters from its code object): dataclasses, inspect (with dis and ast)
 # and pathlib (with urllib.parse) cost milliseconds each.
 NOT_AT_START = ("dataclasses", "pathlib", "urllib.parse", "inspect")
-KSTAT_ONLY = ("--no-collector.datasets", "--no-collector.pools", "--no-collector.disks", "--no-collector.bench")
+KSTAT_ONLY = ("--no-collector.datasets", "--no-collector.pools", "--no-collector.disks", "--no-collector.bench",
+              "--no-collector.smart")
 
 # Our modules a start loads: the collectors' registry (every collector's flags are in --help),
 # the kstat sources, the scrape and the server. Only the enabled collectors' sources come on top.
 OURS = {"zfsnas", "zfsnas.cli", "zfsnas.collectors", "zfsnas.collectors.arc", "zfsnas.collectors.base",
         "zfsnas.collectors.bench", "zfsnas.collectors.datasets", "zfsnas.collectors.disks",
-        "zfsnas.collectors.objset", "zfsnas.collectors.pools", "zfsnas.collectors.poolstats",
+        "zfsnas.collectors.objset", "zfsnas.collectors.pools", "zfsnas.collectors.poolstats", "zfsnas.collectors.smart",
         "zfsnas.collectors.tunables", "zfsnas.collectors.txg", "zfsnas.collectors.vdevlatency",
         "zfsnas.exposition", "zfsnas.process", "zfsnas.refresh", "zfsnas.scrape", "zfsnas.server",
         "zfsnas.sources", "zfsnas.sources.commands", "zfsnas.sources.diskstats",

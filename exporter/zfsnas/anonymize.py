@@ -6,13 +6,16 @@ and member names) with one mapping, so the capture still parses and joins the sa
   `pool0/ds1/ds2`, so its mount path `/tank/media/films` becomes `/pool0/ds1/ds2`); snapshot
   names after `@` -> `snap1` ...; the hostname -> `host0`;
 - serial numbers -> `SERIAL0001` ... and WWNs/EUIs -> hex of the same length (`0x5000000000000001`),
-  wherever they stand: udev records, sysfs attributes, by-id link names, `zpool status` vdev paths.
+  wherever they stand: udev records, sysfs attributes, by-id link names, `zpool status` vdev paths,
+  smartctl's JSON (whose `serial_number`s, SCSI `logical_unit_id`s are found there too: a disk behind
+  a USB bridge has its own; the identifiers smartctl gives as numbers, `wwn` and NVMe `eui64`, are
+  removed from its outputs, since no collector reads them).
 Names are replaced only as whole names (not inside `zstd-fast` or `data_size`), serials and WWNs
 wherever they occur (they are inside by-id names). Fixed phrases of the formats that a pool name
 could clash with (`No known data errors`) are protected. Vdev guids and pool guids are kept: they
 identify nothing outside the capture and the disk-to-pool join needs them.
 Where the names come from: the recorded `zpool list`/`zfs list` outputs, the `pool:` lines of
-`zpool status`, kstat pool directories and `dataset_name`s, sysctl names, udev `ID_FS_LABEL`s,
+`zpool status`, smartctl's serial numbers, kstat pool directories and `dataset_name`s, sysctl names, udev `ID_FS_LABEL`s,
 the bench database's dataset, pool and host columns (its text is rewritten in place with SQLite),
 the names zfs and zpool quote in their errors (`cannot open 'tank/x'`: a pool that failed to list
 appears nowhere else), other hosts named in command output (`host: othernas`, a dotted host name
@@ -35,6 +38,8 @@ PROTECTED = ("No known data errors", "data errors")
 SERIAL_KEYS = ("ID_SERIAL", "ID_SERIAL_SHORT", "ID_SCSI_SERIAL", "SCSI_IDENT_SERIAL")
 WWN_KEYS = ("ID_WWN", "ID_WWN_WITH_EXTENSION", "SCSI_IDENT_LUN_NAA_REG", "SCSI_IDENT_LUN_NAA_REGEXT",
             "SCSI_IDENT_LUN_EUI64", "SCSI_IDENT_PORT_NAA_REG", "ID_WWN_VENDOR_EXTENSION")
+SMARTCTL = "smartctl"
+NUMERIC_IDS = frozenset({"wwn", "eui64"})  # smartctl's identifiers given as JSON numbers
 MIN_ID_LENGTH = 4   # shorter "serials" (`0`, `1234`...) would match everywhere; they are reported instead
 
 
@@ -136,6 +141,8 @@ def _from_commands(snap: Path, names: Names) -> None:
                 _from_by_id(match[1], names)
         elif tool == "sysctl":
             _from_sysctl(text, names)
+        elif tool == SMARTCTL:
+            _from_smartctl(text, names)
         if tool in ("zfs", "zpool"):
             _from_messages(text, names, errors=False)
             _from_messages(str(entry.get("stderr", "")), names)
@@ -177,6 +184,54 @@ def _from_by_id(name: str, names: Names) -> None:
     names.add_serial(ident)
     if "_" in ident:
         names.add_serial(ident.rsplit("_", 1)[1])
+
+
+def _from_smartctl(text: str, names: Names) -> None:
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return
+    if isinstance(data, dict):
+        for key, add in (("serial_number", names.add_serial), ("logical_unit_id", names.add_wwn)):
+            if isinstance(data.get(key), str):
+                add(data[key])
+
+
+def _scrub_smartctl(root: Path) -> None:
+    """Remove the identifiers smartctl prints as numbers (`wwn`, NVMe `eui64`) from its recorded outputs."""
+    for index_path in root.rglob("commands.json"):
+        try:
+            entries = json.loads(index_path.read_text()).get("commands", [])
+        except (OSError, ValueError, AttributeError):
+            continue
+        for entry in entries:
+            if not entry.get("argv") or os.path.basename(entry["argv"][0]) != SMARTCTL:
+                continue
+            path = index_path.parent / entry["stdout"]
+            try:
+                data = json.loads(path.read_bytes().decode("utf-8", "surrogateescape"))
+            except (OSError, ValueError, RecursionError):
+                continue
+            if _drop_keys(data, NUMERIC_IDS):
+                path.write_bytes(json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode(
+                    "utf-8", "surrogateescape") + b"\n")
+
+
+def _drop_keys(data: object, keys: frozenset[str], depth: int = 0) -> bool:
+    """Remove `keys` wherever they stand in a JSON value; True if any was."""
+    if depth > 32:
+        return False
+    dropped = False
+    if isinstance(data, dict):
+        for key in keys & data.keys():
+            del data[key]
+            dropped = True
+        children = list(data.values())
+    else:
+        children = data if isinstance(data, list) else []
+    for child in children:
+        dropped = _drop_keys(child, keys, depth + 1) or dropped
+    return dropped
 
 
 def _from_sysctl(text: str, names: Names) -> None:
@@ -372,6 +427,7 @@ def _alternation(table: dict[str, str]) -> str:
 def anonymize_tree(root: Path, manifest: dict) -> dict:
     """Rewrite every file under `root` (contents, then names); return the manifest to write."""
     names = find_names(root)
+    _scrub_smartctl(root)
     mapping = Mapping(names)
     files = sorted(p for p in root.rglob("*") if p.is_file())
     ids: dict[str, str] = {}

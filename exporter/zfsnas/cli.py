@@ -220,19 +220,26 @@ def startup_line(exporter: Exporter, runner: CommandRunner) -> tuple[int, str]:
     zfs = exporter.scrape.zfs_missing()
     exporter.scrape.said(zfs)
     unavailable = runner.unavailable(sorted({p for c in exporter.collectors for p in c.programs}))
-    runner.announce(unavailable)
+    optional = runner.unavailable(sorted({p for c in exporter.collectors for p in c.optional_programs}))
+    runner.announce({**unavailable, **optional})
     off = [c.name for c in exporter.collectors if (zfs and c.needs_zfs) or any(p in unavailable for p in c.programs)]
-    on = [c.name for c in exporter.collectors if c.name not in off]
+    idle = [c for c in exporter.collectors
+            if c.name not in off and any(p in optional for p in c.optional_programs)]
+    on = [c.name for c in exporter.collectors if c.name not in off and c not in idle]
     head = f"zfsnas-exporter {__version__}"
+    extras = "".join(f"; {c.name} serves nothing: "
+                     f"{'; '.join(sorted({optional[p] for p in c.optional_programs if p in optional}))}"
+                     f"{f' ({c.missing_hint})' if c.missing_hint else ''}" for c in idle)
     if not off:
-        return logging.INFO, f"{head}: collectors {', '.join(on) or 'none'}"
+        return (logging.WARNING if idle else logging.INFO), f"{head}: collectors {', '.join(on) or 'none'}{extras}"
     missing = (sorted(set(unavailable.values())) if runner.prefix else
                [f"{', '.join(sorted(unavailable))}: command not found"] if unavailable else [])
     reasons = ([zfs] if zfs else []) + missing
     hint = (" (in a container: --zfs.command-prefix 'nsenter --target 1 --mount --')"
             if unavailable and not zfs and not runner.prefix else "")
     return logging.WARNING, (f"{head}: {'; '.join(reasons)}{hint}: serving {', '.join(on + ['self metrics'])}; "
-                             f"not {', '.join(off)} (their zfs_exporter_collector_success is 0 until that changes)")
+                             f"not {', '.join(off)} (their zfs_exporter_collector_success is 0 until that changes)"
+                             f"{extras}")
 
 
 def catch_stop_signals() -> int:

@@ -116,9 +116,15 @@ class BackgroundRefresher(Generic[T]):
         # Set by whoever wires the exporter: failures while it returns True were said already (the
         # sources of collectors that need ZFS, while no ZFS module is loaded: the scrape says so).
         self.explained_while: Callable[[], bool] | None = None
+        self._tried = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._dropped: dict[str, int] = {}  # reason -> what the parsers left out, over every refresh
+
+    @property
+    def tried(self) -> bool:
+        """Whether a refresh has ended yet, well or not."""
+        return self._tried
 
     def refresh_now(self) -> bool:
         """Fetch once, synchronously; True on success. A fetch that raises `SourceIncomplete` (a
@@ -131,7 +137,7 @@ class BackgroundRefresher(Generic[T]):
             explained = isinstance(exc, Explained) or (self.explained_while is not None and self.explained_while())
             with self._lock:
                 first = error != self._error and not explained
-                self._success, self._error = False, error
+                self._success, self._error, self._tried = False, error, True
                 self._explained, self._absent = explained, isinstance(exc, NotRecorded)
                 if isinstance(exc, SourceIncomplete):
                     self._value, self._good_at = exc.value, self._clock()  # type: ignore[assignment]
@@ -140,7 +146,7 @@ class BackgroundRefresher(Generic[T]):
             return False
         with self._lock:
             recovered = not self._success and self._good_at is not None
-            self._value, self._good_at, self._success, self._error = value, self._clock(), True, None
+            self._value, self._good_at, self._success, self._error, self._tried = value, self._clock(), True, None, True
             self._explained = self._absent = False
         if recovered:
             log.info("source %s recovered", self.name)

@@ -3,6 +3,7 @@ regression rule with the threshold of alerts/thresholds.toml."""
 
 from __future__ import annotations
 
+import time
 import tomllib
 from pathlib import Path
 
@@ -39,13 +40,14 @@ def test_the_rule_is_newest_over_previous_median_at_or_below_one_minus_drop(newe
     assert compare.is_regression(newest, median, 0.15) is fires
 
 
-def history(tmp_path, runs):
-    """[(run id, configuration, MB/s)] recorded a minute apart."""
+def history(tmp_path, runs, start: float | None = None):
+    """[(run id, configuration, MB/s)] recorded a minute apart, ending about now (or from `start`)."""
     store = Store(tmp_path / "b.sqlite")
+    start = time.time() - 60 * len(runs) - 60 if start is None else start
     for n, (run_id, config, mbs) in enumerate(runs):
         if run_id not in {r["id"] for r in store.matrix_runs()}:
             store.start_matrix(run_id, config.matrix, "tank/scratch", 1)
-        store.record_result(run_id, 1, config, repeat=n + 1, started=1000.0 + 60 * n, finished=1030.0 + 60 * n,
+        store.record_result(run_id, 1, config, repeat=n + 1, started=start + 60 * n, finished=start + 30 + 60 * n,
                             throughput_bytes_per_second=mbs * 1e6, compressratio=1.5)
     return store
 
@@ -100,7 +102,7 @@ def seeded_lab(tmp_path):
 
 def test_cli_exit_status_and_unknown_ids(tmp_path, capsys, caplog):
     lz4 = configuration(matrix="fio-seq")
-    history(tmp_path, [("r1", lz4, 1000), ("r2", lz4, 1000), ("r3", lz4, 850)]).close()
+    history(tmp_path, [("r1", lz4, 1000), ("r2", lz4, 1000), ("r0", lz4, 1000), ("r3", lz4, 850)]).close()
     db = str(tmp_path / "b.sqlite")
     assert main(["compare", lz4.id, "r3", "--db", db]) == 1          # a regression: non-zero, for scripts
     out = capsys.readouterr().out
@@ -110,3 +112,23 @@ def test_cli_exit_status_and_unknown_ids(tmp_path, capsys, caplog):
     assert main(["compare", "r1", "r3", "--db", db, "--max-drop", "0.2"]) == 0   # 85 % is above 80 %
     assert main(["compare", "nope", "r3", "--db", db]) == 2
     assert "nope: no complete results of a run, configuration or matrix with this name" in caplog.text
+
+
+def test_the_alerts_minimum_of_earlier_runs_and_its_age(tmp_path):
+    """ZfsBenchThroughputRegression needs 3 earlier runs and resolves 3 days after the run (alerts/thresholds.toml)."""
+    rule = compare.Rule.from_thresholds()
+    assert (rule.max_drop, rule.min_previous_runs, rule.max_age_days) == (
+        SHARED["bench_regression_max_drop"], SHARED["bench_regression_min_previous_runs"],
+        SHARED["bench_regression_max_age_days"]) == (0.15, 3, 3)
+    lz4 = configuration(matrix="fio-seq")
+    store = history(tmp_path, [("r1", lz4, 1000), ("r2", lz4, 1000), ("r3", lz4, 850)])
+    [change] = compare.compare(compare.resolve(store, lz4.id), compare.resolve(store, "r3"), rule).changes
+    assert (change.verdict, change.detail) == ("too few runs", "2 earlier run(s)")
+    row = dict(zip(*(lambda t: (t.headers, t.rows[0]))(compare.table([change], rule))))
+    assert row["verdict"] == "too few runs: 85.0 % of the previous median, but the alert waits for 3 earlier runs " \
+                             "(2 earlier run(s))"
+    store.close()
+    old = history(tmp_path / "old", [("o1", lz4, 1000), ("o2", lz4, 1000), ("o3", lz4, 1000), ("o4", lz4, 850)],
+                  start=time.time() - 10 * 86400)
+    [change] = compare.compare(compare.resolve(old, lz4.id), compare.resolve(old, "o4"), rule).changes
+    assert change.verdict == "regression" and change.detail == "the newest run is 10 days old: the alert resolved after 3"

@@ -23,6 +23,7 @@ from tests.conftest import samples, value
 from zfsnas import capture as capture_module
 from zfsnas.cli import build_parser, main
 from zfsnas.replay import CaptureError, ReplayExporter, open_capture
+from zfsnas.sources.smart import smartctl_argv
 from zfsnas.sources.zfs_datasets import LIST_DATASETS, LIST_SNAPSHOTS
 from zfsnas.sources.zpool import LIST_POOLS, STATUS_GUIDS, STATUS_PATHS
 from zfsnas.sources.zpool_iostat import LATENCY_HISTOGRAMS, QUEUE_DEPTHS
@@ -65,9 +66,13 @@ def test_capture_records_exact_command_lines_and_trees(tmp_path):
     assert "vdevlatency" in manifest["collectors"]  # capture switches it on by default
     index = json.loads(files["zfsnas-capture/snapshots/0/commands.json"])
     recorded = [tuple(c["argv"]) for c in index["commands"]]
+    smartctl = [tuple(smartctl_argv(f"/dev/{disk}")) for disk in ("nvme0n1", "sda", "sdb", "sdc", "sdd", "sde", "vda")]
     assert sorted(recorded) == sorted([LIST_DATASETS, LIST_SNAPSHOTS, LIST_POOLS, STATUS_PATHS, STATUS_GUIDS,
-                                       LATENCY_HISTOGRAMS, QUEUE_DEPTHS])
-    assert {c["exit_status"] for c in index["commands"]} == {0}
+                                       LATENCY_HISTOGRAMS, QUEUE_DEPTHS, *smartctl,
+                                       tuple(smartctl_argv("/dev/sde", "sat"))])  # the USB bridge's second try
+    assert {c["exit_status"] for c in index["commands"] if c["argv"][0] != "smartctl"} == {0}
+    # smartctl's status is a bit mask recorded as it came: the failing disk's logs (192), no device type (1)
+    assert {c["exit_status"] for c in index["commands"] if c["argv"][0] == "smartctl"} == {0, 1, 192}
     pools_out = next(c["stdout"] for c in index["commands"] if tuple(c["argv"]) == LIST_POOLS)
     assert files[f"zfsnas-capture/snapshots/0/{pools_out}"].decode().startswith("backup\t3985729650688\t")
     snap = "zfsnas-capture/snapshots/0/"
@@ -78,6 +83,8 @@ def test_capture_records_exact_command_lines_and_trees(tmp_path):
         assert snap + member in files, member
     metrics = files[snap + "metrics.txt"].decode()
     assert value(metrics, "zfs_pool_health", pool="tank", state="DEGRADED") == 1
+    assert value(metrics, "zfs_disk_smart_pending_sectors", device="sdc", serial="WD-WCC7K2BBBBBB", pool="tank",
+                 vdev_guid="2280133445316251466") == 8  # replayed from the record
     assert value(metrics, "zfs_exporter_collector_success", collector="disks") == 1
     # Complete: the live render that ran the commands and the render from the copied files agree
     # on every sample (the fixture NAS does not move).
@@ -101,7 +108,7 @@ def test_replay_serves_every_sample_the_capture_saw(tmp_path):
     for name in ("zfs_exporter_collector_success",):
         assert {dict(k[1])["collector"]: v for k, v in samples(served).items() if k[0] == name} == \
                dict.fromkeys(["arc", "txg", "objset", "poolstats", "tunables", "datasets", "pools", "disks",
-                              "vdevlatency", "bench"], 1.0)
+                              "smart", "vdevlatency", "bench"], 1.0)
 
 
 def test_interval_gives_two_snapshots_and_replay_steps_through_them(tmp_path, monkeypatch):

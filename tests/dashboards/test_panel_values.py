@@ -3,6 +3,7 @@ the panel's query as Grafana sends it, every variable on All and $__rate_interva
 
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -10,6 +11,7 @@ import yaml
 from tests.dashboards.queries import SUBSTITUTIONS, load, panels
 
 NODE = 'instance="nas", job="node"'
+RULES = Path(__file__).resolve().parents[2] / "alerts" / "zfsnas.rules.yml"
 
 
 def panel_queries(dashboard: str, title: str, **grafana: str) -> list[str]:
@@ -28,12 +30,16 @@ def panel_queries(dashboard: str, title: str, **grafana: str) -> list[str]:
 
 
 def promtool_eval(tmp_path, series: dict[str, str], checks: list[tuple[str, list[tuple[str, float]]]],
-                  eval_time: str = "10m") -> None:
-    """Fails unless every (expr, [(labels, value)]) holds at eval_time on the input series."""
+                  eval_time: str = "10m", interval: str = "1m", rules: bool = False) -> None:
+    """Fails unless every (expr, [(labels, value)]) holds at eval_time on the input series, sampled
+    every `interval`; with `rules`, the recording rules of alerts/zfsnas.rules.yml are evaluated
+    as well (panels that read them), every `interval`, group by group in file order."""
     promtool = shutil.which("promtool") or pytest.fail("promtool is not installed: run ./dev test")
     (tmp_path / "empty.rules.yml").write_text("groups: []\n")
-    test = {"rule_files": ["empty.rules.yml"], "evaluation_interval": "1m", "tests": [{
-        "interval": "1m",
+    rule_file = RULES if rules else tmp_path / "empty.rules.yml"
+    order = [g["name"] for g in yaml.safe_load(rule_file.read_text())["groups"]]
+    test = {"rule_files": [str(rule_file)], "evaluation_interval": interval, "group_eval_order": order, "tests": [{
+        "interval": interval,
         "input_series": [{"series": name, "values": values} for name, values in series.items()],
         "promql_expr_test": [{"expr": expr, "eval_time": eval_time,
                               "exp_samples": [{"labels": labels, "value": value} for labels, value in samples]}
@@ -108,3 +114,72 @@ def test_before_after_compares_the_range_with_the_period_before(tmp_path):
         (before, [('{instance="nas", pool="tank"}', 100e6), ('{instance="nas", pool="backup"}', 50e6)]),
         (after, [('{instance="nas", pool="tank"}', 200e6), ('{instance="nas", pool="backup"}', 50e6)])],
         eval_time="120m")
+
+
+def test_arc_stat_per_nas_through_an_idle_night(tmp_path):
+    """The issue's case: two NAS read 100 times a second for 2 hours at 95 % hits, then nothing for 4
+    hours. In the idle hours the stat showed NaN (the average of 0 / 0 ratios over NAS); now it
+    shows each NAS's day, weighted by reads: 95 % for a, and for b, which ran at 50 % for its last
+    busy hour, (684000 + 180000) / (720000 + 360000) = 80 %."""
+    (stat,) = panel_queries("overview", "ARC hit ratio")
+    idle = {f'zfs_arc_{kind}_total{{instance="{nas}", job="zfsnas"}}': values for nas, kind, values in (
+        ("a", "hits", "0+28500x24 684000x60"), ("a", "misses", "0+1500x24 36000x60"),
+        ("b", "hits", "0+28500x24 684000x47 699000+15000x11"), ("b", "misses", "0+1500x24 36000x47 51000+15000x11"))}
+    name = '__name__="instance:zfs_arc_hit_ratio:ratio1d", job="zfsnas"'
+    promtool_eval(tmp_path, idle, [(stat, [(f'{{{name}, instance="a"}}', 0.95), (f'{{{name}, instance="b"}}', 0.95)])],
+                  eval_time="5h", interval="5m", rules=True)
+    promtool_eval(tmp_path, idle, [(stat, [(f'{{{name}, instance="a"}}', 0.95), (f'{{{name}, instance="b"}}', 0.8)])],
+                  eval_time="7h", interval="5m", rules=True)
+
+
+def test_oldest_scrub_counts_cancels_and_pools_never_scrubbed(tmp_path):
+    """tank: scrubbed on day 1, a scrub canceled on day 30 (the old query read the cancel as a
+    scrub: 10 days at day 40); fresh: created on day 10, never scrubbed (the old query did not see
+    it). At day 40 the oldest is tank's 39 days; the per-pool bars show both."""
+    (oldest,) = panel_queries("overview", "Oldest scrub")
+    (bars,) = panel_queries("overview", "Time since the last scrub")
+    pool = 'job="zfsnas", instance="nas"'
+    history = {
+        f'zfs_pool_size_bytes{{{pool}, pool="tank"}}': "1e12x160",
+        f'zfs_pool_scan_end_timestamp_seconds{{{pool}, pool="tank", function="scrub"}}': "86400x116 2592000x43",
+        f'zfs_pool_scan_info{{{pool}, pool="tank", function="scrub", state="finished"}}': "1x116 _x44",
+        f'zfs_pool_scan_info{{{pool}, pool="tank", function="scrub", state="canceled"}}': "_x117 1x43",
+        f'zfs_pool_size_bytes{{{pool}, pool="fresh"}}': "_x40 1e12x120",
+        f'zfs_pool_scan_info{{{pool}, pool="fresh", function="none", state="none"}}': "_x40 1x120",
+    }
+    name = '__name__="pool:zfs_pool_scrub_age:seconds", job="zfsnas", instance="nas"'
+    promtool_eval(tmp_path, history, [(oldest, [("{}", 39 * 86400)]),
+                                      (bars, [(f'{{{name}, pool="tank"}}', 39 * 86400),
+                                              (f'{{{name}, pool="fresh"}}', 30 * 86400)])],
+                  eval_time="40d", interval="6h", rules=True)
+
+
+def test_scan_progress_quota_and_exporter_problems(tmp_path):
+    """A resilver 402 GB into 10.8 TB, a dataset at 95 % of its quota, and an exporter with one
+    failing collector, one stale source and one failing source beside a healthy one."""
+    (progress,) = panel_queries("overview", "Scrub / resilver progress")
+    (quota,) = panel_queries("datasets", "Quota used")
+    (problems,) = panel_queries("overview", "Exporter problems")
+    nas = 'job="zfsnas", instance="nas"'
+    series = {
+        f'zfs_pool_scan_issued_bytes{{{nas}, pool="tank", function="resilver"}}': "402000000000x10",
+        f'zfs_pool_scan_total_bytes{{{nas}, pool="tank", function="resilver"}}': "10800000000000x10",
+        f'zfs_dataset_used_bytes{{{nas}, pool="tank", dataset="tank/home"}}': "95000000000x10",
+        f'zfs_dataset_quota_bytes{{{nas}, pool="tank", dataset="tank/home"}}': "100000000000x10",
+        f'zfs_dataset_used_bytes{{{nas}, pool="tank", dataset="tank/media"}}': "900000000000x10",
+        f'up{{{nas}}}': "1x10", 'up{job="zfsnas", instance="other"}': "1x10",
+        f'zfs_exporter_collector_success{{{nas}, collector="arc"}}': "1x10",
+        f'zfs_exporter_collector_success{{{nas}, collector="pools"}}': "0x10",
+        f'zfs_exporter_source_success{{{nas}, source="zpool-list"}}': "0x10",
+        f'zfs_exporter_source_age_seconds{{{nas}, source="zpool-list"}}': "60x10",
+        f'zfs_exporter_source_success{{{nas}, source="zfs-list"}}': "1x10",
+        f'zfs_exporter_source_age_seconds{{{nas}, source="zfs-list"}}': "3600x10",
+        'zfs_exporter_collector_success{job="zfsnas", instance="other", collector="arc"}': "1x10",
+    }
+    promtool_eval(tmp_path, series, [
+        (progress, [('{job="zfsnas", instance="nas", pool="tank", function="resilver"}', 402 / 10800)]),
+        (quota, [('{__name__="dataset:zfs_dataset_quota_used:ratio", job="zfsnas", instance="nas", pool="tank", '
+                  'dataset="tank/home", quota="quota"}', 0.95)]),
+        (problems, [("{}", 3)])], eval_time="5m", rules=True)
+    healthy = {name: values for name, values in series.items() if "exporter" not in name or 'instance="other"' in name}
+    promtool_eval(tmp_path, healthy, [(problems, [("{}", 0)])], eval_time="5m", rules=True)

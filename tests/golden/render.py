@@ -1,8 +1,10 @@
 """Render the exposition text the golden files pin: one scrape per fixture tree (kstat collectors),
-per command recording (datasets, pools, vdevlatency), of the disk tree (disks) and of a bench store.
+per command recording (datasets, pools, vdevlatency), of the disk tree (disks), of a bench store,
+and of the disk tree's second SMART read (smart: every disk read once, then read again with one
+asleep and one failing further).
 
-Collector durations and source ages vary from run to run, so their samples are left out; everything else,
-HELP and TYPE lines included, is compared byte for byte.
+Collector durations and source ages vary from run to run, so their samples are left out; everything
+else, HELP and TYPE lines included, is compared byte for byte.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ COLLECTORS = ["--collector.disable-defaults", "--collector.arc", "--collector.tx
 # The command collectors on the OpenZFS 2.1 / 2.3 recordings (the stand-in replays them), the disks
 # collector on the block-device tree, bench on a store written through the runner's Store API.
 COMMAND_CASES = {f"commands-zfs-{v}": v for v in ("2.1", "2.3")}
-OTHER_CASES = (*COMMAND_CASES, "disks", "bench")
+OTHER_CASES = (*COMMAND_CASES, "disks", "bench", "smart")
+VARYING = ("zfs_exporter_collector_duration_seconds{", "zfs_exporter_source_age_seconds{")
 
 
 def other_flags(case: str, workdir: Path) -> list[str]:
@@ -38,11 +41,12 @@ def other_flags(case: str, workdir: Path) -> list[str]:
         return ["--collector.disable-defaults", "--collector.datasets", "--collector.pools", "--collector.vdevlatency",
                 "--zfs.command-prefix", shlex.join(prefix),  # these collectors wait for a loaded ZFS module:
                 "--path.procfs", str(kstat / "proc"), "--path.sysfs", str(kstat / "sys")]
-    if case == "disks":
+    if case in ("disks", "smart"):
         disks = FIXTURES / "linux-disks"
-        return ["--collector.disable-defaults", "--collector.disks", "--no-disks.hotplug",
+        return ["--collector.disable-defaults", f"--collector.{case}", "--no-disks.hotplug",
                 "--path.procfs", str(disks / "proc"), "--path.sysfs", str(disks / "sys"),
-                "--path.udev.data", str(disks / "udev" / "data")]
+                "--path.udev.data", str(disks / "udev" / "data"),
+                *(smart_prefix("awake") if case == "smart" else ())]
     return ["--collector.disable-defaults", "--collector.bench", "--bench.db", str(bench_store(workdir))]
 
 
@@ -70,6 +74,24 @@ def bench_store(workdir: Path) -> Path:
     return path
 
 
+def smart_prefix(read: str) -> list[str]:
+    """`--zfs.command-prefix` for the stand-in answering smartctl from tests/fixtures/smart/<read>."""
+    import shlex
+    import sys
+
+    standin = [sys.executable, str(FIXTURES / "commands" / "standin.py"), str(FIXTURES / "smart" / read)]
+    return ["--zfs.command-prefix", shlex.join(standin)]
+
+
+def read_smart_again(exporter, read: str) -> None:
+    """The smart collector's next refresh, answered from tests/fixtures/smart/<read>."""
+    import shlex
+
+    smart = next(c for c in exporter.collectors if c.name == "smart")
+    smart.ctx.commands.prefix = shlex.split(smart_prefix(read)[1])
+    assert smart.refresher.refresh_now(), smart.refresher.state().error
+
+
 def render(case: str) -> str:
     import tempfile
 
@@ -83,11 +105,12 @@ def render(case: str) -> str:
         exporter = build_exporter(build_parser().parse_args(flags), process_metrics=False)
         try:
             text = exporter.render()
+            if case == "smart":
+                read_smart_again(exporter, "later")
+                text = exporter.render()
         finally:
             exporter.stop()
-    return "".join(line + "\n" for line in text.splitlines()
-                   if not line.startswith(("zfs_exporter_collector_duration_seconds{",
-                                           "zfs_exporter_source_age_seconds{")))
+    return "".join(line + "\n" for line in text.splitlines() if not line.startswith(VARYING))
 
 
 ALL_CASES = (*CASES, *OTHER_CASES)

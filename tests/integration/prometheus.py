@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -33,8 +34,11 @@ class QueryApi:
 
     def api(self, path: str, **params) -> dict:
         url = f"{self.url}/api/v1/{path}?{urllib.parse.urlencode(params)}"
-        with urllib.request.urlopen(url, timeout=20) as response:
-            body = json.load(response)
+        try:
+            with urllib.request.urlopen(url, timeout=20) as response:
+                body = json.load(response)
+        except urllib.error.HTTPError as exc:  # Prometheus says why in the body (bad_data, execution)
+            raise AssertionError(f"{exc}: {exc.read().decode(errors='replace')[:500]}") from None
         assert body["status"] == "success", body
         return body["data"]
 

@@ -41,7 +41,7 @@ GiB = 1 << 30
 
 def exporter_flags(root: Path, tmp: Path, bench_db: Path) -> list[str]:
     """Every collector on, zfs/zpool replaced by the stand-in, refreshes every second."""
-    commands = copy_commands(tmp / "commands", iostat="zpool-2.3.2")
+    commands = copy_commands(tmp / "commands", iostat="zpool-2.3.2", smart="awake")
     return ["--path.procfs", str(root / "proc"), "--path.sysfs", str(root / "sys"),
             "--path.udev.data", str(root / "udev" / "data"), *zfs_commands(commands),
             "--collector.vdevlatency", "--bench.db", str(bench_db),
@@ -230,10 +230,16 @@ def test_rules_evaluate_cleanly_against_real_series(stack):
     rule_file = (ROOT / "alerts/zfsnas.rules.yml").read_text()
     assert len(rules) == len(re.findall(r"^\s+- (?:alert|record):", rule_file, re.M))
     assert not [(r["name"], r.get("lastError")) for r in rules if r["health"] != "ok"]
-    # Every recording rule has data here but the two that only exist under a write-heavy load.
+    # Every recording rule has data here but the two that only exist under a write-heavy load, the
+    # daily change of free space (a day of history first), the snapshot schedules (snapshots taken
+    # over days), and the busy share of pool data disks: the disk fixture and the zpool recordings
+    # come from different machines and share no vdev guid (alerts/tests/performance.yml has them).
     under_load = {"pool:zfs_pool_written_bytes_under_load:rate5m", "pool:zfs_pool_written_bytes_under_load:median7d"}
+    elsewhere = {"pool:zfs_pool_free_bytes:delta1d_median3d", "dataset:zfs_dataset_snapshot_gap_seconds:max35d",
+                 "device:zfs_disk_busy:ratio_rate5m"}
     records = {r["name"] for r in rules if r["type"] == "recording"}
-    assert not [name for name in sorted(records - under_load) if not has_data(prom.query(name))]
-    # The fixtures' faults fire their alerts: a degraded pool's vdev with a read error.
+    assert not [name for name in sorted(records - under_load - elsewhere) if not has_data(prom.query(name))]
+    # The fixtures' faults fire their alerts: a degraded pool's vdev with a read error, the scrub of
+    # backup that repaired 1.5 MiB with 2 errors.
     firing = {a["labels"]["alertname"] for a in prom.api("alerts")["alerts"]}
-    assert "ZfsVdevErrors" in firing, firing
+    assert {"ZfsVdevErrors", "ZfsPoolScrubFoundErrors"} <= firing, firing

@@ -164,9 +164,11 @@ def test_targets_up_and_rules_loaded(stack):
     prom = stack["prom"]
     wait_for(prom, 'up{job="zfsnas"} == 1')
     wait_for(prom, 'up{job="node"} == 1')
+    wait_for(prom, 'up{job="prometheus"} == 1')   # itself, for ZfsRemoteWriteStalled
     targets = prom.api("targets")["activeTargets"]
     assert sorted((t["labels"]["job"], t["scrapeUrl"], t["health"]) for t in targets) == [
-        ("node", "http://127.0.0.1:9100/metrics", "up"), ("zfsnas", "http://127.0.0.1:9923/metrics", "up")]
+        ("node", "http://127.0.0.1:9100/metrics", "up"), ("prometheus", "http://127.0.0.1:9090/metrics", "up"),
+        ("zfsnas", "http://127.0.0.1:9923/metrics", "up")]
     shipped = yaml.safe_load((ROOT / "alerts/zfsnas.rules.yml").read_text())["groups"]
     deadline = time.monotonic() + 60   # one evaluation (15 s) gives every rule its health
     while True:

@@ -158,7 +158,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.baseline and not args.by:
         raise AnswerError("--baseline goes with --by (compare --by volblocksize --baseline 4K)")
     store = _store(args)
-    drop = args.max_drop if args.max_drop is not None else compare.max_drop()
+    drop = compare.Rule.from_thresholds(args.max_drop)
     if args.by is not None:
         rows = compare.resolve(store, args.refs[0]) if args.refs else store.results("complete")
         if not rows:

@@ -9,9 +9,11 @@
   within each matrix, every value of one axis with its baseline (the first value, or --baseline).
 - **Regression** (the same configuration over time): B's newest complete result against the
   median of every earlier one of that configuration in A and B, regression when
-  `newest / previous median <= 1 - bench_regression_max_drop`: ZfsBenchThroughputRegression's rule,
-  its threshold read from alerts/thresholds.toml (the file the rules are tested against). So
-  `compare CONFIG NEWEST-RUN` and the alert say the same thing about the same history.
+  `newest / previous median <= 1 - bench_regression_max_drop` and at least
+  `bench_regression_min_previous_runs` runs came before: ZfsBenchThroughputRegression's rule, its
+  thresholds read from alerts/thresholds.toml (the file the rules are tested against). So
+  `compare CONFIG NEWEST-RUN` and the alert say the same thing about the same history (the alert
+  also resolves `bench_regression_max_age_days` after the run: the verdict says when that passed).
 
 A and B are each a run id, a configuration id (or a unique prefix of one), a matrix name, or a
 matrix cell `MATRIX:NAME=VALUE[,NAME=VALUE]` (`cdm-zvol:volblocksize=4K`). Owns the verdicts, the
@@ -23,6 +25,7 @@ from __future__ import annotations
 import os
 import sys
 import sysconfig
+import time
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -35,6 +38,8 @@ from .report import Section, Stat, Summary, sections, summarise
 from .tables import MISSING, Table, fmt, size_unit
 
 THRESHOLD = "bench_regression_max_drop"
+MIN_PREVIOUS = "bench_regression_min_previous_runs"
+MAX_AGE = "bench_regression_max_age_days"
 
 
 class CompareError(Exception):
@@ -52,16 +57,34 @@ def thresholds_path() -> Path | None:
     return next((c for c in candidates if c.is_file()), None)
 
 
-def max_drop(path: Path | None = None) -> float:
-    """The regression threshold the alert uses (bench_regression_max_drop, e.g. 0.15)."""
+def threshold(name: str, path: Path | None = None) -> float:
+    """A number of the alert's rule from alerts/thresholds.toml (CompareError when unreadable)."""
     path = path or thresholds_path()
     if path is None:
         raise CompareError("alerts/thresholds.toml not found (set $ZFSNAS_THRESHOLDS or pass --max-drop 0.15)")
     try:
-        value = tomllib.loads(path.read_text())[THRESHOLD]
+        value = tomllib.loads(path.read_text())[name]
     except (OSError, ValueError, KeyError) as exc:
-        raise CompareError(f"{path}: no readable {THRESHOLD} ({exc})") from None
+        raise CompareError(f"{path}: no readable {name} ({exc})") from None
     return float(value)
+
+
+def max_drop(path: Path | None = None) -> float:
+    """The regression threshold the alert uses (bench_regression_max_drop, e.g. 0.15)."""
+    return threshold(THRESHOLD, path)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """ZfsBenchThroughputRegression's rule: the drop, the earlier runs it needs, how long it fires."""
+    max_drop: float
+    min_previous_runs: int = 3
+    max_age_days: float = 3.0
+
+    @classmethod
+    def from_thresholds(cls, drop: float | None = None, path: Path | None = None) -> Rule:
+        return cls(max_drop(path) if drop is None else drop, int(threshold(MIN_PREVIOUS, path)),
+                   threshold(MAX_AGE, path))
 
 
 def is_regression(newest: float, previous_median: float, drop: float) -> bool:
@@ -144,7 +167,7 @@ def _cpu(rows: list[dict[str, Any]]) -> float | None:
     return None if stat is None else stat.median
 
 
-def regression(config: Configuration, a: list[dict[str, Any]], b: list[dict[str, Any]], drop: float) -> Change:
+def regression(config: Configuration, a: list[dict[str, Any]], b: list[dict[str, Any]], rule: Rule) -> Change:
     """B's newest result of `config` against every earlier one in A and B (the alert's rule)."""
     if not a and len(b) > 1:   # a configuration against itself: its newest run against the runs before
         b = sorted(b, key=_order)
@@ -154,10 +177,18 @@ def regression(config: Configuration, a: list[dict[str, Any]], b: list[dict[str,
     previous = Stat.of(r["throughput_bytes_per_second"] for r in earlier)
     sa, sb = _stat(a, "throughput_bytes_per_second"), _stat(b, "throughput_bytes_per_second")
     tp = newest["throughput_bytes_per_second"]
+    detail = ""
+    dropped = tp is not None and previous is not None and is_regression(tp, previous.median, rule.max_drop)
     if not earlier:
         verdict = "single run"
-    elif tp is not None and previous is not None and is_regression(tp, previous.median, drop):
+    elif dropped and len(earlier) < rule.min_previous_runs:
+        verdict = "too few runs"
+        detail = f"{len(earlier)} earlier run(s)"
+    elif dropped:
         verdict = "regression"
+        age = (time.time() - float(newest["finished"] or 0)) / 86400
+        if age > rule.max_age_days:
+            detail = f"the newest run is {age:.0f} days old: the alert resolved after {rule.max_age_days:g}"
     elif sa is None or sb is None or (sa.n < 2 and sb.n < 2):
         verdict = "noise unknown"
     elif sa.overlaps(sb):
@@ -166,7 +197,7 @@ def regression(config: Configuration, a: list[dict[str, Any]], b: list[dict[str,
         verdict = "slower" if sb.median < sa.median else "faster"
     ra, rb = _stat(a, "compressratio"), _stat(b, "compressratio")
     return Change(config, verdict, sa, sb, tp, None if previous is None else previous.median,
-                  ra.median if ra else None, rb.median if rb else None, _cpu(a), _cpu(b))
+                  ra.median if ra else None, rb.median if rb else None, _cpu(a), _cpu(b), detail)
 
 
 # --- A vs B: configurations that differ ---------------------------------------------------------------
@@ -229,8 +260,11 @@ def pair(a_rows: list[dict[str, Any]], b_rows: list[dict[str, Any]]) -> Comparis
     return out
 
 
-def compare(a_rows: list[dict[str, Any]], b_rows: list[dict[str, Any]], drop: float) -> Comparison:
-    """Regression verdicts for the configurations both sides have, A vs B for the rest."""
+def compare(a_rows: list[dict[str, Any]], b_rows: list[dict[str, Any]], rule: Rule | float) -> Comparison:
+    """Regression verdicts for the configurations both sides have, A vs B for the rest. `rule`: the
+    alert's (a bare number is its drop, with the default number of earlier runs and age)."""
+    if not isinstance(rule, Rule):
+        rule = Rule(float(rule))
     a_ids = list(dict.fromkeys(r["config_id"] for r in a_rows))
     if len(a_ids) == 1 and any(r["config_id"] == a_ids[0] for r in b_rows):  # one configuration against a run
         b_rows = [r for r in b_rows if r["config_id"] == a_ids[0]]
@@ -240,7 +274,7 @@ def compare(a_rows: list[dict[str, Any]], b_rows: list[dict[str, Any]], drop: fl
     for cid in same:
         b = [r for r in b_rows if r["config_id"] == cid]
         a = [r for r in a_rows if r["config_id"] == cid and r["id"] not in b_ids]
-        out.changes.append(regression(Configuration.from_json(b[0]["config"]), a, b, drop))
+        out.changes.append(regression(Configuration.from_json(b[0]["config"]), a, b, rule))
     a_rest = [r for r in a_rows if r["config_id"] not in same]
     b_rest = [r for r in b_rows if r["config_id"] not in same]
     if a_rest and b_rest:
@@ -291,6 +325,7 @@ VERDICTS = {
     "within noise": "within noise: the repeats' ranges overlap",
     "noise unknown": "one run each: noise unknown",
     "single run": "one run: nothing earlier to compare with",
+    "too few runs": "too few runs: {pct} of the previous median, but the alert waits for {runs} earlier runs",
 }
 
 
@@ -305,13 +340,16 @@ def _num(value: float | None, digits: int) -> str:
     return MISSING if value is None else f"{value:.{digits}f}"
 
 
-def table(changes: list[Change], drop: float) -> Table:
+def table(changes: list[Change], rule: Rule | float) -> Table:
+    if not isinstance(rule, Rule):
+        rule = Rule(float(rule))
+    drop = rule.max_drop
     rows = []
     for c in changes:
         labels = c.config.labels
         change = MISSING if not (c.a and c.b) else f"{(c.b.median / c.a.median - 1) * 100:+.1f} %"
         vs = MISSING if c.vs_previous is None else f"{c.vs_previous * 100:.1f} %"
-        verdict = VERDICTS[c.verdict].format(pct=vs, limit=f"{(1 - drop) * 100:.0f} %")
+        verdict = VERDICTS[c.verdict].format(pct=vs, limit=f"{(1 - drop) * 100:.0f} %", runs=rule.min_previous_runs)
         rows.append([c.config.id, c.config.workload, labels["compression"], labels["recordsize"], c.config.size,
                      _mbs(c.a), _mbs(c.b), change, vs, _num(c.ratio_a, 3), _num(c.ratio_b, 3),
                      _num(c.cpu_a, 1), _num(c.cpu_b, 1), verdict + (f" ({c.detail})" if c.detail else "")])
@@ -319,7 +357,8 @@ def table(changes: list[Change], drop: float) -> Table:
                  ["config", "workload", "compression", "recordsize", "size", "A MB/s", "B MB/s", "change",
                   "newest vs previous median", "A ratio", "B ratio", "A CPU %", "B CPU %", "verdict"], rows,
                  f"Regression = B's newest run at or below {(1 - drop) * 100:.0f} % of the median of the earlier runs "
-                 f"of its configuration: the rule and threshold of ZfsBenchThroughputRegression.")
+                 f"of its configuration, with at least {rule.min_previous_runs} of them: the rule and thresholds of "
+                 f"ZfsBenchThroughputRegression (which fires for {rule.max_age_days:g} days after the run).")
 
 
 # (header, report figure, scale, digits): the figures an A vs B row shows where either side has them
@@ -378,12 +417,12 @@ def pair_table(comparison: Comparison) -> Table:
     return Table(title, headers, rows, note)
 
 
-def tables(comparison: Comparison, drop: float) -> list[Table]:
+def tables(comparison: Comparison, rule: Rule | float) -> list[Table]:
     out = []
     if comparison.pairs:
         out.append(pair_table(comparison))
     if comparison.changes:
-        out.append(table(comparison.changes, drop))
+        out.append(table(comparison.changes, rule))
     return out
 
 

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from . import arc, bench, datasets, disks, objset, pools, poolstats, tunables, txg, vdevlatency
+from . import arc, bench, datasets, disks, objset, pools, poolstats, smart, tunables, txg, vdevlatency
 from .base import Collector
 
 ALL: list[type[Collector]] = [
@@ -17,6 +17,7 @@ ALL: list[type[Collector]] = [
     datasets.DatasetsCollector,
     pools.PoolsCollector,
     disks.DisksCollector,
+    smart.SmartCollector,
     vdevlatency.VdevLatencyCollector,
     bench.BenchCollector,
 ]

@@ -4,7 +4,8 @@ Owns `Collector` (a name that `--collector.<name>` switches, its own flags, and 
 returns `exposition.Family` objects: our families, rendered by `exposition.render`, are the whole
 output contract), `RefreshingCollector` (a collector whose values come from background
 `refresh.BackgroundRefresher`s), `Context` (what collectors are given, as typed fields: the kstat
-source, the shared command runner, the parsed flags, the `pools` collector's `zpool status`) and
+source, the shared command runner, the parsed flags, the `pools` collector's `zpool status`, the
+`disks` collector's disk identities) and
 `Report` (how a collector says what failed without stopping: any failure means
 `zfs_exporter_collector_success 0` for it, and the rest is still served).
 A collector does no I/O of its own beyond its sources and never closes what it did not create.
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
@@ -23,6 +24,7 @@ from ..sources.model import Explained
 
 if TYPE_CHECKING:
     from ..refresh import BackgroundRefresher
+    from ..sources.blockdevices import DiskIdentity
     from ..sources.commands import CommandRunner
     from ..sources.model import KstatSource, VdevStatus
     from ..sources.zpool import ZpoolStatus
@@ -45,6 +47,9 @@ class Context:
         # The `pools` collector's `zpool status` source, set when that collector is enabled; read
         # through `vdevs()` by `disks` (pool membership by vdev guid) and `vdevlatency` (pool names).
         self.zpool_status = zpool_status
+        # The `disks` collector's identities (its `current_identities`), set when that collector is
+        # enabled: `smart` reads these disks and labels them as `zfs_disk_info` does.
+        self.disk_identities: Callable[[float], list[DiskIdentity]] | None = None
         self._scrape_pools: list[str] | None = None  # during a scrape: its pool list, once listed
         self._in_scrape = False
 
@@ -150,6 +155,10 @@ class Collector:
     default_enabled: ClassVar[bool] = True
     needs_zfs: ClassVar[bool] = True
     programs: ClassVar[tuple[str, ...]] = ()  # the commands it runs (`zfs`, `zpool`): without them it serves nothing
+    # commands without which it serves nothing, which is no failure (smartctl: SMART is an extra); the
+    # start-up line says so, with `missing_hint` (what to install), and its success stays 1
+    optional_programs: ClassVar[tuple[str, ...]] = ()
+    missing_hint: ClassVar[str] = ""
 
     def __init__(self, ctx: Context):
         self.ctx = ctx

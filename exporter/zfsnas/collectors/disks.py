@@ -100,6 +100,7 @@ class DisksCollector(RefreshingCollector):
         self._identified: tuple[tuple[int, Any], list[DiskIdentity], set[str], set[str]] = ((-1, None), [], set(), set())
         self._text = _CounterText()
         self._identities_rendered = RenderedOnce(2)
+        ctx.disk_identities = self.current_identities
 
     def _scan(self):
         # pyudev is imported (and its context made) here, never in the child: a child that imports
@@ -143,6 +144,17 @@ class DisksCollector(RefreshingCollector):
         from ..sources.blockdevices import identify
 
         return [i for i in identify(devices, self.ctx.vdevs()) if not self.exclude.search(i.device)]
+
+    def current_identities(self, wait: float = 0.0) -> list[DiskIdentity]:
+        """Every whole disk's identity (`zfs_disk_info`'s labels; the same list object until the
+        devices or `zpool status` change), once the first device scan is done or `wait` seconds have
+        passed: what the `smart` collector reads its disks from (`Context.disk_identities`)."""
+        if not self.inventory.scanned:
+            if not self._started:  # no refresh thread (tests, one-shot renders): scan now
+                self.refresher.refresh_now()
+            elif wait:
+                self.inventory.wait_scanned(wait)
+        return self._current_identities()[0]
 
     def _current_identities(self) -> tuple[list[DiskIdentity], set[str], set[str]]:
         """Identities, whole disk names and every known name; worked out again only when the device

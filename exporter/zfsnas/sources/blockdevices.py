@@ -311,6 +311,7 @@ class DeviceInventory:
         self._during_scan: list[tuple[str, BlockDevice | None, str]] | None = None
         self._generation = 0  # counts changes of the device list, for those who keep what they derived from it
         self.scanned = False
+        self._first_scan = threading.Event()
         self._monitor_thread: threading.Thread | None = None
         self._stop = threading.Event()
 
@@ -331,7 +332,12 @@ class DeviceInventory:
                 self._apply(*event)
             self.scanned = True
             self._generation += 1
+        self._first_scan.set()
         return len(devices)
+
+    def wait_scanned(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for the first scan to have finished; True once it has."""
+        return self._first_scan.wait(timeout)
 
     def devices(self) -> list[BlockDevice]:
         with self._lock:

@@ -101,7 +101,9 @@ def source_ages(text: str) -> dict[str, float]:
     return ages
 
 
-SLOW_SOURCES: set[str] = set()  # sources that did not refresh within a capture's wait: not waited for again
+# Sources that did not refresh within a capture's wait: not waited for again. smartctl reads the
+# disks every --smart.interval (10 minutes): smart_phase waits for an exporter of its own instead.
+SLOW_SOURCES: set[str] = {"smartctl"}
 
 
 def fresh_metrics(since: float, timeout: float = 20) -> tuple[str, float]:
@@ -412,6 +414,75 @@ def capture_roundtrip() -> None:
         log(f"capture {name}: exit {proc.returncode} in {ended - started:.1f} s")
     (out / "record.json").write_text(json.dumps(record, indent=1))
     shutil.rmtree(local, ignore_errors=True)
+
+
+# --- issue 29: SMART of the pool members (tests/e2e/test_smart.py) ---
+
+SMART_PORT_OFFSET = 2  # a second exporter of its own, reading SMART every few seconds, beside the scenario's
+
+
+def smart_served(port: int, since: float, timeout: float = 60) -> str:
+    """That exporter's /metrics once its smartctl source has read every disk after `since`."""
+    deadline = time.time() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=60) as response:
+                text = response.read().decode()
+            scraped = time.time()
+            age = source_ages(text).get("smartctl")
+            if age is not None and scraped - age > since and "zfs_disk_smart_state{" in text:
+                return text
+        except OSError:
+            pass
+        if time.time() > deadline:
+            raise RuntimeError(f"no SMART read after {since:.0f} within {timeout:.0f} s")
+        time.sleep(0.3)
+
+
+def smart_phase() -> None:
+    """smartctl's own view of four disks (two SATA, one SAS, one virtio) beside what an exporter of
+    their own serves of them, a short self-test on a SATA disk first (QEMU's AHCI disk logs it at
+    once), then the standby check: `hdparm -y` on the other SATA disk, its power state before and
+    after the exporter's next read. Four disks, not all: each smartctl takes most of a second
+    under TCG (the scenario's own exporter read every disk at its start, in the steady moment).
+    Into <share>/results/smart/: smartctl/<device>.json (`smartctl --json=c --all`, the plain
+    command a user runs), metrics.txt, metrics_standby.txt, record.json."""
+    out = RESULTS / "smart"
+    (out / "smartctl").mkdir(parents=True, exist_ok=True)
+
+    def device(disk: dict) -> str:
+        return os.path.basename(os.path.realpath(disk_path(disk)))
+
+    sata = [d for d in CONFIG["disks"] if d["bus"] == "sata"]
+    others = [next(d for d in CONFIG["disks"] if d["bus"] == bus) for bus in ("scsi", "virtio")]
+    tested, sleeper = device(sata[0]), device(sata[-1])
+    devices = [tested, sleeper, *map(device, others)]
+    record: dict = {"devices": devices, "self_test_device": tested, "standby_device": sleeper,
+                    "self_test": run(["smartctl", "-t", "short", f"/dev/{tested}"], check=False).returncode}
+    port = PORT + SMART_PORT_OFFSET
+    argv = ["zfsnas-exporter", f"--web.listen-address=127.0.0.1:{port}", "--collector.disable-defaults",
+            "--collector.disks", "--collector.pools", "--collector.smart", "--smart.interval=1",
+            f"--disks.device-exclude=^(?!(?:{'|'.join(devices)})$)"]
+    logfile = open(out / "exporter.log", "wb")
+    exporter = subprocess.Popen(argv, stdout=logfile, stderr=logfile)
+    try:
+        mark = time.time()
+        (out / "metrics.txt").write_text(smart_served(port, mark))
+        record["first_read_seconds"] = round(time.time() - mark, 2)
+        for name in devices:
+            proc = run(["smartctl", "--json=c", "--all", f"/dev/{name}"], check=False)
+            (out / "smartctl" / f"{name}.json").write_text(proc.stdout)
+        record["power_before"] = run(["hdparm", "-C", f"/dev/{sleeper}"], check=False).stdout.strip()
+        record["standby_command"] = run(["hdparm", "-y", f"/dev/{sleeper}"], check=False).returncode
+        record["power_after_standby"] = run(["hdparm", "-C", f"/dev/{sleeper}"], check=False).stdout.strip()
+        mark = time.time()
+        (out / "metrics_standby.txt").write_text(smart_served(port, mark))
+        record["power_after_read"] = run(["hdparm", "-C", f"/dev/{sleeper}"], check=False).stdout.strip()
+    finally:
+        exporter.terminate()
+        exporter.wait(20)
+        logfile.close()
+        (out / "record.json").write_text(json.dumps(record, indent=1))
 
 
 DIRTY_PARAMETER = Path("/sys/module/zfs/parameters/zfs_dirty_data_max")
@@ -824,6 +895,7 @@ def main() -> int:
         while not (SHARE / "host-saw-degraded").exists() and time.time() < deadline:
             time.sleep(1)
         timeline["host_saw_degraded"] = (SHARE / "host-saw-degraded").exists()
+        timeline["smart_seconds"] = optional_phase("smart", smart_phase)
         # Last, so that on a slow host it can only cut itself short, never the moments before it.
         timeline["capture_roundtrip_seconds"] = optional_phase("capture round trip", capture_roundtrip)
         if (SHARE / "container" / "run.json").exists():   # the stack's exporter container (port 9923 too)

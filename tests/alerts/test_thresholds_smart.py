@@ -1,0 +1,56 @@
+"""The SMART rules (group zfsnas.smart) carry alerts/thresholds.toml's numbers, and the opt-in self-test
+rule's documented value is the file's."""
+
+import re
+import tomllib
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+SHARED = tomllib.loads((ROOT / "alerts" / "thresholds.toml").read_text())
+
+
+def smart_rules() -> dict[str, dict]:
+    groups = yaml.safe_load((ROOT / "alerts" / "zfsnas.rules.yml").read_text())["groups"]
+    [group] = [g for g in groups if g["name"] == "zfsnas.smart"]
+    return {rule["alert"]: rule for rule in group["rules"]}
+
+
+def test_smart_rules_use_the_shared_thresholds():
+    rules = smart_rules()
+    temperature = rules["ZfsDiskTemperatureHigh"]["expr"]
+    assert re.search(r'media="ssd"}\)\s+> on \(\) group_left \(\) zfsnas:disk_temperature_ssd_max:threshold', temperature)
+    assert re.search(r'media="ssd"}\)\s+> on \(\) group_left \(\) zfsnas:disk_temperature_hdd_max:threshold', temperature)
+    description = rules["ZfsDiskTemperatureHigh"]["annotations"]["description"]
+    assert f"{SHARED['disk_temperature_hdd_max']} °C for disks that spin" in description
+    assert f"{SHARED['disk_temperature_ssd_max']} °C for SSDs" in description
+    assert rules["ZfsNvmeWearHigh"]["expr"].endswith("zfsnas:nvme_endurance_used_warning:threshold")
+
+
+def test_the_opt_in_self_test_threshold_is_documented_with_the_shared_value():
+    rules = smart_rules()
+    assert "zfsnas:smart_self_test_max_age_days:threshold" in rules["ZfsDiskSelfTestOverdue"]["expr"]
+    days = SHARED["opt_in"]["smart_self_test_max_age_days"]
+    assert f"expr: vector({days})" in (ROOT / "docs" / "runbook.md").read_text()
+    tests = yaml.safe_load((ROOT / "alerts" / "tests" / "smart.yml").read_text())["tests"]
+    opted_in = [s for case in tests for s in case["input_series"]
+                if s["series"] == "zfsnas:smart_self_test_max_age_days:threshold"]
+    assert opted_in and all(s["values"].startswith(f"{days}x") for s in opted_in)
+    # Nothing ships the rule: without the user's, the alert never fires.
+    text = (ROOT / "alerts" / "zfsnas.rules.yml").read_text()
+    assert "record: zfsnas:smart_self_test_max_age_days:threshold" not in text
+
+
+def test_the_disks_dashboard_uses_the_shared_thresholds():
+    from tests.dashboards.queries import load, panels
+
+    table = next(p for p in panels(load("disks")) if p["title"] == "Disk health")
+    overrides = {o["matcher"]["options"]: {p["id"]: p["value"] for p in o["properties"]}
+                 for o in table["fieldConfig"]["overrides"]}
+    steps = [s["value"] for s in overrides["temperature"]["thresholds"]["steps"]]
+    assert steps == [None, SHARED["disk_temperature_hdd_max"], SHARED["disk_temperature_ssd_max"]]
+    steps = [s["value"] for s in overrides["self-test age"]["thresholds"]["steps"]]
+    assert steps == [None, SHARED["opt_in"]["smart_self_test_max_age_days"] * 86400]
+    temperature = next(p for p in panels(load("disks")) if p["title"] == "Temperature by pool")
+    assert f"{SHARED['disk_temperature_hdd_max']} °C for disks that spin" in temperature["description"]
