@@ -3,6 +3,8 @@ refused, and the same bcrypt work for an unknown user as for a wrong password.""
 
 from __future__ import annotations
 
+import time
+
 import bcrypt
 import pytest
 
@@ -51,11 +53,14 @@ def test_unknown_user_costs_the_same_bcrypt_work(tmp_path, monkeypatch):
     assert checked[2] != checked[0]  # a dummy hash, not a real user's
 
 
-def test_verified_answers_cache_is_bounded(tmp_path):
+def test_remembered_answers_are_bounded_and_wrong_ones_never_push_out_right_ones(tmp_path):
     config = load(tmp_path, f"basic_auth_users:\n  prometheus: '{bcrypt.hashpw(b'x', bcrypt.gensalt(4)).decode()}'\n")
-    for i in range(webconfig._CACHE_MAX + 50):
-        config.authorized("prometheus", f"guess{i}")
-    assert len(config._verified) == webconfig._CACHE_MAX
+    assert config.cached("prometheus", "x") is None and config.authorized("prometheus", "x") is True
+    for i in range(webconfig._BAD_MAX + 50):
+        assert config.authorized("prometheus", f"guess{i}") is False
+    assert len(config._bad) == webconfig._BAD_MAX
+    assert config.cached("prometheus", "x") is True  # still known: no bcrypt for the scraper
+    assert config.cached("prometheus", "guess0") is None and config.cached("prometheus", f"guess{i}") is False
 
 
 def test_scalars_become_strings_as_in_go(tmp_path):
@@ -176,3 +181,97 @@ def test_passwords_and_users_beyond_ascii(tmp_path):
     assert config.authorized("zoë", "pässwörd") is True
     assert config.authorized("zoe", "pässwörd") is False
     assert config.authorized("zoë", "passwörd") is False
+
+
+# --- issue 33, case 6: edge cases refused in one line, every hash form node_exporter takes ----------
+
+@pytest.mark.parametrize("value, message", [
+    ('"max-age=1\\r\\nSet-Cookie: pwn=1"', "the value of Strict-Transport-Security holds a line break (CR or LF)"),
+    ('"max-age=1\\nX: y"', "holds a line break"),
+    ("max-age=\u00e9t\u00e9", "the value of Strict-Transport-Security holds a character outside printable ASCII"),
+    ('"max-age=1\\u0007"', "outside printable ASCII"),
+])
+def test_header_values_that_would_break_the_answer_are_refused(tmp_path, value, message):
+    """Before: a CR/LF value wrote a raw `Set-Cookie: pwn=1` line, a non-ASCII one failed every answer."""
+    with pytest.raises(WebConfigError) as err:
+        load(tmp_path, f"http_server_config:\n  headers:\n    Strict-Transport-Security: {value}\n")
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("cost", ["03", "32", "99", "00"])
+def test_bcrypt_costs_outside_go_s_range_are_refused(tmp_path, cost):
+    """Before: a traceback (exit 1) when the dummy hash was made at start."""
+    hashed = HASH[:4] + cost + HASH[6:]
+    with pytest.raises(WebConfigError) as err:
+        load(tmp_path, f"basic_auth_users:\n  prometheus: '{hashed}'\n")
+    assert f"the bcrypt cost of 'prometheus' is {cost}, outside 04..31" in str(err.value)
+
+
+def test_a_high_cost_is_warned_about_and_costs_nothing_at_start(tmp_path):
+    """Before: cost 17 took 8 s of bcrypt before listening, and said nothing."""
+    hashed = HASH[:4] + "17" + HASH[6:]
+    started = time.monotonic()
+    config = load(tmp_path, f"basic_auth_users:\n  prometheus: '{hashed}'\n")
+    assert time.monotonic() - started < 0.5
+    [warning] = config.warnings
+    assert "the bcrypt cost of 'prometheus' is 17" in warning and "about 128 times" in warning
+    assert load(tmp_path, f"basic_auth_users:\n  prometheus: '{HASH}'\n").warnings == []
+
+
+@pytest.mark.parametrize("prefix", ["$2$", "$2a$", "$2b$", "$2x$", "$2y$"])
+def test_every_hash_form_go_reads_checks_the_password_as_go_does(tmp_path, prefix):
+    """Before: `$2$` was accepted at start, and the right password got 401."""
+    config = load(tmp_path, f"basic_auth_users:\n  prometheus: '{prefix}{HASH[4:]}'\n")
+    assert config.authorized("prometheus", "s3cret") is True
+    assert config.authorized("prometheus", "s3cre") is False
+
+
+def test_passwords_past_72_bytes_are_read_as_go_reads_them(tmp_path):
+    """bcrypt reads 72 bytes of a password; Go ignores the rest, Python's bcrypt 5 refuses them."""
+    long = "x" * 72
+    config = load(tmp_path, f"basic_auth_users:\n  p: '{bcrypt.hashpw(long.encode(), bcrypt.gensalt(4)).decode()}'\n")
+    assert config.authorized("p", long + "anything") is True and config.authorized("p", long[:71]) is False
+
+
+# --- issue 33, case 5: read again as it changes, like node_exporter -----------------------------------
+
+def test_the_file_is_read_again_when_it_changes(tmp_path):
+    from zfsnas.webconfig import WebConfigFile
+
+    changes = []
+    path = tmp_path / "web.yml"
+    path.write_text(f"basic_auth_users:\n  prometheus: '{HASH}'\n")
+    live = WebConfigFile(str(path), on_change=lambda config, error: changes.append(error))
+    first = live.current()
+    assert live.current() is first and first.authorized("prometheus", "s3cret")  # unchanged: not read again
+    rotated = bcrypt.hashpw(b"n3w", bcrypt.gensalt(rounds=4)).decode()
+    path.write_text(f"basic_auth_users:\n  prometheus: '{rotated}'\n")
+    assert live.current().authorized("prometheus", "s3cret") is False  # the old password, refused at once
+    assert live.current().authorized("prometheus", "n3w") is True
+    path.write_text("basic_auth_users: [\n")
+    for _ in range(2):
+        with pytest.raises(WebConfigError, match="while parsing"):
+            live.current()
+    path.unlink()
+    with pytest.raises(WebConfigError, match="No such file or directory"):
+        live.current()
+    path.write_text(f"basic_auth_users:\n  prometheus: '{rotated}'\n")
+    assert live.current().authorized("prometheus", "n3w") is True
+    assert [error is None for error in changes] == [True, False, False, True]  # each change said once
+
+
+def test_a_replaced_certificate_is_used_by_the_next_handshake(tmp_path):
+    from tests.integration.test_server import make_cert
+    from zfsnas.webconfig import WebConfigFile
+
+    make_cert(tmp_path)
+    (tmp_path / "web.yml").write_text("tls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\n")
+    live = WebConfigFile(str(tmp_path / "web.yml"))
+    before = live.current().tls
+    assert live.current().tls is before
+    make_cert(tmp_path)  # a new key and certificate under the same names
+    after = live.current().tls
+    assert after is not before
+    (tmp_path / "key.pem").write_text("not a key\n")
+    with pytest.raises(WebConfigError, match="cannot load cert_file cert.pem, key_file key.pem"):
+        live.current()

@@ -16,7 +16,12 @@ could clash with (`No known data errors`) are protected. Vdev guids and pool gui
 identify nothing outside the capture and the disk-to-pool join needs them.
 Where the names come from: the recorded `zpool list`/`zfs list` outputs, the `pool:` lines of
 `zpool status`, smartctl's serial numbers, kstat pool directories and `dataset_name`s, sysctl names, udev `ID_FS_LABEL`s,
-the bench database's dataset, pool and host columns (its text is rewritten in place with SQLite).
+the bench database's dataset, pool and host columns (its text is rewritten in place with SQLite),
+the names zfs and zpool quote in their errors (`cannot open 'tank/x'`: a pool that failed to list
+appears nowhere else), other hosts named in command output (`host: othernas`, a dotted host name
+such as `othernas.example.lan`), and the serials and WWNs inside the by-id paths of disks no
+longer there (`was /dev/disk/by-id/ata-..._SERIAL-part1` in `zpool status`; the bench database's
+`matrix_runs.pool_layout` keeps a run's whole `zpool status`).
 Serials and WWNs come from udev and sysfs, and also from the vdev paths `zpool` prints, for disks
 udev knows nothing of (a failed disk already gone, a container without `/run/udev`, FreeBSD):
 `/dev/disk/by-id/` names (`ata-MODEL_SERIAL`, `wwn-0x...`, `scsi-3<wwn>`, `scsi-S...`,
@@ -108,6 +113,19 @@ def find_names(root: Path) -> Names:
     return names
 
 
+# What zfs and zpool quote in their errors: `cannot open 'tank/x': dataset does not exist`,
+# `pool 'tank' ...`; and how their outputs name another host (`host: othernas hostid: 0x...`,
+# `imported by host 'othernas'`). A dotted host name (`othernas.example.lan`) is found anywhere in them.
+_QUOTED_NAME = re.compile(r"(?:cannot [a-z ]+?|pool|dataset|filesystem|volume|snapshot|bookmark) '([^'\n]+)'")
+_HOST_WORD = re.compile(r"\bhost(?:name)?(?::\s*|=|\s+')'?([A-Za-z0-9][A-Za-z0-9.-]*[A-Za-z0-9])")
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_DOTTED_HOST = re.compile(rf"(?<![\w.:/@-])({_LABEL}(?:\.{_LABEL})*\.(?:[A-Za-z]{{2,24}}))(?![\w.:@/-])")
+_PRIVATE_TLDS = {"lan", "local", "localdomain", "home", "internal", "intranet", "corp", "private", "box", "router",
+                 "example", "test", "invalid", "arpa", "localhost"}
+_WAS_BY_ID = re.compile(r"\bwas (?:/dev/disk/by-id/)(\S+)")
+_BY_ID = re.compile(r"/dev/disk/by-id/([^\s'\"]+)")
+
+
 def _from_commands(snap: Path, names: Names) -> None:
     try:
         index = json.loads((snap / "commands.json").read_text())
@@ -125,16 +143,35 @@ def _from_commands(snap: Path, names: Names) -> None:
             for line in text.splitlines():
                 if line.strip().startswith("pool:"):
                     names.add_dataset(line.split(":", 1)[1])
+            for match in _WAS_BY_ID.finditer(text):
+                _from_by_id(match[1], names)
         elif tool == "sysctl":
             _from_sysctl(text, names)
         elif tool == SMARTCTL:
             _from_smartctl(text, names)
         if tool == "zpool":
             _from_vdev_paths(text, names)
+        if tool in ("zfs", "zpool"):
+            _from_messages(text, names, errors=False)
+            _from_messages(str(entry.get("stderr", "")), names)
     for entry in index.get("not_run", []):
         for arg in entry["argv"]:
             if arg.startswith("kstat.zfs."):
                 names.pools.add(arg.split(".")[2])
+        _from_messages(str(entry.get("error", "")), names)
+
+
+def _from_messages(text: str, names: Names, errors: bool = True) -> None:
+    """Other hosts an output names; and in `errors` (stderr), the names zfs and zpool quote."""
+    for match in _QUOTED_NAME.finditer(text) if errors else ():
+        if not match[1].startswith("-"):
+            names.add_dataset(match[1])
+    for match in _HOST_WORD.finditer(text):
+        names.hosts.add(match[1])
+    for match in _DOTTED_HOST.finditer(text):
+        host = match[1]
+        if host.count(".") >= 2 or host.rsplit(".", 1)[1].lower() in _PRIVATE_TLDS:
+            names.hosts.add(host)
 
 
 def _from_smartctl(text: str, names: Names) -> None:
@@ -232,15 +269,22 @@ def _from_sysctl(text: str, names: Names) -> None:
 
 def _from_bench(path: Path, names: Names) -> None:
     """Dataset, pool and host columns of the bench runner's database (its scratch children are
-    often gone from `zfs list` by the time of a capture)."""
+    often gone from `zfs list` by the time of a capture), and the disks of the `zpool status` it
+    keeps per run (`matrix_runs.pool_layout`), by-id paths included, in any text column."""
     db = sqlite3.connect(path)
     try:
         for (table,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'"):
-            columns = {row[1] for row in db.execute(f'PRAGMA table_info("{table}")')}
-            for column in columns & {"dataset", "pool", "host"}:
+            columns = {row[1]: (row[2] or "").upper() for row in db.execute(f'PRAGMA table_info("{table}")')}
+            for column in columns.keys() & {"dataset", "pool", "host"}:
                 for (value,) in db.execute(f'SELECT DISTINCT "{column}" FROM "{table}"'):
                     if isinstance(value, str) and value:
                         (names.hosts.add if column == "host" else names.add_dataset)(value)
+            for column in columns:
+                for (value,) in db.execute(f'SELECT DISTINCT "{column}" FROM "{table}" '
+                                           f'WHERE "{column}" LIKE \'%/dev/disk/by-id/%\''):
+                    if isinstance(value, str):
+                        for match in _BY_ID.finditer(value):
+                            _from_by_id(match[1], names)
     finally:
         db.close()
 

@@ -8,7 +8,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from . import __version__
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from .replay import ReplayExporter
     from .sources.model import KstatSource
-    from .webconfig import WebConfig
+    from .webconfig import WebConfig, WebConfigFile
 
 # Start-up is imports (docs/performance.md): what only some runs need (the FreeBSD source, the web
 # config's parser, replay and capture) is imported where those runs begin, not here.
@@ -153,7 +153,14 @@ class Exporter:
 
     def render(self, deadline: float | None = None) -> str:
         """The page; `deadline` (time.monotonic()) is the scrape's, from Prometheus' timeout header."""
-        page = self.scrape.render(process_families().families() if self.process_metrics else (), deadline)
+        return "".join(self.render_parts(deadline) or ())
+
+    def render_parts(self, deadline: float | None = None,
+                     deliver: Callable[[list[str]], None] | None = None) -> list[str] | None:
+        """The page as its pieces, what the server sends; None when a read stuck past the deadline
+        had the page sent through `deliver` instead (see `ScrapeCollector.render_parts`)."""
+        page = self.scrape.render_parts(process_families().families() if self.process_metrics else (),
+                                        deadline, deliver)
         if self._holding:  # the first page: held refreshes may run now (releasing twice is harmless)
             self._holding = False
             START.release()
@@ -251,6 +258,16 @@ def catch_stop_signals() -> int:
     return read_end
 
 
+def web_config_changed(config: WebConfig | None, error: str | None) -> None:
+    """`--web.config.file` read again after a change: said once per change."""
+    if config is None:
+        log.error("web config no longer loads, answering 500 until it does: %s", error)
+        return
+    log.info("web config changed: read again")
+    for warning in config.warnings:
+        log.warning("%s", warning)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["capture"]:
@@ -260,15 +277,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=LOG_LEVELS[args.log_level],
                         format="%(asctime)s level=%(levelname)s %(message)s", stream=sys.stderr)
-    web: WebConfig | None = None
+    web: WebConfigFile | None = None
     if args.web_config_file:
-        from .webconfig import WebConfigError, load_web_config
+        from .webconfig import WebConfigError, WebConfigFile
 
         try:
-            web = load_web_config(args.web_config_file)
+            web = WebConfigFile(args.web_config_file, on_change=web_config_changed)
         except WebConfigError as exc:
             log.error("invalid web config: %s", exc)
             return 2
+        for warning in web.config.warnings:
+            log.warning("%s", warning)
     exporter: Exporter | ReplayExporter
     if args.replay:
         from . import replay
@@ -287,15 +306,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         assert exporter.owned_runner is not None
         log.log(*startup_line(exporter, exporter.owned_runner))
         exporter.hold_refreshes(START_HOLD)
+    render = exporter.render_parts if isinstance(exporter, Exporter) else exporter.render
     try:
-        server = make_server(args.listen_address, exporter.render, args.telemetry_path, web)
+        server = make_server(args.listen_address, render, args.telemetry_path, web)
     except (OSError, ValueError) as exc:
         log.error("cannot listen on %s: %s", args.listen_address, exc)
         return 2
     exporter.start()
     # Long-lived objects made so far never become garbage: keep the collector from rescanning them.
     gc.freeze()
-    log.info("listening on %s%s, metrics at %s", "https://" if web and web.tls else "http://",
+    log.info("listening on %s%s, metrics at %s", "https://" if web and web.config.tls else "http://",
              args.listen_address, args.telemetry_path)
     stop_signals = catch_stop_signals()
     serve_in_thread(server)

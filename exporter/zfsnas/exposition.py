@@ -538,8 +538,21 @@ def render(families: Iterable[Family | TextFamilies], problems: RenderIssues | N
             (RenderIssues() if problems is None else problems).add(families.problems)
         return families.text
     out: list[str] = []
+    render_pieces(families, out, problems)
+    return "".join(out)
+
+
+def render_pieces(families: Iterable[Family | TextFamilies], out: list[str],
+                  problems: RenderIssues | None = None) -> None:
+    """`render`, its pieces appended to `out` rather than joined: a frozen family's text (tens of MB
+    on a NAS of thousands of datasets) is then sent as it is kept, never copied into a page."""
     if problems is None:
         problems = RenderIssues()
+    if isinstance(families, TextFamilies):
+        if families.problems:
+            problems.add(families.problems)
+        out.append(families.text)
+        return
     for family in families:
         if isinstance(family, (FrozenFamily, TextFamilies)) and family.text is not None:
             out.append(family.text)
@@ -547,7 +560,21 @@ def render(families: Iterable[Family | TextFamilies], problems: RenderIssues | N
                 problems.add(family.problems)
         else:
             render_family(family, out, problems)
-    return "".join(out)
+
+
+def samples_of_text(spec: tuple[str, tuple[str, ...], str]) -> list[Sample]:
+    """The samples of one family's text as `render_family` wrote it, `spec` being (family name,
+    label names, text): for families kept only as text, when prometheus_client asks for samples."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    name, labelnames, text = spec
+    out: list[Sample] = []
+    for metric in text_string_to_metric_families(text):
+        for sample in metric.samples:
+            names = (*labelnames, "le") if "le" in sample.labels else labelnames
+            out.append((sample.name[len(name):] if sample.name.startswith(name) else "",
+                        tuple(sample.labels.get(n, "") for n in names), sample.value))
+    return out
 
 
 def client_metric(family: Family) -> Metric:

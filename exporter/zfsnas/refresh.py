@@ -25,6 +25,7 @@ imported (another thread may have held its import lock). See docs/performance.md
 from __future__ import annotations
 
 import gc
+import io
 import logging
 import os
 import select
@@ -35,7 +36,10 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .exposition import Family, FrozenFamily
-from .sources.model import Explained, NotRecorded
+from .sources.model import Explained, NotRecorded, SourceIncomplete
+
+if TYPE_CHECKING:
+    from .sources.model import Dropped
 
 if TYPE_CHECKING:  # a Protocol costs start-up and checks nothing at run time
     from typing import Protocol
@@ -48,6 +52,8 @@ if TYPE_CHECKING:  # a Protocol costs start-up and checks nothing at run time
         explained_while: Callable[[], bool] | None
 
         def state(self) -> SourceState: ...
+
+        def dropped(self) -> dict[str, int]: ...
 
         def start(self) -> None: ...
 
@@ -148,6 +154,7 @@ class BackgroundRefresher(Generic[T]):
         self._asked = 0
         self._urgent = 0   # the number of the last urgent ask
         self._covered = 0
+        self._dropped: dict[str, int] = {}  # reason -> what the parsers left out, over every refresh
 
     def request(self, urgent: bool = False) -> int:
         """Ask for a refresh now rather than at the next interval (in the background: a refresh
@@ -175,18 +182,22 @@ class BackgroundRefresher(Generic[T]):
         return self._tried
 
     def refresh_now(self) -> bool:
-        """Fetch once, synchronously; True on success."""
+        """Fetch once, synchronously; True on success. A fetch that raises `SourceIncomplete` (a
+        listing past its cap) publishes the value it carries and still reports failure."""
         started = time.perf_counter()
         try:
             value = self._fetch()
         except Exception as exc:
-            error = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            error = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
             explained = isinstance(exc, Explained) or (self.explained_while is not None and self.explained_while())
             with self._lock:
                 first = error != self._error and not explained
                 self._success, self._error, self._tried = False, error, True
                 self._explained, self._absent = explained, isinstance(exc, NotRecorded)
-            log.log(logging.WARNING if first else logging.DEBUG, "source %s failed: %s", self.name, error)
+                if isinstance(exc, SourceIncomplete):
+                    self._value, self._good_at = exc.value, self._clock()  # type: ignore[assignment]
+            quiet = not first or self._stop.is_set()  # a failure while shutting down is expected
+            log.log(logging.DEBUG if quiet else logging.WARNING, "source %s failed: %s", self.name, error)
             return False
         with self._lock:
             recovered = not self._success and self._good_at is not None
@@ -196,6 +207,23 @@ class BackgroundRefresher(Generic[T]):
             log.info("source %s recovered", self.name)
         log.debug("source %s refreshed in %.3fs", self.name, time.perf_counter() - started)
         return True
+
+    def count_dropped(self, dropped: Dropped) -> None:
+        """Add what one read's parsers left out (`zfs_exporter_source_values_dropped_total`); the
+        first time a reason appears it is logged, with an example."""
+        with self._lock:
+            new = [reason for reason in dropped.counts if reason not in self._dropped]
+            for reason, count in dropped.counts.items():
+                self._dropped[reason] = self._dropped.get(reason, 0) + count
+        for reason in new:
+            log.warning("source %s: left out %d line(s) or field(s) (%s), e.g. %s; counted from now on in "
+                        "zfs_exporter_source_values_dropped_total", self.name, dropped.counts[reason], reason,
+                        dropped.examples.get(reason, ""))
+
+    def dropped(self) -> dict[str, int]:
+        """What the parsers of this source left out since start, by reason."""
+        with self._lock:
+            return dict(self._dropped)
 
     def state(self) -> SourceState[T]:
         with self._lock:
@@ -270,6 +298,10 @@ class Follower:
     def runs(self) -> int:
         """How many times the command was started."""
         return self._runs
+
+    def dropped(self) -> dict[str, int]:
+        """Nothing is left out of a followed stream: an event that does not read is not counted."""
+        return {}
 
     def state(self) -> SourceState[None]:
         with self._lock:
@@ -372,6 +404,29 @@ def stop_all(refreshers: Iterable[Source], timeout: float = 5.0) -> None:
         refresher.stop(timeout=max(0.0, deadline - time.monotonic()))
 
 
+_MMAP_PINNED: list[bool] = []
+
+
+def return_big_blocks() -> None:
+    """Give every allocation over 128 KiB a mapping of its own, returned to the kernel when freed
+    (glibc's M_MMAP_THRESHOLD, pinned). glibc raises that threshold after the first such block is
+    freed and serves later ones from the heap, where fragmentation keeps them: a page of tens of MB
+    rebuilt every refresh then grew the exporter by most of a page a refresh (60 to 144 MiB in 40 s
+    with a 37 MB page refreshed every second). Called by a refresh about to build one (ctypes is
+    imported then, not at start-up); does nothing where the C library is not glibc."""
+    if _MMAP_PINNED:
+        return
+    _MMAP_PINNED.append(True)
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        m_mmap_threshold = -3
+        libc.mallopt(m_mmap_threshold, 128 * 1024)
+    except (OSError, AttributeError):
+        pass
+
+
 try:
     _MAX_FD = os.sysconf("SC_OPEN_MAX")
 except (AttributeError, ValueError, OSError):
@@ -419,7 +474,8 @@ class ForkedWork:
         os.close(write_end)
         if feed is not None:
             os.close(feed_read)
-        data = None
+        outcome: str = "timeout"
+        result: Any = None
         try:
             if feed is not None:
                 try:
@@ -428,21 +484,27 @@ class ForkedWork:
                     pass  # the child stopped reading: its result says why
                 finally:
                     os.close(feed_write)
-            data = _read_all(read_end, time.monotonic() + self.timeout)
-        except TimeoutError:  # the child stopped reading what it is fed
+            # Unpickled as it comes (a result of tens of MB is never held twice, as bytes and as objects).
+            reader = _PipeReader(read_end, time.monotonic() + self.timeout)
+            try:
+                result = pickle.load(io.BufferedReader(reader, 1 << 16))
+                outcome = "done"
+            except (EOFError, pickle.UnpicklingError, ValueError, AttributeError):
+                outcome = "died"
+        except TimeoutError:  # the child stopped reading what it is fed, or took too long
             pass
         finally:
             os.close(read_end)
             with self._lock:
                 self._running.discard(pid)
-            if data is None:
+            if outcome != "done":
                 _kill(pid)
-            status = _reap(pid, wait=data is not None)
-        if data is None:
+            status = _reap(pid, wait=outcome == "done")
+        if outcome == "timeout":
             raise SourceError(f"{what} took longer than {self.timeout:g}s in its child process and was killed")
-        if not data:
+        if outcome == "died":
             raise SourceError(f"{what}: its child process died ({_describe(status)})")
-        ok, value = pickle.loads(data)
+        ok, value = result
         if not ok:
             raise value
         return value
@@ -474,6 +536,10 @@ def _child(work: Callable[[], object], write_end: int, keep: tuple[int, ...]) ->
             result: tuple[bool, object] = (True, work())
         except Exception as exc:
             result = (False, exc)
+        if result[0]:  # plain data: pickled straight into the pipe, never whole in memory
+            with os.fdopen(write_end, "wb", buffering=1 << 16) as out:
+                pickle.dump(result, out, pickle.HIGHEST_PROTOCOL)
+            return
         try:
             data = pickle.dumps(result, pickle.HIGHEST_PROTOCOL)
         except Exception as exc:  # an exception that does not pickle: its text does
@@ -515,21 +581,25 @@ def _feed(fd: int, feed: Iterable[bytes], stall: float) -> None:
                 continue
 
 
-def _read_all(fd: int, deadline: float) -> bytes | None:
-    """Everything the child writes until it closes the pipe; None if `deadline` passes first."""
-    chunks: list[bytes] = []
-    poller = select.poll()
-    poller.register(fd, select.POLLIN | select.POLLHUP)
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return None
-        if not poller.poll(left * 1000):
-            continue
-        chunk = os.read(fd, 1 << 20)
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
+class _PipeReader(io.RawIOBase):
+    """The child's end of the result pipe as a file, each read waiting no later than `deadline`
+    (TimeoutError then)."""
+
+    def __init__(self, fd: int, deadline: float):
+        self.fd, self.deadline = fd, deadline
+        self.poller = select.poll()
+        self.poller.register(fd, select.POLLIN | select.POLLHUP)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while True:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            if self.poller.poll(left * 1000):
+                return os.readv(self.fd, [buffer])
 
 
 def _kill(pid: int) -> None:

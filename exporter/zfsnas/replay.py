@@ -66,8 +66,18 @@ def open_capture(path: str | Path) -> Capture:
         raise
 
 
+MAX_MEMBER = 64 * 1024 * 1024    # bytes of one member: 4x the exporter's own --zfs.command-max-output
+MAX_UNPACKED = 256 * 1024 * 1024  # bytes of all members: a capture is unpacked into the temporary directory
+
+
 def _unpack(path: Path, dest: Path) -> None:
-    """Regular files and directories under `zfsnas-capture/` only; anything else is refused."""
+    """Regular files and directories under `zfsnas-capture/` only; anything else is refused, and so
+    is a member larger than MAX_MEMBER or members adding up to more than MAX_UNPACKED (a few MB of
+    gzip can hold a GB of zeros): sizes are checked from the headers before anything is written,
+    and members are copied in pieces, never read whole."""
+    import shutil
+
+    total = 0
     try:
         with tarfile.open(path, "r:*") as tar:
             for member in tar:
@@ -78,10 +88,16 @@ def _unpack(path: Path, dest: Path) -> None:
                 if member.isdir():
                     target.mkdir(parents=True, exist_ok=True)
                 elif member.isfile():
+                    total += member.size
+                    if member.size > MAX_MEMBER or total > MAX_UNPACKED:
+                        what = (f"{member.name!r} holds {member.size} bytes, more than {MAX_MEMBER}"
+                                if member.size > MAX_MEMBER else f"its members hold more than {MAX_UNPACKED} bytes")
+                        raise CaptureError(f"{path}: not replayed: {what} (no capture's are that large)")
                     target.parent.mkdir(parents=True, exist_ok=True)
                     source = tar.extractfile(member)
                     assert source is not None
-                    target.write_bytes(source.read())
+                    with open(target, "wb") as out:
+                        shutil.copyfileobj(source, out, 1 << 16)
                 else:
                     raise CaptureError(f"{path}: not a zfsnas capture: {member.name!r} is not a regular file")
     except CaptureError:

@@ -13,17 +13,94 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import ExitStack
 from typing import TYPE_CHECKING
 
 from .collectors.base import Collector, Report, one_line
-from .exposition import Families, Family, RenderIssues, TextFamilies, render, render_family
+from .exposition import Families, Family, RenderIssues, TextFamilies, render_family, render_pieces
 
 if TYPE_CHECKING:
     from .sources.model import KstatSource
 
 log = logging.getLogger("zfsnas")
+
+
+Outcome = tuple[Iterable[Family], Report, float]  # a collector's families, its report, its seconds
+JOIN_BELOW = 1 << 20  # characters of a collector's page joined into one piece
+ZFS_CHECK = "(zfs check)"  # what `_blocked` calls the look for ZFS kstats that starts each scrape
+
+
+class _Job:
+    """One scrape with a deadline, run in the caller's thread and watched by `_Watchdog`: the
+    caller's `start`/`finish` of each collector, its `complete` and the watchdog's `rescue` are
+    ordered by one lock, so that exactly one of them answers the scrape, and after a rescue the
+    caller starts nothing more."""
+
+    __slots__ = ("lock", "outcomes", "abandoned", "finished", "current", "deadline", "extra", "deliver")
+
+    def __init__(self, deadline: float, extra: list[Family], deliver: Callable[[list[str]], None]):
+        self.lock = threading.Lock()
+        self.outcomes: list[Outcome] = []
+        self.abandoned = False   # the watchdog answered: the caller's results go nowhere
+        self.finished = False    # the caller got through every collector: it answers
+        self.current: tuple[str, float] | None = None  # the collector running, since when
+        self.deadline, self.extra, self.deliver = deadline, extra, deliver
+
+    def start(self, name: str) -> bool:
+        with self.lock:
+            if self.abandoned:
+                return False
+            self.current = (name, time.monotonic())
+            return True
+
+    def finish(self, name: str) -> bool:
+        """False when the watchdog answered the scrape while `name` was still in its collect."""
+        with self.lock:
+            self.current = None
+            return not self.abandoned
+
+    def complete(self) -> bool:
+        """The caller's: True when it answers (every collector ran in time or not stuck), False when
+        the watchdog already did."""
+        with self.lock:
+            self.finished = not self.abandoned
+            return self.finished
+
+    def rescue(self, blocked: dict[str, float]) -> str | None:
+        """The watchdog's: the collector stuck past the deadline, marked in `blocked` (the job is
+        then the watchdog's to answer), or None when the caller is not in a collector or has
+        finished. Marked under the lock: the caller, back from that read, unmarks it only after."""
+        with self.lock:
+            if self.finished or self.abandoned or self.current is None:
+                return None
+            self.abandoned = True
+            name, since = self.current
+            blocked[name] = since
+            return name
+
+
+class _Watchdog:
+    """One thread, started by the first scrape that can be answered without its caller, that looks
+    at the scrape in progress every `PERIOD` seconds: past its deadline with a collector's read not
+    returned, it answers that scrape itself (`ScrapeCollector._rescue`). A scrape costs nothing of
+    it (no hand-over to another thread: the caller runs the collectors)."""
+
+    PERIOD = 0.25
+
+    def __init__(self, scrape: ScrapeCollector):
+        self._scrape = scrape
+        threading.Thread(target=self._run, name="scrape-watchdog", daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(self.PERIOD)
+            job = self._scrape._job
+            if job is not None and time.monotonic() > job.deadline:
+                try:
+                    self._scrape._rescue(job)
+                except Exception:  # pragma: no cover - the watchdog must outlive anything
+                    log.exception("answering a stuck scrape failed")
 
 
 class ScrapeCollector:
@@ -40,75 +117,152 @@ class ScrapeCollector:
         self._dropped: dict[tuple[str, str], int] = {}
         self._rewritten: dict[tuple[str, str], int] = {}
         self._logged: set[tuple[str, str]] = set()
+        self._job: _Job | None = None  # the scrape in progress, when the watchdog can answer it
+        self._watchdog: _Watchdog | None = None
+        self._blocked: dict[str, float] = {}  # collector -> since when a read of it has not returned
 
     def render(self, extra: Iterable[Family] = (), deadline: float | None = None) -> str:
         """The whole page: every collector's families, `extra` ones (e.g. process metrics), then the
         self metrics, which count what this very render had to drop. Raises TimeoutError when the
         `deadline` (time.monotonic()) passes while another scrape still runs."""
-        with self._locked(deadline):
-            per_collector, families = self._scrape(deadline)
-            out: list[str] = []
-            for name, items in [*per_collector, ("exporter", list(extra))]:
-                problems = RenderIssues()
-                out.append(render(items, problems))
-                if problems:
-                    self._count(name, problems)
-            self._problem_metrics(families)
-            for family in families.families():
-                render_family(family, out)
-            return "".join(out)
+        return "".join(self.render_parts(extra, deadline) or ())
+
+    def render_parts(self, extra: Iterable[Family] = (), deadline: float | None = None,
+                     deliver: Callable[[list[str]], None] | None = None) -> list[str] | None:
+        """`render`'s page as the pieces it is made of, unjoined (what the server sends: the frozen
+        texts of big families are sent as they are kept, not copied into one page). With a
+        `deadline` and `deliver`, a collector whose read has not returned by the deadline does not
+        hold the answer: the watchdog sends the page of the others through `deliver` (this one
+        reported failed, and skipped, failed, by later scrapes until that read returns) and this
+        call, when the read returns, gives None."""
+        extra = list(extra)
+        self._acquire(deadline)
+        job = None if deadline is None or deliver is None else _Job(deadline, extra, deliver)
+        try:
+            if job is not None:
+                self._job = job
+                if self._watchdog is None:
+                    self._watchdog = _Watchdog(self)
+            outcomes = self._collect_all(job)
+            if job is not None and not job.complete():
+                return None  # the watchdog answered, and let the next scrape in
+            return self._page(outcomes, extra)
+        finally:
+            if job is None or job.finished:
+                self._job = None
+                self._lock.release()
+
+    def _page(self, outcomes: list[Outcome], extra: list[Family]) -> list[str]:
+        per_collector, families = self._self_metrics(outcomes)
+        out: list[str] = []
+        for name, items in [*per_collector, ("exporter", extra)]:
+            problems = RenderIssues()
+            pieces: list[str] = []
+            render_pieces(items, pieces, problems)
+            # A collector's small text (lines of samples) is joined now, in C, for the server to
+            # send in few pieces; a big one (frozen families of thousands of datasets) is sent as kept.
+            if len(pieces) > 1 and sum(map(len, pieces)) < JOIN_BELOW:
+                out.append("".join(pieces))
+            else:
+                out += pieces
+            if problems:
+                self._count(name, problems)
+        self._problem_metrics(families)
+        for family in families.families():
+            render_family(family, out)
+        return out
+
+    def _rescue(self, job: _Job) -> None:
+        """The watchdog's answer to a scrape stuck in a collector past its deadline: that collector
+        failed (and blocked until its read returns), the ones after it not run, the others served."""
+        name = job.rescue(self._blocked)
+        if name is None:
+            return
+        log.warning("collector %s: a read has not returned by the scrape's deadline; skipped until it does", name)
+        outcomes = list(job.outcomes)
+        for collector in self.collectors[len(outcomes):]:
+            report = Report(collector.name)
+            if collector.name == name:
+                report.fail("blocked", "still reading at the scrape's deadline: skipped until that read returns")
+            else:
+                report.fail("scrape deadline", "not run: the scrape's deadline (X-Prometheus-Scrape-Timeout-Seconds "
+                                               "or the default) had passed")
+            self._log_changes(collector.name, report.errors)
+            outcomes.append(([], report, 0.0))
+        page = self._page(outcomes, job.extra)
+        self._job = None
+        self._lock.release()  # the stuck caller never will: the next scrape goes on without it
+        job.deliver(page)
 
     def scrape(self, deadline: float | None = None) -> list[Family]:
         """Every family of one scrape (the self metrics last), e.g. for `exposition.ClientCollector`."""
-        with self._locked(deadline):
-            per_collector, families = self._scrape(deadline)
+        self._acquire(deadline)
+        try:
+            per_collector, families = self._self_metrics(self._collect_all(None))
             self._problem_metrics(families)
             return [item for _, items in per_collector for item in items] + families.families()
-
-    @contextmanager
-    def _locked(self, deadline: float | None) -> Iterator[None]:
-        wait = -1 if deadline is None else max(0.0, deadline - time.monotonic())
-        if not self._lock.acquire(timeout=wait):
-            raise TimeoutError("the scrape deadline passed while another scrape was running")
-        try:
-            yield
         finally:
             self._lock.release()
 
-    def _scrape(self, deadline: float | None = None) -> tuple[list[tuple[str, Iterable[Family]]], Families]:
-        with ExitStack() as scrape:
-            for ctx in {id(c.ctx): c.ctx for c in self.collectors}.values():
-                scrape.enter_context(ctx.scrape())
-            return self._scrape_each(deadline)
+    def _acquire(self, deadline: float | None) -> None:
+        """The scrape lock (one scrape at a time); TimeoutError when `deadline` passes first."""
+        wait = -1 if deadline is None else max(0.0, deadline - time.monotonic())
+        if not self._lock.acquire(timeout=wait):
+            raise TimeoutError("the scrape deadline passed while another scrape was running")
 
-    def _scrape_each(self, deadline: float | None) -> tuple[list[tuple[str, Iterable[Family]]], Families]:
+    def _self_metrics(self, outcomes: list[Outcome]) -> tuple[list[tuple[str, Iterable[Family]]], Families]:
         out: list[tuple[str, Iterable[Family]]] = []
         families = Families()
-        zfs_missing = self._zfs_missing()
-        for collector in self.collectors:
-            report = Report(collector.name)
-            started = time.perf_counter()
-            result: Iterable[Family] = []
-            if zfs_missing and collector.needs_zfs:
-                report.fail("zfs", zfs_missing)  # said once by _zfs_missing, not per collector
-            elif deadline is not None and time.monotonic() > deadline:
-                report.fail("scrape deadline", "not run: the scrape's deadline (X-Prometheus-Scrape-Timeout-Seconds) had passed")
-                self._log_changes(collector.name, report.errors)
-            else:
-                with report.guard("collect"):
-                    returned = collector.collect(report)
-                    # kept as it is when it holds its own text (TextFamilies): rendering copies that
-                    result = returned if isinstance(returned, TextFamilies) else list(returned)
-                self._log_changes(collector.name, report.errors, report.explained)
+        for collector, (result, report, seconds) in zip(self.collectors, outcomes):
             labels = {"collector": collector.name}
             families.gauge("zfs_exporter_collector_success",
                            "1 if the collector's last scrape read everything it tried, else 0.",
                            labels, 1 if report.ok else 0)
             families.gauge("zfs_exporter_collector_duration_seconds", "How long the collector took in the last scrape.",
-                           labels, time.perf_counter() - started)
+                           labels, seconds)
             out.append((collector.name, result))
         self._source_metrics(families)
         return out, families
+
+    def _collect_all(self, job: _Job | None) -> list[Outcome]:
+        """Every collector once, in this thread: (families, report, seconds) each. In a `job` (a
+        scrape with a deadline the watchdog keeps) each outcome is put there as it comes, and the
+        run stops where the watchdog answered in its place."""
+        outcomes: list[Outcome] = []
+        with ExitStack() as scrape:
+            for ctx in {id(c.ctx): c.ctx for c in self.collectors}.values():
+                scrape.enter_context(ctx.scrape())
+            if job is not None and not job.start(ZFS_CHECK):
+                return outcomes
+            zfs_missing = self._zfs_missing()
+            if job is not None and not job.finish(ZFS_CHECK):
+                self._blocked.pop(ZFS_CHECK, None)
+                return outcomes
+            for collector in self.collectors:
+                report = Report(collector.name)
+                started = time.perf_counter()
+                result: Iterable[Family] = []
+                if zfs_missing and collector.needs_zfs:
+                    report.fail("zfs", zfs_missing)  # said once by _zfs_missing, not per collector
+                elif collector.name in self._blocked:
+                    report.fail("blocked", "not run: a read of an earlier scrape has not returned")
+                elif job is not None and not job.start(collector.name):
+                    return outcomes  # the watchdog answered without us
+                else:
+                    with report.guard("collect"):
+                        returned = collector.collect(report)
+                        # kept as it is when it holds its own text (TextFamilies): rendering copies that
+                        result = returned if isinstance(returned, TextFamilies) else list(returned)
+                    if job is not None and not job.finish(collector.name):
+                        self._blocked.pop(collector.name, None)  # it has returned: run it again from now on
+                        return outcomes
+                if not (zfs_missing and collector.needs_zfs):  # that is said once by _zfs_missing
+                    self._log_changes(collector.name, report.errors, report.explained)
+                outcome = (result, report, time.perf_counter() - started)
+                outcomes.append(outcome)
+                if job is not None:
+                    job.outcomes.append(outcome)
+        return outcomes
 
     def _count(self, collector: str, problems: RenderIssues) -> None:
         """Add one render's drops and rewrites to the totals; each new cause is logged once."""
@@ -156,8 +310,11 @@ class ScrapeCollector:
         self._zfs_reason = zfs_missing
 
     def _zfs_missing(self) -> str | None:
-        """`zfs_missing`, said once per change."""
-        reason = self.zfs_missing()
+        """`zfs_missing`, said once per change (or that looking for the kstats is stuck)."""
+        if ZFS_CHECK in self._blocked:
+            reason: str | None = "looking for the ZFS kstats has not returned since an earlier scrape"
+        else:
+            reason = self.zfs_missing()
         if reason != self._zfs_reason:
             if reason:
                 names = ", ".join(c.name for c in self.collectors if c.needs_zfs)
@@ -177,6 +334,12 @@ class ScrapeCollector:
                 families.gauge("zfs_exporter_source_success",
                                "1 if the background source's last refresh succeeded, else 0.",
                                {"source": source.name}, 1 if state.success else 0)
+                for reason, count in sorted(source.dropped().items()):
+                    families.counter("zfs_exporter_source_values_dropped_total",
+                                     "Lines or fields of a source's input left out because they could not be "
+                                     "read or be true (reason: malformed, not_a_number, negative, too_long) or "
+                                     "lay past what the source may hold (over_limit); the rest was served.",
+                                     {"source": source.name, "reason": reason}, count)
 
     def _log_changes(self, name: str, errors: list[str], explained: set[str] | frozenset = frozenset()) -> None:
         """A new failure is logged once as a warning; repeats, and failures said elsewhere

@@ -1,20 +1,25 @@
 """`--web.config.file`: the exporter-toolkit YAML the official exporters take, failing closed.
 
 Owns reading that file into a `WebConfig` (a TLS context, the basic-auth users, extra response
-headers) and checking a user's password. The contract is the exporter-toolkit version inside
-Debian 12's node_exporter 1.5 (tested side by side in tests/integration/test_webconfig_node_exporter.py):
-every field it knows is honoured as it honours it, or the exporter refuses to start with one line
-naming the field; every field it does not know (`client_allowed_sans` among them), a duplicated
-key, or a value of the wrong type is refused too. What we refuse that node_exporter accepts,
-and why, is listed in docs/reliability.md.
+headers), reading it again when it changes (`WebConfigFile`) and checking a user's password. The
+contract is the exporter-toolkit version inside Debian 12's node_exporter 1.5 (tested side by side
+in tests/integration/test_webconfig_node_exporter.py): every field it knows is honoured as it
+honours it, or the exporter refuses to start with one line naming the field; every field it does
+not know (`client_allowed_sans` among them), a duplicated key, a value of the wrong type, a header
+value that would break the answer (CR, LF, anything outside ASCII) or a bcrypt cost outside 4..31
+is refused too. What we refuse that node_exporter accepts, and why, is listed in docs/reliability.md.
+As node_exporter, the file is read again for every request and handshake that comes after it (or
+a file it names) changed: a new password counts at once, a broken or deleted file answers 500.
 
 Basic auth costs the same bcrypt work for an unknown user as for a wrong password (a dummy hash
-of the same cost), so response times do not tell which users exist.
+of the same cost), so response times do not tell which users exist. Right passwords are
+remembered apart from wrong ones, so a flood of wrong guesses cannot push a scraper's out.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import threading
 from collections import OrderedDict
@@ -58,8 +63,13 @@ _UNSUPPORTED_CLIENT_AUTH = {"RequireAnyClientCert", "RequireClientCert"}
 _HEADERS: dict[str, tuple[str, ...] | None] = {
     "Strict-Transport-Security": None, "X-Content-Type-Options": ("nosniff",),
     "X-Frame-Options": ("deny", "sameorigin"), "X-XSS-Protection": None, "Content-Security-Policy": None}
-_BCRYPT = re.compile(r"\$2[abxy]?\$(\d\d)\$[./A-Za-z0-9]{53}")
-_CACHE_MAX = 256  # verified (user, password) digests kept, like exporter-toolkit's small cache
+# Every form Go's bcrypt reads (node_exporter accepts them): `$2$`, `$2a$`, `$2b$`, `$2x$`, `$2y$`...
+# Go computes them all alike, as Python's bcrypt computes `$2b$`; the cost is checked apart.
+_BCRYPT = re.compile(r"\$2([a-z]?)\$([0-9][0-9])\$([./A-Za-z0-9]{53})")
+_MIN_COST, _MAX_COST = 4, 31          # Go's bcrypt.MinCost, MaxCost: others refuse to start node_exporter
+_HIGH_COST = 12                       # above it, each new password's check takes a second or more
+_GOOD_MAX, _BAD_MAX = 64, 256         # right and wrong (user, password) digests remembered
+_BCRYPT_MAX_PASSWORD = 72             # bytes bcrypt reads; Go ignores the rest, Python's bcrypt 5 refuses them
 
 # Field schemas: the types exporter-toolkit's Go structs declare.
 _STR, _BOOL, _STRLIST, _STRMAP = "a string", "a boolean", "a list of strings", "a map of strings"
@@ -73,48 +83,149 @@ _HTTP_FIELDS = {"http2": _BOOL, "headers": _STRMAP}
 @dataclass
 class WebConfig:
     tls: Any = None  # ssl.SSLContext
-    users: dict[str, bytes] = field(default_factory=dict)
+    users: dict[str, bytes] = field(default_factory=dict)  # bcrypt hashes, as `$2b$` (see _BCRYPT)
     headers: dict[str, str] = field(default_factory=dict)
+    files: tuple[str, ...] = ()  # the files the TLS context was loaded from (a change means a reload)
+    warnings: list[str] = field(default_factory=list)  # what the caller should log (a high bcrypt cost)
     _dummy_hash: bytes = b""
-    _verified: OrderedDict = field(default_factory=OrderedDict)
+    _good: OrderedDict = field(default_factory=OrderedDict)
+    _bad: OrderedDict = field(default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _bcrypt_lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def authorized(self, user: str, password: str) -> bool:
-        """bcrypt is slow on purpose; an unknown user is checked against a dummy hash of the same
-        cost so that both answers take as long. Results are remembered by digest, not in clear."""
+    def current(self) -> WebConfig:
+        """This config (what `WebConfigFile.current` answers for a file that may change)."""
+        return self
+
+    def authorized(self, user: str, password: str | bytes) -> bool:
+        """`cached`, else `verify`: the whole check, in this thread."""
+        known = self.cached(user, password)
+        return self.verify(user, password) if known is None else known
+
+    def cached(self, user: str, password: str | bytes) -> bool | None:
+        """The remembered answer for these credentials, None when bcrypt has to say (no users: True)."""
         if not self.users:
             return True
-        known = user in self.users
-        hashed = self.users[user] if known else (self._dummy_hash or self._make_dummy())
-        key = hashlib.sha256(b"\0".join([user.encode("utf-8", "surrogateescape"),
-                                         password.encode("utf-8", "surrogateescape"), hashed])).digest()
+        key = self._key(user, password)
         with self._lock:
-            cached = self._verified.get(key)
-        if cached is None:
-            import bcrypt
+            if key in self._good:
+                return True
+            return False if key in self._bad else None
 
-            # One bcrypt at a time, as exporter-toolkit: a flood of guesses costs one core, not all.
-            with self._bcrypt_lock:
-                try:
-                    cached = bcrypt.checkpw(password.encode("utf-8", "surrogateescape"), hashed)
-                except ValueError:
-                    cached = False
-            with self._lock:
-                self._verified[key] = cached
-                if len(self._verified) > _CACHE_MAX:
-                    self._verified.popitem(last=False)
-        return known and cached
-
-    def _make_dummy(self) -> bytes:
-        import secrets
-
+    def verify(self, user: str, password: str | bytes) -> bool:
+        """bcrypt is slow on purpose; an unknown user is checked against a dummy hash of the same
+        cost so that both answers take as long. One check at a time (as exporter-toolkit: a flood of
+        guesses costs one core). Answers are remembered by digest, never in clear; right ones apart."""
+        if not self.users:
+            return True
         import bcrypt
 
-        # every hash was checked against _BCRYPT when the config was read
-        cost = max(int(match.group(1)) for h in self.users.values() if (match := _BCRYPT.fullmatch(h.decode())))
-        self._dummy_hash = bcrypt.hashpw(secrets.token_bytes(16), bcrypt.gensalt(rounds=cost))
-        return self._dummy_hash
+        known = user in self.users
+        hashed = self.users[user] if known else self._dummy_hash
+        secret = _bytes(password)[:_BCRYPT_MAX_PASSWORD]  # what Go's bcrypt reads of it
+        with self._bcrypt_lock:
+            try:
+                right = bcrypt.checkpw(secret, hashed) and known
+            except ValueError:
+                right = False
+        key = self._key(user, password)
+        with self._lock:
+            kept = self._good if right else self._bad
+            kept[key] = True
+            if len(kept) > (_GOOD_MAX if right else _BAD_MAX):
+                kept.popitem(last=False)
+        return right
+
+    def _key(self, user: str, password: str | bytes) -> bytes:
+        hashed = self.users.get(user, self._dummy_hash)
+        return hashlib.sha256(b"\0".join([user.encode("utf-8", "surrogateescape"), _bytes(password), hashed])).digest()
+
+
+def _bytes(text: str | bytes) -> bytes:
+    return text if isinstance(text, bytes) else text.encode("utf-8", "surrogateescape")
+
+
+def _dummy_hash(cost: int) -> bytes:
+    """A bcrypt hash of that cost that no password matches, made without hashing anything (a cost of
+    17 would otherwise take seconds before the exporter listens): a fresh salt and a random digest."""
+    import secrets
+
+    import bcrypt
+
+    alphabet = "./ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+    return bcrypt.gensalt(rounds=cost) + "".join(secrets.choice(alphabet) for _ in range(31)).encode()
+
+
+def _password_hash(path: str, user: str, hashed: str, config: WebConfig) -> bytes:
+    """The user's hash as Python's bcrypt reads it (`$2b$`); anything Go's bcrypt would refuse, refused."""
+    match = _BCRYPT.fullmatch(hashed)
+    if not match:
+        raise WebConfigError(f"{path}: basic_auth_users: the password of {user!r} is not a bcrypt hash")
+    cost = int(match[2])
+    if not _MIN_COST <= cost <= _MAX_COST:
+        raise WebConfigError(f"{path}: basic_auth_users: the bcrypt cost of {user!r} is {match[2]}, "
+                             f"outside {_MIN_COST:02d}..{_MAX_COST}")
+    if cost > _HIGH_COST:
+        config.warnings.append(f"{path}: basic_auth_users: the bcrypt cost of {user!r} is {cost}: every new "
+                               f"password (the first scrape, each wrong guess) takes about {2 ** (cost - 10)} times "
+                               "as long to check as at cost 10 (10 to 12 is usual)")
+    return f"$2b${match[2]}${match[3]}".encode()
+
+
+class WebConfigFile:
+    """`--web.config.file` as node_exporter 1.5 reads it: at start (a bad file refuses the start with
+    one line), then again for the first request or TLS handshake after the file, or a file it names,
+    changed (seen by size, times and inode: a few `stat` calls a request), as exporter-toolkit
+    reads it per request and the certificate per handshake. A file that is deleted or no longer
+    loads makes `current` raise WebConfigError (the server answers 500, logged once) until it loads."""
+
+    def __init__(self, path: str, on_change: Any = None):
+        self.path = path
+        self._config = load_web_config(path)
+        self._signature = self._stat(self._config.files)
+        self._error: str | None = None
+        self._lock = threading.Lock()
+        self._on_change = on_change  # called with (config or None, error or None) after a reload
+
+    @property
+    def config(self) -> WebConfig:
+        """The config last loaded (at start, or the last good reload)."""
+        return self._config
+
+    def current(self) -> WebConfig:
+        signature = self._stat(self._config.files)
+        if signature != self._signature:
+            with self._lock:
+                if signature != self._signature:
+                    self._reload(signature)
+        if self._error is not None:
+            raise WebConfigError(self._error)
+        return self._config
+
+    def _reload(self, signature: tuple) -> None:
+        try:
+            config = load_web_config(self.path)
+        except WebConfigError as exc:
+            self._signature, error = signature, str(exc)
+            if error != self._error:
+                self._error = error
+                if self._on_change:
+                    self._on_change(None, error)
+            return
+        self._config, self._error = config, None
+        self._signature = self._stat(config.files)
+        if self._on_change:
+            self._on_change(config, None)
+
+    def _stat(self, files: tuple[str, ...]) -> tuple:
+        out: list[tuple[int, int, int, int] | None] = []
+        for name in (self.path, *files):
+            try:
+                st = os.stat(name)
+                out.append((st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino))
+            except OSError:
+                out.append(None)
+        return tuple(out)
 
 
 def load_web_config(path: str | None) -> WebConfig:
@@ -128,11 +239,9 @@ def load_web_config(path: str | None) -> WebConfig:
     _check_fields(path, "", data, _TOP)
     config = WebConfig()
     for user, hashed in (data.get("basic_auth_users") or {}).items():
-        if not _BCRYPT.fullmatch(hashed):
-            raise WebConfigError(f"{path}: basic_auth_users: the password of {user!r} is not a bcrypt hash")
-        config.users[user] = hashed.encode()
+        config.users[user] = _password_hash(path, user, hashed, config)
     if config.users:
-        config._make_dummy()
+        config._dummy_hash = _dummy_hash(max(int(h[4:6]) for h in config.users.values()))
     http = data.get("http_server_config") or {}
     _check_fields(path, "http_server_config.", http, _HTTP_FIELDS)
     # http2 only allows HTTP/2; this server answers HTTP/1.1, which every HTTP/2 client also speaks.
@@ -143,12 +252,20 @@ def load_web_config(path: str | None) -> WebConfig:
         if allowed is not None and value not in allowed:
             raise WebConfigError(f"{path}: http_server_config.headers: {name} must be one of "
                                  f"{', '.join(allowed)}, not {value!r}")
+        if "\r" in value or "\n" in value:
+            raise WebConfigError(f"{path}: http_server_config.headers: the value of {name} holds a line break "
+                                 "(CR or LF), which would start a header of its own")
+        if not (value.isascii() and value.isprintable()):
+            raise WebConfigError(f"{path}: http_server_config.headers: the value of {name} holds a character "
+                                 "outside printable ASCII")
         config.headers[name] = value
     tls = data.get("tls_server_config") or {}
     _check_fields(path, "tls_server_config.", tls, _TLS_FIELDS)
     # As exporter-toolkit: a tls_server_config without any of these four means plain HTTP.
     if any(tls.get(key) for key in ("cert_file", "key_file", "client_auth_type", "client_ca_file")):
         config.tls = _tls_context(tls, Path(path).parent, path, http.get("http2") is not False)
+        config.files = tuple(str(Path(path).parent / tls[key]) for key in ("cert_file", "key_file", "client_ca_file")
+                             if tls.get(key))
     return config
 
 

@@ -381,3 +381,63 @@ def test_freebsd_capture_from_a_sysctl_file_replays(tmp_path):
     size = next(line.split(": ")[1] for line in freebsd_sysctl("14.1").read_text().splitlines()
                 if line.startswith("kstat.zfs.misc.arcstats.size: "))
     assert value(served, "zfs_arc_size_bytes") == int(size)
+
+
+def test_anonymized_capture_leaks_no_other_host_gone_disk_layout_serial_or_stderr_name(tmp_path, monkeypatch):
+    """Issue 33, case 8: another host named in `zpool status`, the by-id path of a disk that is gone
+    (`was /dev/disk/by-id/...`), the by-id serials of the `zpool status` the bench database keeps
+    per run (matrix_runs.pool_layout), and pool and dataset names that only an error message quotes."""
+    import sqlite3
+
+    monkeypatch.setattr(socket, "gethostname", lambda: HOSTNAME)
+    root, flags = build_nas(tmp_path)
+    commands = root / "commands"
+    for name in ("zpool-status-P.txt", "zpool-status-g.txt"):
+        path = commands / name
+        path.write_text(path.read_text().replace(
+            " state: ONLINE\n", " state: ONLINE\nstatus: The pool is currently imported by another system "
+            "(host: othernas.example.lan hostid: 0x1a2b3c4d).\n", 1))
+    index = json.loads((commands / "index.json").read_text())
+    index["failures"] = {"zpool iostat -HpPvq": {"status": 1, "stderr": "cannot open 'hiddenpool': no such pool\n"},
+                         "zfs list -Hp -t snapshot -o name,creation": {
+                             "status": 1, "stderr": "cannot open 'tank/private-accounts': dataset does not exist\n"}}
+    (commands / "index.json").write_text(json.dumps(index))
+    layout = ("  pool: tank\n state: ONLINE\nconfig:\n\n\tNAME  STATE  READ WRITE CKSUM\n\ttank  ONLINE  0 0 0\n"
+              "\t  /dev/disk/by-id/ata-ST8000VN004-3CP101_WWZ9SECRET-part1  ONLINE  0 0 0\n"
+              "\t  /dev/disk/by-id/wwn-0x5000c500deadbeef-part1  ONLINE  0 0 0\n")
+    with sqlite3.connect(root / "bench.sqlite") as db:
+        db.execute("UPDATE matrix_runs SET pool_layout = ?", (layout,))
+    secrets = ["othernas", "example.lan", "WD-CA0AAAA5", "WWZ9SECRET", "5000c500deadbeef", "hiddenpool",
+               "private-accounts"]
+    plain = take(tmp_path, nas_flags=flags)
+    plain_text = b"".join(members(plain).values()) + b"".join(_sqlite_text(plain))
+    assert all(secret.encode() in plain_text for secret in secrets)  # the capture holds each of them
+    (tmp_path / "anon").mkdir()
+    out = take(tmp_path / "anon", "--anonymize", nas_flags=flags)
+    files = members(out)
+    leaks = [(name, secret) for name, content in files.items() for secret in secrets
+             if secret.lower().encode() in (name.encode() + content).lower()]
+    leaks += [("bench.sqlite", secret) for text in _sqlite_text(out) for secret in secrets
+              if secret.lower().encode() in text.lower()]
+    assert leaks == []
+    manifest = json.loads(files["zfsnas-capture/manifest.json"])
+    assert manifest["anonymization"]["hostnames"] == 2  # ours and the other one (its short name goes with it)
+
+
+def _sqlite_text(archive: Path) -> list[bytes]:
+    """Every text value of the capture's bench database (its pages may be compressed in the member)."""
+    import sqlite3
+
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        with tarfile.open(archive) as tar:
+            for member in tar:
+                if member.name.endswith("bench.sqlite"):
+                    path = Path(tmp) / f"{len(out)}.sqlite"
+                    path.write_bytes(tar.extractfile(member).read())
+                    db = sqlite3.connect(path)
+                    for (table,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+                        for row in db.execute(f'SELECT * FROM "{table}"'):
+                            out += [str(v).encode() for v in row if isinstance(v, str)]
+                    db.close()
+    return out

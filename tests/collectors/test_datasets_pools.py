@@ -234,15 +234,16 @@ def exporter_for(*flags):
 
 
 def test_parsing_in_a_child_serves_exactly_what_parsing_in_the_thread_did(monkeypatch):
-    from zfsnas.collectors.datasets import ChildRenderedFamily, DatasetsCollector
+    from zfsnas.collectors.datasets import DatasetsCollector
+    from zfsnas.exposition import TextFamily
 
     flags = ("--collector.datasets", "--collector.pools", *zfs_commands("2.3"))
     in_child = exporter_for(*flags)
     text = in_child.render()
     datasets = in_child.collectors[0]
     served = list(datasets.collect(Report("datasets")))
-    assert served and all(isinstance(f, ChildRenderedFamily) for f in served)
-    # the samples the adapter reads are rebuilt in this process, equal to the text's
+    assert served and all(isinstance(f, TextFamily) for f in served)
+    # the samples the adapter reads are parsed back from the text, in this process
     used = next(f for f in served if f.name == "zfs_dataset_used_bytes")
     assert ("", ("tank", "tank/home docs"), 429496729600) in used.samples
     monkeypatch.setattr(DatasetsCollector, "parse_in_child", False)
@@ -310,3 +311,50 @@ def test_frozen_pool_families_follow_a_changed_zpool_status_after_the_next_refre
     assert pools.status.refresh_now()
     text = exporter.render()
     assert read_errors(text) == 12 and state(text) == ["FAULTED"]
+
+
+def test_one_bad_line_or_field_costs_that_line_or_field_not_the_source(tmp_path):
+    """Issue 33, case 7: a creation of `²`, a `1e400`, a `-0` and a line of another shape each cost
+    what they are, counted; every other dataset, pool and snapshot count is served."""
+    from tests.conftest import copy_commands
+
+    recordings = copy_commands(tmp_path / "zfs")
+    listing = recordings / "zfs-list.txt"
+    lines = listing.read_text().splitlines()
+    backup = lines[0].split("\t")
+    backup[2], backup[4] = "1e400", "-0"  # used, referenced
+    listing.write_text("\n".join(["\t".join(backup), *lines[1:], "garbage"]) + "\n")
+    snapshots = recordings / "zfs-list-snapshots.txt"
+    snapshots.write_text(snapshots.read_text() + "tank/home docs@odd\t\u00b2\n")
+    pools = recordings / "zpool-list.txt"
+    pools.write_text(pools.read_text().replace("\t", "\tNaN", 1))  # the first pool's size
+    text = scrape(recordings)
+    assert value(text, "zfs_exporter_collector_success", collector="datasets") == 1
+    assert value(text, "zfs_exporter_collector_success", collector="pools") == 1
+    assert "backup" not in {d["dataset"] for d in labelsets(text, "zfs_dataset_used_bytes")}
+    assert value(text, "zfs_dataset_available_bytes", pool="backup", dataset="backup") == 2466498318336
+    assert value(text, "zfs_dataset_used_bytes", pool="tank", dataset="tank/home docs") == 429496729600
+    assert value(text, "zfs_dataset_snapshots", pool="tank", dataset="tank/home docs") == 3
+    assert value(text, "zfs_dataset_newest_snapshot_timestamp_seconds", pool="tank", dataset="tank/home docs") == \
+        1794873600 + 4 * 86400
+    dropped = {(d["source"], d["reason"]): value(text, "zfs_exporter_source_values_dropped_total", **d)
+               for d in labelsets(text, "zfs_exporter_source_values_dropped_total")}
+    assert dropped == {("zfs_datasets", "not_a_number"): 1, ("zfs_datasets", "negative"): 1,
+                       ("zfs_datasets", "malformed"): 1, ("zfs_snapshots", "not_a_number"): 1,
+                       ("zpool_list", "not_a_number"): 1}
+    assert types(text)["zfs_exporter_source_values_dropped_total"] == "counter"
+    assert len(labelsets(text, "zfs_pool_size_bytes")) == len(labelsets(text, "zfs_pool_free_bytes")) - 1
+
+
+def test_a_dataset_listed_twice_is_served_once(tmp_path):
+    """Two series of one name would make the page unparseable for Prometheus: the second is dropped."""
+    from tests.conftest import copy_commands
+
+    recordings = copy_commands(tmp_path / "zfs")
+    listing = recordings / "zfs-list.txt"
+    text = listing.read_text()
+    listing.write_text(text + text.splitlines()[0] + "\n")
+    page = scrape(recordings, collectors=("datasets",))
+    assert len([d for d in labelsets(page, "zfs_dataset_available_bytes") if d["dataset"] == "backup"]) == 1
+    assert value(page, "zfs_exporter_source_values_dropped_total", source="zfs_datasets", reason="malformed") == 1
+    assert value(page, "zfs_exporter_collector_success", collector="datasets") == 1

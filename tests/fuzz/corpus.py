@@ -40,7 +40,8 @@ BAD_NAMES = ["foo-bar", "fooBar", "名前", "x{y}", "a:b", "1abc", "__reserved",
              "quo\"te", "back\\slash", "é", "\x00nul", "tab\tname"]
 BAD_NAME_BYTES = [b"\xff\xfe", b"na\xc3\x28me", b"\xed\xa0\x80x"]
 BAD_VALUES = ["1" + "0" * 309, "9" * 400, "-" + "9" * 400, "1e309", "-1e309", "nan", "inf", "-inf", "NaN",
-              "0x1f", "abc", "", "1.5.5", "18446744073709551616" * 20, "1_000", "½", "+5", "∞"]
+              "0x1f", "abc", "", "1.5.5", "18446744073709551616" * 20, "1_000", "½", "+5", "∞",
+              "\u00b2", "-0", "-5", "1e400"]  # issue 33: ² passes str.isdigit, not int(); negative sizes
 BAD_BYTES = [b"\xff", b"\xc3\x28", b"\xed\xa0\x80", b"\xf8\x88\x80\x80\x80", b"\x80abc"]
 
 

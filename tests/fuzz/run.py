@@ -50,7 +50,7 @@ def indicators(text: str) -> tuple[float, float, list[str]]:
     dropped = rewritten = 0.0
     failing = []
     for line in text.splitlines():
-        if line.startswith("zfs_exporter_samples_dropped_total{"):
+        if line.startswith(("zfs_exporter_samples_dropped_total{", "zfs_exporter_source_values_dropped_total{")):
             dropped += float(line.rsplit(" ", 1)[1])
         elif line.startswith("zfs_exporter_label_values_rewritten_total{"):
             rewritten += float(line.rsplit(" ", 1)[1])

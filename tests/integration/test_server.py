@@ -4,6 +4,7 @@ import base64
 import gzip
 import ssl
 import subprocess
+import time
 import urllib.error
 import urllib.request
 
@@ -83,6 +84,12 @@ def test_tls_and_basic_auth(port, tmp_path):
     ("tls_server_config:\n  cert_file: nope.pem\n  key_file: nope.pem\n",
      "tls_server_config: cannot load cert_file nope.pem, key_file nope.pem: No such file or directory"),
     ("tls_server_confg: {}\n", "unknown field tls_server_confg"),
+    # issue 33: a traceback (exit 1) before for these three; a raw Set-Cookie line or failing answers for the others
+    *[(f"basic_auth_users:\n  p: '$2b${cost}$" + "a" * 53 + "'\n", f"the bcrypt cost of 'p' is {cost}, outside 04..31")
+      for cost in ("03", "32", "99")],
+    ('http_server_config:\n  headers:\n    X-XSS-Protection: "1\\r\\nSet-Cookie: pwn=1"\n',
+     "the value of X-XSS-Protection holds a line break (CR or LF)"),
+    ("http_server_config:\n  headers:\n    X-XSS-Protection: \u00e9\n", "holds a character outside printable ASCII"),
 ])
 def test_bad_web_config_is_refused_at_start(tmp_path, content, message):
     (tmp_path / "web.yml").write_text(content)
@@ -90,6 +97,19 @@ def test_bad_web_config_is_refused_at_start(tmp_path, content, message):
                            f"--web.config.file={tmp_path / 'web.yml'}"], capture_output=True, text=True, timeout=20)
     assert proc.returncode == 2
     assert message in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+def test_a_high_bcrypt_cost_is_warned_about_and_the_start_not_held_up(port, tmp_path):
+    """Before: cost 17 meant 8 s of bcrypt before listening, without a word."""
+    hashed = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(rounds=4)).decode().replace("$04$", "$17$", 1)
+    (tmp_path / "web.yml").write_text(f"basic_auth_users:\n  prometheus: '{hashed}'\n")
+    started = time.monotonic()
+    with ExporterProcess(port, *fixture_flags(), f"--web.config.file={tmp_path / 'web.yml'}",
+                         log_path=tmp_path / "log") as exp:
+        exp.wait_ready()
+        assert time.monotonic() - started < 5
+        assert "the bcrypt cost of 'prometheus' is 17" in exp.log()
 
 
 def test_no_zfs_at_all_serves_self_metrics_and_says_so_once(port, tmp_path):

@@ -71,3 +71,30 @@ def test_a_worker_that_cannot_start_costs_one_request(serve, monkeypatch):
     monkeypatch.undo()
     assert get(srv) == b"up 1\n"   # the event loop lives on
     assert len(srv._workers) == 1
+
+
+def test_past_max_queued_scrapes_a_503_at_once(serve, monkeypatch):
+    """Scrapes waiting for a worker are bounded, as node_exporter's --web.max-requests bounds them."""
+    monkeypatch.setattr(server_module, "MAX_QUEUED", 2)
+    release = threading.Event()
+    srv = serve(lambda: release.wait(20) and "up 1\n")
+    srv._max_workers = 1
+    results: list = []
+
+    def scrape():
+        try:
+            results.append(get(srv))
+        except Exception as exc:  # urllib raises HTTPError for the 503
+            results.append(getattr(exc, "code", exc))
+
+    clients = [threading.Thread(target=scrape) for _ in range(3)]  # one rendering, two waiting
+    for client in clients:
+        client.start()
+        time.sleep(0.2)
+    started = time.monotonic()
+    scrape()
+    assert results == [503] and time.monotonic() - started < 2
+    release.set()
+    for client in clients:
+        client.join(10)
+    assert results[1:] == [b"up 1\n"] * 3

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import shutil
+import socket
 import ssl
 import subprocess
 import time
@@ -101,6 +102,15 @@ CASES = [
     ("missing-cert-file", "tls_server_config:\n  cert_file: nope.pem\n  key_file: server.key\n", None),
     ("min-above-max", TLS + "  min_version: TLS13\n  max_version: TLS12\n",
      "no client could ever connect: refused at start rather than failing every handshake"),
+    # issue 33: every hash form Go's bcrypt reads, and the costs it refuses
+    *[(f"hash-{prefix.strip('$')}", f"basic_auth_users:\n  prometheus: '{prefix}{HASH[4:]}'\n", None)
+      for prefix in ("$2$", "$2a$", "$2x$", "$2y$")],
+    ("cost-03", f"basic_auth_users:\n  prometheus: '{HASH[:4]}03{HASH[6:]}'\n", None),
+    ("cost-32", f"basic_auth_users:\n  prometheus: '{HASH[:4]}32{HASH[6:]}'\n", None),
+    ("header-crlf", 'http_server_config:\n  headers:\n    Strict-Transport-Security: "max-age=1\\r\\nSet-Cookie: a=1"\n',
+     "a line break in a header value would start a header of its own (Go turns it into a space)"),
+    ("header-non-ascii", "http_server_config:\n  headers:\n    Strict-Transport-Security: max-age=\u00e9t\u00e9\n",
+     "a header value outside ASCII is not valid HTTP (every answer failed before)"),
 ]
 
 
@@ -188,16 +198,22 @@ def outcomes(port: int, pki: Path, tls: bool) -> dict:
     return out
 
 
-@pytest.mark.parametrize("case, config, we_refuse", CASES, ids=[c[0] for c in CASES])
-def test_same_outcome_as_node_exporter(pki, tmp_path, case, config, we_refuse):
-    web = pki / f"{case}.yml"
-    web.write_text(config)
+def start_pair(web: Path, tmp_path: Path) -> tuple[subprocess.Popen, subprocess.Popen, int, int]:
+    """node_exporter and ours on the web config `web`: (node, ours, node's port, our port)."""
     node_port, our_port = free_port(), free_port()
     node = start([NODE_EXPORTER, f"--web.config.file={web}", f"--web.listen-address=127.0.0.1:{node_port}",
                   "--collector.disable-defaults"], tmp_path / "node.log")
     ours = start([*exporter_command(), f"--web.config.file={web}", f"--web.listen-address=127.0.0.1:{our_port}",
                   "--collector.disable-defaults", f"--path.procfs={tmp_path}", f"--path.sysfs={tmp_path}"],
                  tmp_path / "ours.log")
+    return node, ours, node_port, our_port
+
+
+@pytest.mark.parametrize("case, config, we_refuse", CASES, ids=[c[0] for c in CASES])
+def test_same_outcome_as_node_exporter(pki, tmp_path, case, config, we_refuse):
+    web = pki / f"{case}.yml"
+    web.write_text(config)
+    node, ours, node_port, our_port = start_pair(web, tmp_path)
     try:
         node_ok, our_ok = accepted(node, node_port, tmp_path / "node.log"), accepted(ours, our_port, tmp_path / "ours.log")
         our_log = (tmp_path / "ours.log").read_text()
@@ -243,3 +259,89 @@ def test_the_cases_cover_every_outcome(pki, tmp_path):
     finally:
         ours.terminate()
         ours.wait(10)
+
+
+# --- issue 33, case 5: the file read again as it changes ---------------------------------------------
+
+def status(port: int, user: str, password: str, context: ssl.SSLContext | None = None) -> int | str:
+    """The HTTP status a client gets, or "refused" (no answer: a handshake that failed)."""
+    scheme = "https" if context else "http"
+    headers = {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(f"{scheme}://127.0.0.1:{port}/metrics", headers=headers),
+                                    timeout=10, context=context) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except (urllib.error.URLError, OSError):
+        return "refused"
+
+
+def served_certificate(port: int, pki: Path) -> bytes:
+    context = ssl.create_default_context(cafile=str(pki / "ca.pem"))
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        with context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+            return tls.getpeercert(binary_form=True)
+
+
+def both(pki: Path, tmp_path: Path, config: str):
+    web = tmp_path / "web.yml"
+    web.write_text(config)
+    node, ours, node_port, our_port = start_pair(web, tmp_path)
+    assert accepted(node, node_port, tmp_path / "node.log") and accepted(ours, our_port, tmp_path / "ours.log")
+    return web, {"node_exporter": node_port, "ours": our_port}, (node, ours)
+
+
+def test_a_changed_deleted_or_broken_file_is_seen_as_node_exporter_sees_it(pki, tmp_path):
+    """Before: after a password rotation our old password still got 200 (node: 401), and a deleted
+    or broken file kept serving 200 (node: 500)."""
+    rotated = bcrypt.hashpw(b"n3w", bcrypt.gensalt(rounds=4)).decode()
+    web, ports, procs = both(pki, tmp_path, f"basic_auth_users:\n  prometheus: '{HASH}'\n")
+    try:
+        def seen(user: str, password: str) -> dict:
+            return {name: status(port, user, password) for name, port in ports.items()}
+
+        assert seen("prometheus", "s3cret") == {"node_exporter": 200, "ours": 200}
+        web.write_text(f"basic_auth_users:\n  prometheus: '{rotated}'\n")
+        assert seen("prometheus", "s3cret") == {"node_exporter": 401, "ours": 401}
+        assert seen("prometheus", "n3w") == {"node_exporter": 200, "ours": 200}
+        web.write_text("basic_auth_users: [\n")
+        assert seen("prometheus", "n3w") == {"node_exporter": 500, "ours": 500}
+        web.unlink()
+        assert seen("prometheus", "n3w") == {"node_exporter": 500, "ours": 500}
+        web.write_text(f"basic_auth_users:\n  prometheus: '{rotated}'\n")
+        assert seen("prometheus", "n3w") == {"node_exporter": 200, "ours": 200}
+        log = (tmp_path / "ours.log").read_text()
+        assert log.count("web config no longer loads") == 2 and "Traceback" not in log  # once per change
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait(10)
+
+
+def test_a_replaced_certificate_is_served_from_the_next_handshake_as_by_node_exporter(pki, tmp_path):
+    """Before: the certificate loaded at start was served until a restart."""
+    for name in ("server.pem", "server.key", "ca.pem"):
+        (tmp_path / name).write_bytes((pki / name).read_bytes())
+    web, ports, procs = both(pki, tmp_path, TLS)
+    try:
+        first = {name: served_certificate(port, pki) for name, port in ports.items()}
+        assert first["ours"] == first["node_exporter"] == ssl.PEM_cert_to_DER_cert((pki / "server.pem").read_text())
+        # a renewed certificate for the same name, signed by the same CA, in place of the old files
+        openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout", "renewed.key",
+                "-out", "renewed.csr", cwd=pki)
+        openssl("x509", "-req", "-in", "renewed.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+                "-days", "2", "-extfile", "server.ext", "-out", "renewed.pem", cwd=pki)
+        (tmp_path / "server.key").write_bytes((pki / "renewed.key").read_bytes())
+        (tmp_path / "server.pem").write_bytes((pki / "renewed.pem").read_bytes())
+        renewed = ssl.PEM_cert_to_DER_cert((pki / "renewed.pem").read_text())
+        assert {name: served_certificate(port, pki) == renewed for name, port in ports.items()} == \
+            {"node_exporter": True, "ours": True}
+        web.write_text("tls_server_config: [\n")  # broken: no handshake on either
+        context = ssl.create_default_context(cafile=str(pki / "ca.pem"))
+        assert {name: status(port, "a", "b", context) for name, port in ports.items()} == \
+            {"node_exporter": "refused", "ours": "refused"}
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait(10)

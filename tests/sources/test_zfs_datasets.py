@@ -6,9 +6,9 @@ import time
 import pytest
 
 from tests.conftest import FIXTURES
-from zfsnas.sources.commands import CommandRunner
-from zfsnas.sources.model import SourceError
-from zfsnas.sources.zfs_datasets import DATASET_PROPERTIES, Snapshots, parse_datasets, summarise_snapshots
+from zfsnas.sources.commands import CommandRunner, split_lines
+from zfsnas.sources.model import Dropped, SourceError
+from zfsnas.sources.zfs_datasets import DATASET_PROPERTIES, NUMBERS, Snapshots, parse_datasets, summarise_snapshots
 
 COMMANDS = FIXTURES / "commands"
 
@@ -36,20 +36,72 @@ def test_odd_names_and_ratio_suffix():
     assert len(row) == len(DATASET_PROPERTIES)
 
 
-def test_bad_lines_fail_clearly():
-    with pytest.raises(SourceError, match="line 1: 3 columns"):
+def row(name="tank/a", numbers=("1",) * 12, ratios=("1.00", "1.00")):
+    return "\t".join([name, "filesystem", *numbers, *ratios, *["x"] * 11])
+
+
+def test_a_listing_of_another_format_fails_clearly():
+    with pytest.raises(SourceError, match="no line could be read .*line 1: 3 columns, expected 27"):
         parse_datasets("a\tb\tc\n")
-    row = ["tank", "filesystem", "lots"] + ["1"] * 11 + ["1.00", "1.00"] + ["x"] * 11
-    with pytest.raises(SourceError, match="line 1"):
-        parse_datasets("\t".join(row))
+
+
+def test_one_bad_line_costs_that_line():
+    dropped = Dropped()
+    datasets = parse_datasets("\n".join([row("tank/a"), "a\tb\tc", row("tank/" + "n" * 300), row("tank/c")]), dropped)
+    assert [d.name for d in datasets] == ["tank/a", "tank/c"]
+    assert dropped.counts == {"malformed": 1, "too_long": 1} and dropped.lines == 2
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("1e400", "not_a_number"), ("NaN", "not_a_number"), ("0x10", "not_a_number"), ("\u00b2", "not_a_number"),
+    ("+5", "not_a_number"), ("1_000", "not_a_number"), (" 5", "not_a_number"), ("-5", "negative"), ("-0", "negative")])
+def test_one_bad_column_costs_that_field(text, reason):
+    """Before issue 33, `int()` failed the whole listing on any of these (and served -5 and -0 as sizes)."""
+    dropped = Dropped()
+    numbers = ["1"] * 12
+    numbers[NUMBERS.index("used")] = text
+    [ds] = parse_datasets(row(numbers=numbers), dropped)
+    assert ds.numbers["used"] is None and ds.numbers["referenced"] == 1
+    assert dropped.counts == {reason: 1} and dropped.lines == 0
+
+
+@pytest.mark.parametrize("text, reason", [("NaN", "not_a_number"), ("inf", "not_a_number"),
+                                          ("1e400", "not_a_number"), ("-1.50", "negative"), ("1.5.0", "not_a_number")])
+def test_a_ratio_that_cannot_be_true_is_dropped(text, reason):
+    dropped = Dropped()
+    [ds] = parse_datasets(row(ratios=(text, "2.00x")), dropped)
+    assert ds.ratios == {"compressratio": None, "refcompressratio": 2.0} and dropped.counts == {reason: 1}
 
 
 def test_summarise_snapshots():
     lines = ["tank@a\t1794873600\n", "tank/home docs@daily 1\t1794960000", "tank/home docs@daily 2\t1794900000",
              "tank/x@y@z\t-", "tank/y@no-time", "not-a-snapshot\t1794873600"]
-    assert summarise_snapshots(iter(lines)) == {
+    dropped = Dropped()
+    assert summarise_snapshots(iter(lines), dropped) == {
         "tank": Snapshots(1, 1794873600), "tank/home docs": Snapshots(2, 1794960000),  # newest, not last
         "tank/x": Snapshots(1, None), "tank/y": Snapshots(1, None)}
+    assert dropped.counts == {"malformed": 1}
+
+
+def test_a_bad_creation_costs_that_time_only():
+    """`\u00b2` passes str.isdigit, not int(): before issue 33 it failed every snapshot count."""
+    dropped = Dropped()
+    lines = ["tank/a@1\t\u00b2", "tank/a@2\t1794873600", "tank/b@1\t-7"]
+    assert summarise_snapshots(lines, dropped) == {"tank/a": Snapshots(2, 1794873600), "tank/b": Snapshots(1, None)}
+    assert dropped.counts == {"not_a_number": 1, "negative": 1}
+
+
+def test_snapshots_are_counted_for_known_datasets_and_bounded_without():
+    lines = [f"tank/{i}@s\t1" for i in range(10)] + ["tank/" + "n" * 300 + "@s\t1"]
+    assert summarise_snapshots(lines, known={"tank/3", "tank/4"}) == {"tank/3": Snapshots(1, 1), "tank/4": Snapshots(1, 1)}
+    dropped = Dropped()
+    assert len(summarise_snapshots(lines, dropped, limit=4)) == 4
+    assert dropped.counts == {"over_limit": 7}
+
+
+def test_split_lines_bounds_every_line():
+    chunks = [b"a\nbb", b"b\n" + b"x" * 10, b"y" * 10 + b"\nlast"]
+    assert list(split_lines(chunks, 5)) == [b"a", b"bbb", b"xxxxxx", b"last"]  # the long one cut to 5 + 1 bytes
 
 
 def test_lines_streams_and_reports_failures():

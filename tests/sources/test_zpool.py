@@ -5,7 +5,7 @@ import time
 import pytest
 
 from tests.conftest import FIXTURES
-from zfsnas.sources.model import SourceError
+from zfsnas.sources.model import Dropped, SourceError
 from zfsnas.sources.zpool import (LIST_VDEVS, parse_bytes, parse_ctime, parse_duration, parse_expansion, parse_list,
                                   parse_scan, parse_status, parse_vdev_list, read_pools, read_status, read_vdev_space)
 
@@ -38,6 +38,25 @@ def test_parse_list():
 def test_parse_list_rejects_other_columns():
     with pytest.raises(SourceError, match="7 columns"):
         parse_list("tank\t1\t2\t3\t4\t5\t1.00\n")
+
+
+def test_parse_list_drops_a_bad_line_or_field_not_the_listing():
+    dropped = Dropped()
+    pools = parse_list("tank\t100\t-40\t60\tNaN\t40%\t1.00x\tONLINE\nbad\tline\n"
+                       "backup\t1e400\t1\t2\t3\t4\t1.00\tONLINE\n", dropped)
+    assert [(p.name, p.size, p.allocated, p.free, p.fragmentation, p.capacity, p.dedup) for p in pools] == [
+        ("tank", 100, None, 60, None, 0.4, 1.0), ("backup", None, 1, 2, 0.03, 0.04, 1.0)]
+    assert dropped.counts == {"negative": 1, "not_a_number": 2, "malformed": 1}
+
+
+def test_a_scan_line_that_cannot_be_read_costs_that_scan():
+    text = ("  pool: tank\n state: ONLINE\n  scan: scrub repaired 1.2.3G in 00:00:01 with 0 errors on Sun Nov 22 "
+            "10:00:00 2026\nconfig:\n\n\tNAME  STATE  READ WRITE CKSUM\n\ttank  ONLINE  0 0 0\n\nerrors: No known "
+            "data errors\n")
+    dropped = Dropped()
+    [pool] = parse_status(text, dropped)
+    assert (pool.state, pool.scans, pool.data_errors, len(pool.vdevs)) == ("ONLINE", [], 0, 1)
+    assert dropped.counts == {"malformed": 1}
 
 
 @pytest.mark.parametrize("version", VERSIONS)

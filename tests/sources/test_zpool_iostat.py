@@ -3,6 +3,7 @@
 import pytest
 
 from tests.conftest import FIXTURES
+from zfsnas.sources.model import Dropped
 from zfsnas.sources.zpool_iostat import is_pool_name, parse_latency_histograms, parse_queue_depths
 
 VERSIONS = {"2.1.11": 10, "2.3.2": 11}
@@ -51,8 +52,21 @@ def test_queue_depths(version):
 
 def test_queue_depths_without_default_columns_and_bad_width():
     assert parse_queue_depths("tank\t" + "\t".join("1" * 14))[0].active["rebuild"] == 1
-    with pytest.raises(ValueError, match="columns"):
-        parse_queue_depths("tank\t1\t2\t3")
+    dropped = Dropped()
+    queues = parse_queue_depths("tank\t1\t2\t3\nbackup\t" + "\t".join("2" * 14), dropped=dropped)
+    assert [q.pool for q in queues] == ["backup"] and dropped.counts == {"malformed": 1}
+
+
+def test_a_bad_row_costs_that_row():
+    """Before issue 33 one `int()` failure failed every vdev's histograms and queues."""
+    dropped = Dropped()
+    text = "tank\n1023\t1\t2\n2047\tNaN\t2\n4095\t3\t-4\n\n/dev/sda\n1023\t5\t6\n"
+    latency = parse_latency_histograms(text, dropped=dropped)
+    assert [(v.vdev, v.histograms[("total_wait", "read")]) for v in latency] == [("tank", [(1023, 1)]),
+                                                                                ("/dev/sda", [(1023, 5)])]
+    assert dropped.counts == {"not_a_number": 1, "negative": 1}
+    queues = parse_queue_depths("tank\t" + "\t".join(["1"] * 13 + ["\u00b2"]), dropped=dropped)
+    assert queues == [] and dropped.counts["not_a_number"] == 2
 
 
 def test_pool_names():

@@ -17,6 +17,13 @@ disables it). The `zfs list` output is parsed and its families rendered to text 
 process (`refresh.ForkedWork`, see docs/performance.md): 5,000 datasets are 400 ms of CPU that,
 in a thread, would hold the GIL against the scrape. The snapshot families are built in the refresh
 threads too, whenever either source changes. A scrape only copies text (`exposition.FrozenFamily`).
+
+Memory is bounded by design, whatever `zfs` prints: both listings stream from the command into the
+child (never held whole, in either process); the child keeps at most `--datasets.max-page-bytes`
+of dataset families' text (built and measured `CHUNK` datasets at a time: the datasets past it are
+left out, counted as `over_limit`, and the source reports 0 while serving the rest), and counts
+snapshots only of the datasets it kept. A bad line or field is left out and counted
+(`zfs_exporter_source_values_dropped_total`), never the listing.
 """
 
 from __future__ import annotations
@@ -24,20 +31,23 @@ from __future__ import annotations
 import argparse
 import re
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import closing
-from typing import Any, BinaryIO, ClassVar
+from itertools import islice
+from typing import BinaryIO, ClassVar
 
-from ..exposition import Family, FrozenFamily, RenderIssues
-from ..refresh import BackgroundRefresher, ForkedWork, RenderedOnce
+from ..exposition import Family, FrozenFamily, RenderIssues, TextFamily, header_text, samples_of_text
+from ..refresh import BackgroundRefresher, ForkedWork, RenderedOnce, return_big_blocks
+from ..sources.commands import split_lines
+from ..sources.model import Dropped, SourceIncomplete, check_some_read
 from ..sources.zfs_datasets import (
     LIST_DATASETS,
     LIST_SNAPSHOTS,
+    MAX_LINE_BYTES,
     SETTINGS,
     Dataset,
     Snapshots,
-    parse_datasets,
-    read_snapshots,
+    parse_dataset_line,
     summarise_snapshots,
 )
 from .base import Context, RefreshingCollector, Report
@@ -73,6 +83,9 @@ RATIOS = (
 INFO_SETTINGS = tuple(s for s in SETTINGS if s not in ("volblocksize", "keystatus"))  # keystatus: zfs_dataset_key_loaded
 KEY_STATES = {"available": 1, "unavailable": 0}  # `-` for a dataset that is not encrypted: not served
 INFO_LABELS = ("pool", "dataset", "type", *INFO_SETTINGS)
+DEFAULT_MAX_PAGE_BYTES = 16 * 1024 * 1024
+CHUNK = 256  # datasets built and measured at a time against --datasets.max-page-bytes
+UNLISTED_DATASETS = 10_000  # datasets whose snapshots are counted before any dataset listing came
 
 
 def compile_pattern(text: str | None, flag: str) -> re.Pattern | None:
@@ -122,29 +135,54 @@ def build_families(datasets: list[Dataset]) -> list[Family]:
     return [family.freeze() for family in families.values()]
 
 
+def build_families_within(datasets: Iterable[Dataset], max_bytes: int) -> tuple[list[str], list[FrozenFamily], int]:
+    """`build_families` of `datasets`, CHUNK at a time, until their text would pass `max_bytes`:
+    (the names kept, their families (text only: samples are not kept), how many datasets of the
+    chunk that would pass the limit were left out). Nothing after that chunk is read."""
+    names: list[str] = []
+    kept: dict[str, tuple[FrozenFamily, list[str]]] = {}
+    total = left_out = 0
+    each = iter(datasets)
+    while chunk := list(islice(each, CHUNK)):
+        built = build_families(chunk)
+        size = sum(len(f.text or "") for f in built if isinstance(f, FrozenFamily))
+        if total + size > max_bytes:
+            left_out = len(chunk)  # the caller counts the lines after it, unparsed
+            break
+        total += size
+        names.extend(ds.name for ds in chunk)
+        for family in built:
+            assert isinstance(family, FrozenFamily)
+            family.samples = []
+            known = kept.get(family.name)
+            if known is None:
+                kept[family.name] = (family, [family.text or ""])
+                continue
+            header = header_text(family.name, family.documentation, family.kind, family.labelnames) or ""
+            known[1].append((family.text or "")[len(header):])
+            if family.problems:
+                if known[0].problems is None:
+                    known[0].problems = RenderIssues()
+                known[0].problems.add(family.problems)
+    families = []
+    for family, pieces in kept.values():
+        family.text = "".join(pieces)
+        families.append(family)
+    return names, families, left_out
+
+
 # What the parse child sends back per family: name, help, type, label names, text, render problems.
 Rendered = tuple[str, str, str, tuple[str, ...], str, RenderIssues | None]
 
 
-class ChildRenderedFamily(FrozenFamily):
-    """A family whose text was rendered in the parse child. Its samples are not sent back (60,000
-    tuples: their memory in the exporter and 20 ms of unpickling that holds the GIL); `rebuild`
-    makes them in this process for whoever asks, which only the prometheus_client adapter does."""
-
-    __slots__ = ("_rebuild",)
-
-    def __init__(self, rendered: Rendered, rebuild: Callable[[], dict[str, Family]]):
-        name, documentation, kind, labelnames, text, problems = rendered
-        super().__init__(name, documentation, kind, labelnames)
-        self.text, self.problems, self._rebuild = text, problems, rebuild
-
-    @property  # a view of what the child would have built
-    def samples(self) -> list:
-        return self._rebuild()[self.name].samples
-
-    @samples.setter
-    def samples(self, value: list) -> None:
-        """Family.__init__ sets an empty list; the samples are the rebuilt ones."""
+def text_family(rendered: Rendered) -> TextFamily:
+    """A family as its text (rendered in the parse child); its samples are parsed back from that
+    text only if something asks (the prometheus_client adapter): 60,000 sample tuples would cost
+    memory in the exporter and 20 ms of unpickling that holds the GIL."""
+    name, documentation, kind, labelnames, text, problems = rendered
+    family = TextFamily(name, documentation, kind, labelnames, text, samples_of_text, (name, labelnames, text))
+    family.problems = problems
+    return family
 
 
 class DatasetsCollector(RefreshingCollector):
@@ -161,6 +199,11 @@ class DatasetsCollector(RefreshingCollector):
                             default="count", help="count snapshots per dataset (default count) or not (off)")
         parser.add_argument("--datasets.snapshot-interval", dest="datasets_snapshot_interval", type=float,
                             default=900.0, help="seconds between snapshot counts (default 900)")
+        parser.add_argument("--datasets.max-page-bytes", dest="datasets_max_page_bytes", type=int,
+                            default=DEFAULT_MAX_PAGE_BYTES,
+                            help="bytes of /metrics text the datasets collector may hold (default "
+                                 f"{DEFAULT_MAX_PAGE_BYTES}, about 13,000 datasets with short names): the datasets "
+                                 "past it are left out (counted) and source zfs_datasets reports 0")
         parser.add_argument("--datasets.include", dest="datasets_include", default=None,
                             help="regular expression on the whole dataset name (e.g. 'tank/media(/.*)?'): only "
                                  "matching datasets are exported")
@@ -191,7 +234,9 @@ class DatasetsCollector(RefreshingCollector):
         # latest value, kept here before its refresher publishes it.
         self._render_lock = threading.Lock()
         self._latest_names: list[str] | None = None
+        self._names_tried = threading.Event()  # snapshots are counted for listed datasets once there are some
         self._latest_snapshots: dict[str, Snapshots] | None = None
+        self.max_page_bytes = getattr(args, "datasets_max_page_bytes", DEFAULT_MAX_PAGE_BYTES)
         self.forked = ForkedWork(getattr(args, "command_timeout", 30.0))
 
     def _selected(self, name: str) -> bool:
@@ -199,59 +244,106 @@ class DatasetsCollector(RefreshingCollector):
                 and name_selected(name, self.include, self.exclude))
 
     def _read_datasets(self) -> tuple[list[str], list[Family]]:
-        text = self.ctx.commands.run(list(LIST_DATASETS))
-        if not self.parse_in_child:
-            return self._families(text)
-        with self._render_lock:
+        try:
+            return self._list_datasets()
+        finally:
+            self._names_tried.set()
+
+    def _list_datasets(self) -> tuple[list[str], list[Family]]:
+        return_big_blocks()  # the families' texts come back as blocks of megabytes, a new set each refresh
+        listing = self.ctx.commands.chunks(list(LIST_DATASETS))
+        with closing(listing), self._render_lock:
             snapshots = self._latest_snapshots
-            names, rendered, snapshot_rendered = self.forked.run(lambda: self._render(text, snapshots),
-                                                                 "parsing zfs list")
+            if self.parse_in_child:
+                names, rendered, snapshot_rendered, dropped, left_out = self.forked.run(
+                    lambda fed: self._render(fed, snapshots), "parsing zfs list", feed=listing)
+                families: list[Family] = [text_family(r) for r in rendered]
+            else:
+                names, frozen_families, dropped, left_out = self._families(listing)
+                families, snapshot_rendered = list(frozen_families), None
             self._latest_names = names
             if snapshots is not None:
                 self._keep_snapshot_families(names, snapshots, snapshot_rendered)
-        rebuild = _once(lambda: {family.name: family for family in self._families(text)[1]})
-        return names, [ChildRenderedFamily(r, rebuild) for r in rendered]
+        self.datasets.count_dropped(dropped)
+        check_some_read(names, dropped, "zfs list")
+        if left_out:
+            raise SourceIncomplete(f"zfs list: {left_out} of {left_out + len(names)} datasets left out: their "
+                                   f"families would pass --datasets.max-page-bytes ({self.max_page_bytes}); "
+                                   "raise it or leave datasets out with --datasets.exclude", (names, families))
+        return names, families
 
-    def _families(self, text: str) -> tuple[list[str], list[Family]]:
-        datasets = [ds for ds in parse_datasets(text) if self._selected(ds.name)]
-        return [ds.name for ds in datasets], build_families(datasets)
+    def _families(self, chunks: Iterable[bytes]) -> tuple[list[str], list[FrozenFamily], Dropped, int]:
+        """Parse a `zfs list` stream, keep the selected datasets' families within the page limit:
+        (names, families, what was dropped, how many datasets were left out)."""
+        dropped = Dropped()
+        lines = enumerate(split_lines(chunks, MAX_LINE_BYTES), 1)
+        seen: set[str] = set()  # no more than the datasets kept (and one chunk): those past the limit are not parsed
 
-    def _render(self, text: str, snapshots: dict[str, Snapshots] | None
-                ) -> tuple[list[str], list[Rendered], list[Rendered]]:
+        def datasets() -> Iterator[Dataset]:
+            for number, line in lines:
+                ds = parse_dataset_line(line.decode("utf-8", "surrogateescape"), dropped, number)
+                if ds is None or not self._selected(ds.name):
+                    continue
+                if ds.name in seen:  # zfs never lists a dataset twice; two series of one name would not parse
+                    dropped.add("malformed", f"zfs list line {number}: {ds.name[:100]!r} listed again")
+                    continue
+                seen.add(ds.name)
+                yield ds
+
+        names, families, left_out = build_families_within(datasets(), self.max_page_bytes)
+        if left_out:
+            left_out += sum(1 for _, line in lines if line)  # past the limit: counted, not parsed
+            dropped.add("over_limit", f"zfs list: {left_out} datasets past --datasets.max-page-bytes", left_out,
+                        line=False)
+        return names, families, dropped, left_out
+
+    def _render(self, fed: BinaryIO, snapshots: dict[str, Snapshots] | None
+                ) -> tuple[list[str], list[Rendered], list[Rendered], Dropped, int]:
         """In the parse child: dataset names, their families' text and that of the snapshot families."""
-        names, families = self._families(text)
+        names, families, dropped, left_out = self._families(_read_chunks(fed))
         snapshot_families = self._build_snapshot_families(names, snapshots) if snapshots is not None else ()
-        return names, _rendered(families), _rendered(snapshot_families)
+        return names, _rendered(families), _rendered(snapshot_families), dropped, left_out
 
     def _read_snapshots(self) -> dict[str, Snapshots]:
-        if not self.parse_in_child:
-            return read_snapshots(self.ctx.commands.lines)
+        # Counted for the datasets zfs list printed (and this collector kept): nothing else is served.
+        # Before any listing (the first failed), for at most UNLISTED_DATASETS datasets.
+        self._names_tried.wait(2 * self.forked.timeout + 5)
+        listing = self.ctx.commands.chunks(list(LIST_SNAPSHOTS))
         # The lock is held while the listing streams: zfs commands run one at a time anyway.
-        with self._render_lock, closing(self.ctx.commands.lines(list(LIST_SNAPSHOTS))) as lines:  # type: ignore[type-var]
+        with closing(listing), self._render_lock:
             names = self._latest_names
-            snapshots, rendered = self.forked.run(lambda fed: self._summarise(fed, names), "counting snapshots",
-                                                  feed=_batches(lines))
+            if self.parse_in_child:
+                snapshots, rendered, dropped = self.forked.run(lambda fed: self._summarise(fed, names),
+                                                               "counting snapshots", feed=listing)
+            else:
+                dropped = Dropped()
+                snapshots, rendered = _summary(listing, names, dropped), None
             self._latest_snapshots = snapshots
             if names is not None:
                 self._keep_snapshot_families(names, snapshots, rendered)
+        self.snapshots.count_dropped(dropped)  # type: ignore[union-attr]
         return snapshots
 
-    def _summarise(self, fed: BinaryIO, names: list[str] | None) -> tuple[dict[str, Snapshots], list[Rendered]]:
+    def _summarise(self, fed: BinaryIO, names: list[str] | None
+                   ) -> tuple[dict[str, Snapshots], list[Rendered] | None, Dropped]:
         """In the parse child: the snapshot summary of the lines fed, and the snapshot families' text."""
-        snapshots = summarise_snapshots(line.decode("utf-8", "surrogateescape") for line in fed)
-        return snapshots, _rendered(self._build_snapshot_families(names, snapshots)) if names is not None else []
+        dropped = Dropped()
+        snapshots = _summary(_read_chunks(fed), names, dropped)
+        return snapshots, None if names is None else _rendered(self._build_snapshot_families(names, snapshots)), dropped
 
     def _keep_snapshot_families(self, names: list[str], snapshots: dict[str, Snapshots],
-                                rendered: list[Rendered]) -> None:
-        """What a parse child rendered for this (datasets, snapshots) pair, for the scrapes to serve."""
-        rebuild = _once(lambda: {f.name: f for f in self._build_snapshot_families(names, snapshots)})
-        self._snapshot_rendered.put((names, snapshots), tuple(ChildRenderedFamily(r, rebuild) for r in rendered))
+                                rendered: list[Rendered] | None) -> None:
+        """What a parse child rendered for this (datasets, snapshots) pair, for the scrapes to serve
+        (without a child: built on the scrape that first asks)."""
+        if rendered is not None:
+            self._snapshot_rendered.put((names, snapshots), tuple(text_family(r) for r in rendered))
 
     def sources(self) -> Sequence[BackgroundRefresher]:
         return tuple(s for s in (self.datasets, self.snapshots) if s is not None)
 
     def stop(self) -> None:
         self.forked.close()  # a parse still running is killed, not waited for
+        self._names_tried.set()  # a snapshot refresh waiting for the first dataset listing goes on
         super().stop()
 
     def collect(self, report: Report) -> Iterable[Family]:
@@ -292,24 +384,12 @@ def _rendered(families: Iterable[Family]) -> list[Rendered]:
             for f in families if isinstance(f, FrozenFamily)]
 
 
-def _batches(lines: Iterable[str], size: int = 4096) -> Iterator[bytes]:
-    """Lines as newline-terminated bytes, `size` lines at a time (the names as the command printed them)."""
-    batch: list[str] = []
-    for line in lines:
-        batch.append(line)
-        if len(batch) >= size:
-            yield ("\n".join(batch) + "\n").encode("utf-8", "surrogateescape")
-            batch.clear()
-    if batch:
-        yield ("\n".join(batch) + "\n").encode("utf-8", "surrogateescape")
+def _read_chunks(fed: BinaryIO) -> Iterator[bytes]:
+    """What the parse child is fed, as it comes."""
+    while chunk := fed.read(65536):
+        yield chunk
 
 
-def _once(make: Callable[[], Any]) -> Callable[[], Any]:
-    """`make()` on the first call, its result on every later one."""
-    made: list = []
-
-    def get() -> Any:
-        if not made:
-            made.append(make())
-        return made[0]
-    return get
+def _summary(chunks: Iterable[bytes], names: list[str] | None, dropped: Dropped) -> dict[str, Snapshots]:
+    lines = (line.decode("utf-8", "surrogateescape") for line in split_lines(chunks, MAX_LINE_BYTES))
+    return summarise_snapshots(lines, dropped, known=None if names is None else set(names), limit=UNLISTED_DATASETS)

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..exposition import Families, Family, FrozenFamily
 from ..refresh import BackgroundRefresher, Follower, RenderedOnce, frozen
+from ..sources.model import Dropped
 from .base import Context, RefreshingCollector, Report, log, one_line
 from .datasets import compile_pattern, name_selected
 
@@ -140,7 +141,9 @@ class PoolsCollector(RefreshingCollector):
     def _read_list(self) -> list[Pool]:
         from ..sources.zpool import read_pools  # in the refresh thread, not at start-up
 
-        pools = read_pools(self.ctx.commands.run)
+        dropped = Dropped()
+        pools = read_pools(self.ctx.commands.run, dropped)
+        self.pool_list.count_dropped(dropped)
         self._families_of(pools, self._list_families)
         return pools
 
@@ -148,7 +151,9 @@ class PoolsCollector(RefreshingCollector):
         from ..sources.model import Explained, SourceError
         from ..sources.zpool import read_status, read_vdev_space
 
-        status = read_status(self.ctx.commands.run)
+        dropped = Dropped()
+        status = read_status(self.ctx.commands.run, dropped)
+        self.status.count_dropped(dropped)
         try:
             status.vdev_space = read_vdev_space(self.ctx.commands.run)
             self._space_said = None

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from ..exposition import Families, Family, FrozenFamily
 from ..refresh import BackgroundRefresher, frozen
-from ..sources.model import SourceError
+from ..sources.model import Dropped, SourceError
 from .base import Context, RefreshingCollector, Report
 
 if TYPE_CHECKING:
@@ -59,13 +59,15 @@ class VdevLatencyCollector(RefreshingCollector):
 
         run = self.ctx.commands.run
         pools = self._known_pools()
+        dropped = Dropped()
         try:
-            latency = parse_latency_histograms(run(list(LATENCY_HISTOGRAMS)), pools)
+            latency = parse_latency_histograms(run(list(LATENCY_HISTOGRAMS)), pools, dropped)
         except SourceError as exc:
             if str(exc).endswith("no pools available"):  # zpool's exit status 1 with nothing imported
                 return [], []
             raise
-        queues = parse_queue_depths(run(list(QUEUE_DEPTHS)), pools)
+        queues = parse_queue_depths(run(list(QUEUE_DEPTHS)), pools, dropped)
+        self.refresher.count_dropped(dropped)
         return latency, queues
 
     def _fetch(self) -> list[FrozenFamily]:

@@ -6,8 +6,10 @@ Every command runs in its own process group with stdin closed, and is bounded th
   make us wait; once the command itself has exited we wait at most `EOF_GRACE` for the pipe;
 - output: `run` reads at most `max_output` bytes (default `--zfs.command-max-output`; a command
   printing more is killed and its source fails with one line saying which limit to raise);
-  `lines` streams and caps each line at `MAX_LINE_BYTES`;
-- error text: only the last `MAX_STDERR` bytes of stderr are read, for the one-line error.
+  `lines` and `chunks` stream (whoever reads them bounds what they keep) and `lines` caps each
+  line at `MAX_LINE_BYTES`;
+- error text: stderr is a pipe drained as it comes, of which only the last `MAX_STDERR` bytes are
+  kept, for the one-line error: gigabytes of it cost neither memory nor disk.
 A long-lived command (`zpool events -f`, through `follow`) has no timeout: it runs until it ends,
 its `stop` event is set or the runner is closed, and it never takes the one-at-a-time turn below
 (it holds no pool lock: it waits for the kernel's next event).
@@ -30,16 +32,16 @@ import select
 import signal
 import threading
 import time
-from collections.abc import Collection, Generator, Iterator, Sequence
+from collections.abc import Collection, Generator, Iterable, Iterator, Sequence
 from contextlib import closing, contextmanager
-from typing import IO, TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from .model import Explained, SourceError
 
 if TYPE_CHECKING:
     import subprocess
 
-# subprocess, tempfile and shlex are imported by the first command, not at start-up: on Linux the
+# subprocess and shlex are imported by the first command, not at start-up: on Linux the
 # kstat collectors run none, and the refreshers that do run off the scrape path (docs/performance.md).
 
 DEFAULT_MAX_OUTPUT = 16 * 1024 * 1024
@@ -154,43 +156,22 @@ class CommandRunner:
         to hold at once (a million snapshot names). A line longer than MAX_LINE_BYTES is cut there;
         `max_output` (default: none) bounds the total. Same timeout and errors as `run`, raised at the end."""
         with closing(self._chunks(argv, timeout)) as chunks:
-            yield from self._split(chunks, argv, max_output)
+            for line in split_lines(_bounded(chunks, argv, max_output), MAX_LINE_BYTES):
+                yield line[:MAX_LINE_BYTES].decode("utf-8", "surrogateescape")
 
     def follow(self, argv: Sequence[str], stop: threading.Event) -> Iterator[str]:
         """Run a long-lived `argv` and yield its stdout line by line (each cut at MAX_LINE_BYTES)
         until it exits or `stop` is set (then it is killed); no timeout, no turn. A non-zero exit
         status raises SourceError at the end."""
         with closing(self._stream(argv, None, None, stop)) as chunks:
-            yield from self._split(chunks, argv, None)
+            for line in split_lines(chunks, MAX_LINE_BYTES):
+                yield line[:MAX_LINE_BYTES].decode("utf-8", "surrogateescape")
 
-    @staticmethod
-    def _split(chunks: Iterator[bytes], argv: Sequence[str], max_output: int | None) -> Iterator[str]:
-        pending = bytearray()
-        skipping = False  # inside an over-long line, until its newline
-        total = 0
-        for chunk in chunks:
-            total += len(chunk)
-            if max_output is not None and total > max_output:
-                raise SourceError(f"{_show(argv)} printed more than {max_output} bytes and was killed")
-            start = 0
-            while True:
-                end = chunk.find(b"\n", start)
-                if end < 0:
-                    if not skipping:
-                        pending += chunk[start:]
-                        if len(pending) > MAX_LINE_BYTES:
-                            yield bytes(pending[:MAX_LINE_BYTES]).decode("utf-8", "surrogateescape")
-                            pending.clear()
-                            skipping = True
-                    break
-                if not skipping:
-                    pending += chunk[start:end]
-                    yield bytes(pending[:MAX_LINE_BYTES]).decode("utf-8", "surrogateescape")
-                pending.clear()
-                skipping = False
-                start = end + 1
-        if pending and not skipping:
-            yield pending.decode("utf-8", "surrogateescape")
+    def chunks(self, argv: Sequence[str], timeout: float | None = None) -> Generator[bytes, None, None]:
+        """Run `argv` and yield its stdout as it comes, in pieces of up to 64 KiB, for a reader that
+        splits and bounds it itself (a parse child fed through a pipe). Same timeout and errors as
+        `run`, raised at the end; closing the generator early kills the command."""
+        return self._chunks(argv, timeout)
 
     @contextmanager
     def _turn(self, argv: Sequence[str]) -> Iterator[None]:
@@ -201,14 +182,14 @@ class CommandRunner:
         else:
             yield
 
-    def _start(self, full: list[str], err: IO[bytes]) -> subprocess.Popen:
+    def _start(self, full: list[str]) -> subprocess.Popen:
         import subprocess
 
         with self._state_lock:
             if self._closed:  # the exporter's "shutting down" line says it
                 raise Explained("exporter shutting down: command not started")
             try:
-                proc = subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
+                proc = subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                         start_new_session=True, env={**os.environ, "LC_ALL": "C"})
             except FileNotFoundError:
                 error = Explained if full[0] in self._announced else SourceError
@@ -229,60 +210,105 @@ class CommandRunner:
     def _stream(self, argv: Sequence[str], timeout: float | None, status: _Exit | None,
                 stop: threading.Event | None = None) -> Generator[bytes, None, None]:
         """With `stop` (a long-lived command) there is no deadline: it runs until it exits or `stop` is set."""
-        import tempfile
-
         full = [*self.prefix, *argv]
         limit = float("inf") if stop is not None else self.timeout if timeout is None else timeout
-        with tempfile.TemporaryFile() as err:  # a file, not a pipe: stderr can never block stdout
-            proc = self._start(full, err)
-            assert proc.stdout is not None
-            fd = proc.stdout.fileno()
+        proc = self._start(full)
+        assert proc.stdout is not None and proc.stderr is not None
+        out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+        poller = select.poll()
+        for fd in (out_fd, err_fd):  # both drained as they come: neither pipe can fill and block the other
             os.set_blocking(fd, False)
-            poller = select.poll()
             poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
-            deadline = time.monotonic() + limit
-            exited_at = None
-            timed_out = False
-            try:
-                while True:
-                    now = time.monotonic()
-                    if now >= deadline:
-                        timed_out = True
-                        break
-                    if exited_at is None and proc.poll() is not None:
-                        exited_at = now
-                    if exited_at is not None and now - exited_at > EOF_GRACE:
-                        break  # the command is done; whoever still holds its pipe is not waited for
-                    if stop is not None and stop.is_set():
-                        break
-                    if not poller.poll(min(deadline - now, 0.2) * 1000):
-                        continue
+        open_fds = {out_fd, err_fd}
+        tail = b""  # the last MAX_STDERR bytes of stderr
+        deadline = time.monotonic() + limit
+        exited_at = None
+        timed_out = False
+        try:
+            while True:
+                now = time.monotonic()
+                if now >= deadline:
+                    timed_out = True
+                    break
+                if not open_fds:  # end of both: the command gets the rest of its time to exit
+                    timed_out = not _wait_exit(proc, deadline if stop is None else now + 5 * EOF_GRACE)
+                    break
+                if stop is not None and stop.is_set():
+                    break
+                if exited_at is None and proc.poll() is not None:
+                    exited_at = now
+                if exited_at is not None and now - exited_at > EOF_GRACE:
+                    break  # the command is done; whoever still holds its pipes is not waited for
+                for fd, _ in poller.poll(min(deadline - now, 0.2) * 1000):
                     try:
                         chunk = os.read(fd, _CHUNK)
                     except BlockingIOError:
                         continue
-                    if not chunk:  # end of output: the command gets the rest of its time to exit
-                        timed_out = not _wait_exit(proc, deadline if stop is None else now + 5 * EOF_GRACE)
-                        break
-                    yield chunk
-            finally:
-                with self._state_lock:
-                    self._running.discard(proc)
-                proc.stdout.close()
-                _kill_group(proc)
-            if stop is not None and stop.is_set():
-                return  # stopped on purpose: how it ended says nothing
-            if timed_out:
-                raise SourceError(f"{_show(argv)} timed out after {limit:g}s and was killed")
-            if proc.returncode != 0:
-                size = err.seek(0, os.SEEK_END)
-                err.seek(max(0, size - MAX_STDERR))
-                stderr = err.read().decode("utf-8", "replace")
-                if status is None:
-                    raise command_failed(argv, proc.returncode, stderr)
-                status.stderr = stderr
-            if status is not None:
-                status.returncode = proc.returncode
+                    if not chunk:
+                        poller.unregister(fd)
+                        open_fds.discard(fd)
+                    elif fd == out_fd:
+                        yield chunk
+                    else:
+                        tail = (tail + chunk)[-MAX_STDERR:]
+        finally:
+            with self._state_lock:
+                self._running.discard(proc)
+            proc.stdout.close()
+            proc.stderr.close()
+            _kill_group(proc)
+        if stop is not None and stop.is_set():
+            return  # stopped on purpose: how it ended says nothing
+        if timed_out:
+            raise SourceError(f"{_show(argv)} timed out after {limit:g}s and was killed")
+        if proc.returncode != 0:
+            stderr = tail.decode("utf-8", "replace")
+            if status is None:
+                raise command_failed(argv, proc.returncode, stderr)
+            status.stderr = stderr
+        if status is not None:
+            status.returncode = proc.returncode
+
+
+def split_lines(chunks: Iterable[bytes], max_line: int) -> Iterator[bytes]:
+    """The lines of a stream of chunks, without their newlines, holding at most `max_line` + 1
+    bytes of any one: a longer line is yielded cut to `max_line` + 1 bytes (so the reader can tell
+    it was cut, and drop or shorten it) and the rest of it skipped. A last line without a newline
+    is yielded too."""
+    pending = bytearray()
+    skipping = False  # inside an over-long line, until its newline
+    for chunk in chunks:
+        start = 0
+        while True:
+            end = chunk.find(b"\n", start)
+            if end < 0:
+                if not skipping:
+                    pending += chunk[start:start + max_line + 1 - len(pending)]
+                    if len(pending) > max_line:
+                        yield bytes(pending)
+                        pending.clear()
+                        skipping = True
+                break
+            if not skipping:
+                if pending:
+                    pending += chunk[start:min(end, start + max_line + 1 - len(pending))]
+                    yield bytes(pending)
+                    pending.clear()
+                else:
+                    yield chunk[start:min(end, start + max_line + 1)]
+            skipping = False
+            start = end + 1
+    if pending and not skipping:
+        yield bytes(pending)
+
+
+def _bounded(chunks: Iterable[bytes], argv: Sequence[str], max_output: int | None) -> Iterator[bytes]:
+    total = 0
+    for chunk in chunks:
+        total += len(chunk)
+        if max_output is not None and total > max_output:
+            raise SourceError(f"{_show(argv)} printed more than {max_output} bytes and was killed")
+        yield chunk
 
 
 def _wait_exit(proc: subprocess.Popen, deadline: float) -> bool:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import shlex
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from .commands import CommandRunner, Completed
@@ -32,13 +32,18 @@ OUTPUTS = "commands"
 
 
 class _WholeOutputRunner(CommandRunner):
-    """`lines` over `complete`: a recorded output is kept whole anyway, so it is read whole; the
-    stream of `CommandRunner.lines` is for the live exporter."""
+    """`lines` and `chunks` over `complete`: a recorded output is kept whole anyway, so it is read
+    whole; the streams of `CommandRunner.lines` and `chunks` are for the live exporter."""
 
     def lines(self, argv: Sequence[str], timeout: float | None = None,
               max_output: int | None = None) -> Iterator[str]:
         done = self.complete(argv, timeout)
         yield from _split(done.stdout)
+        done.check()
+
+    def chunks(self, argv: Sequence[str], timeout: float | None = None) -> Generator[bytes, None, None]:
+        done = self.complete(argv, timeout)
+        yield done.stdout.encode("utf-8", "surrogateescape")
         done.check()
 
 

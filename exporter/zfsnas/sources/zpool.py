@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable
 from typing import NamedTuple
 
-from .model import SourceError, VdevStatus
+from .model import Dropped, SourceError, VdevStatus, check_some_read, name_too_long, plain_count, plain_ratio
 
 LIST_POOLS = ("zpool", "list", "-Hp", "-o", "name,size,alloc,free,frag,cap,dedup,health")
 STATUS_PATHS = ("zpool", "status", "-Pp")
@@ -55,12 +55,12 @@ LIST_SECTION_ROLES = {**SECTION_ROLES, "spare": "spare"}
 # in a thread, while the exporter answers its first scrape; a dataclass costs about half a
 # millisecond to make (its methods are generated and compiled), a NamedTuple a tenth of that.
 class Pool(NamedTuple):
-    """One line of `zpool list`; ratios are None where zpool prints `-`."""
+    """One line of `zpool list`; figures are None where zpool prints `-` (or something unreadable)."""
 
     name: str
-    size: int
-    allocated: int
-    free: int
+    size: int | None
+    allocated: int | None
+    free: int | None
     fragmentation: float | None  # 0..1
     capacity: float | None  # 0..1
     dedup: float | None  # multiplier
@@ -151,26 +151,34 @@ class ZpoolStatus(list[VdevStatus]):
         self.vdev_space: list[VdevSpace] | None = None
 
 
-def _scaled_figure(text: str, scale: float) -> float | None:
+def _scaled(text: str, dropped: Dropped, where: str, suffix: str, scale: float) -> float | None:
     """A `zpool list` figure (`17`, `17%`, `1.37x`; `-` when unknown) divided by `scale`."""
-    text = text.rstrip("%x")
-    return None if text in ("-", "") else float(text) / scale
+    figure = plain_ratio(text, dropped, where, suffix)
+    return None if figure is None else figure / scale
 
 
-def parse_list(text: str) -> list[Pool]:
+def parse_list(text: str, dropped: Dropped | None = None) -> list[Pool]:
+    """`zpool list -Hp -o name,size,alloc,free,frag,cap,dedup,health`; a line or field that cannot
+    be read or be true is left out and counted in `dropped`."""
+    dropped = Dropped() if dropped is None else dropped
     pools = []
     for number, line in enumerate(text.splitlines(), 1):
         if not line or line == NO_POOLS:
             continue
         fields = line.split("\t")
         if len(fields) != 8:
-            raise SourceError(f"zpool list line {number}: {len(fields)} columns, expected 8")
+            dropped.add("malformed", f"zpool list line {number}: {len(fields)} columns, expected 8")
+            continue
         name, size, alloc, free, frag, cap, dedup, health = fields
-        try:
-            pools.append(Pool(name, int(size), int(alloc), int(free), _scaled_figure(frag, 100), _scaled_figure(cap, 100),
-                              _scaled_figure(dedup, 1), health))
-        except ValueError as exc:
-            raise SourceError(f"zpool list line {number}: {exc}") from None
+        if name_too_long(name):
+            dropped.add("too_long", f"zpool list line {number}: a pool name of {len(name)} characters")
+            continue
+        where = f"zpool list line {number}"
+        pools.append(Pool(name, plain_count(size, dropped, f"{where} size"),
+                          plain_count(alloc, dropped, f"{where} alloc"), plain_count(free, dropped, f"{where} free"),
+                          _scaled(frag, dropped, f"{where} frag", "%", 100), _scaled(cap, dropped, f"{where} cap", "%", 100),
+                          _scaled(dedup, dropped, f"{where} dedup", "x", 1), health))
+    check_some_read(pools, dropped, "zpool list")
     return pools
 
 
@@ -209,10 +217,16 @@ def _count(text: str) -> int | None:
 # --- zpool status ---------------------------------------------------------------------------
 
 _SECTION = re.compile(r"^ *([a-z][a-z ]*?): ?(.*)$")
-_ROW = re.compile(r"^\t( *)(\S+)(?:\s+([A-Z]+))?(?:\s+(\d+)\s+(\d+)\s+(\d+))?(?:\s+(.*))?$")
+_ROW = re.compile(r"^\t( *)(\S+)(?:\s+([A-Z]+))?(?:\s+(\d+)\s+(\d+)\s+(\d+))?(?:\s+(.*))?$", re.ASCII)
 _UNITS = "BKMGTPE"
 _MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
                                        "Nov", "Dec"), 1)}
+
+
+def _scaled_figure(text: str, scale: float) -> float | None:
+    """A `zpool list` figure (`17`, `17%`, `1.37x`; `-` when unknown) divided by `scale`."""
+    text = text.rstrip("%x")
+    return None if text in ("-", "") else float(text) / scale
 
 
 def parse_bytes(text: str) -> int:
@@ -374,8 +388,10 @@ def _errors(*counts: str | None) -> tuple[int, int, int]:
     return tuple(int(c) if c is not None else -1 for c in counts)  # type: ignore[return-value]
 
 
-def parse_status(text: str) -> list[PoolStatus]:
-    """Parse `zpool status -p` output (with `-P` or `-g` names); vdev guids are left empty here."""
+def parse_status(text: str, dropped: Dropped | None = None) -> list[PoolStatus]:
+    """Parse `zpool status -p` output (with `-P` or `-g` names); vdev guids are left empty here. A
+    `scan:` or `errors:` line that cannot be read is left out (counted in `dropped`), not the pool."""
+    dropped = Dropped() if dropped is None else dropped
     blocks: list[list[str]] = []
     for line in text.splitlines():
         if _SECTION.match(line) and line.strip().startswith("pool:"):
@@ -390,7 +406,12 @@ def parse_status(text: str) -> list[PoolStatus]:
             if key == "state":
                 status.state = lines[0].strip()
             elif key == "scan":
-                if (scan := parse_scan(lines)) is not None:
+                try:
+                    scan = parse_scan(lines)
+                except (SourceError, ValueError) as exc:
+                    dropped.add("malformed", f"zpool status pool {status.name[:60]!r} scan: {exc}")
+                    continue
+                if scan is not None:
                     status.scans.append(scan)
             elif key == "expand":
                 status.expansion = parse_expansion(lines)
@@ -405,7 +426,7 @@ def parse_status(text: str) -> list[PoolStatus]:
 def _data_errors(line: str) -> int | None:
     if line.startswith("No known data errors"):
         return 0
-    match = re.match(r"(\d+) data errors", line)
+    match = re.match(r"([0-9]+) data errors", line)
     return int(match[1]) if match else None
 
 
@@ -444,13 +465,13 @@ def _run_or_no_pools(run: Callable[[list[str]], str], argv: tuple[str, ...]) -> 
         raise
 
 
-def read_pools(run: Callable[[list[str]], str]) -> list[Pool]:
-    return parse_list(_run_or_no_pools(run, LIST_POOLS))
+def read_pools(run: Callable[[list[str]], str], dropped: Dropped | None = None) -> list[Pool]:
+    return parse_list(_run_or_no_pools(run, LIST_POOLS), dropped)
 
 
-def read_status(run: Callable[[list[str]], str]) -> ZpoolStatus:
-    by_path = parse_status(_run_or_no_pools(run, STATUS_PATHS))
-    by_guid = parse_status(_run_or_no_pools(run, STATUS_GUIDS))
+def read_status(run: Callable[[list[str]], str], dropped: Dropped | None = None) -> ZpoolStatus:
+    by_path = parse_status(_run_or_no_pools(run, STATUS_PATHS), dropped)
+    by_guid = parse_status(_run_or_no_pools(run, STATUS_GUIDS))  # the same tree: its drops are the -P run's
     return ZpoolStatus(merge_guids(by_path, by_guid))
 
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from .model import Dropped, plain_count
+
 LATENCY_HISTOGRAMS = ("zpool", "iostat", "-HpPvw")
 QUEUE_DEPTHS = ("zpool", "iostat", "-HpPvq")
 
@@ -54,11 +56,14 @@ def is_pool_name(name: str, known_pools: set[str] | None = None) -> bool:
     return bool(name) and name[0].isalpha() and "/" not in name and not _VDEV_TYPE.match(name)
 
 
-def parse_latency_histograms(text: str, known_pools: set[str] | None = None) -> list[VdevLatency]:
+def parse_latency_histograms(text: str, known_pools: set[str] | None = None,
+                             dropped: Dropped | None = None) -> list[VdevLatency]:
+    """`zpool iostat -HpPvw`; a bucket row that is not all counts is left out and counted in `dropped`."""
+    dropped = Dropped() if dropped is None else dropped
     out: list[VdevLatency] = []
     pool = ""
     current: VdevLatency | None = None
-    for line in text.splitlines():
+    for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             current = None
             continue
@@ -70,16 +75,23 @@ def parse_latency_histograms(text: str, known_pools: set[str] | None = None) -> 
             current = VdevLatency(pool, name)
             out.append(current)
             continue
-        bound, counts = int(fields[0]), [int(f) for f in fields[1:]]
+        counts = _counts(fields, dropped, f"zpool iostat -w line {number}")
+        if counts is None:
+            continue
+        bound, counts = counts[0], counts[1:]
         for column, count in zip(LATENCY_COLUMNS, counts):
             current.histograms.setdefault(column, []).append((bound, count))
     return out
 
 
-def parse_queue_depths(text: str, known_pools: set[str] | None = None) -> list[VdevQueues]:
+def parse_queue_depths(text: str, known_pools: set[str] | None = None,
+                       dropped: Dropped | None = None) -> list[VdevQueues]:
+    """`zpool iostat -HpPvq`; a line of another width or with a field that is not a count is left
+    out and counted in `dropped`."""
+    dropped = Dropped() if dropped is None else dropped
     out = []
     pool = ""
-    for line in text.splitlines():
+    for number, line in enumerate(text.splitlines(), 1):
         fields = line.split("\t")
         if len(fields) < 2:
             continue
@@ -87,11 +99,26 @@ def parse_queue_depths(text: str, known_pools: set[str] | None = None) -> list[V
         if len(values) - _DEFAULT_COLUMNS in (10, 12, 14):
             values = values[_DEFAULT_COLUMNS:]
         elif len(values) not in (10, 12, 14):
-            raise ValueError(f"zpool iostat -q: {len(values)} columns for {name!r}, expected 10, 12 or 14 "
-                             f"queue columns")
+            dropped.add("malformed", f"zpool iostat -q line {number}: {len(values)} columns for {name[:60]!r}, "
+                                     "expected 10, 12 or 14 queue columns")
+            continue
         if is_pool_name(name, known_pools):
             pool = name
-        numbers = [int(v) for v in values]
+        numbers = _counts(values, dropped, f"zpool iostat -q line {number}")
+        if numbers is None:
+            continue
         classes = QUEUE_CLASSES[:len(numbers) // 2]
         out.append(VdevQueues(pool, name, dict(zip(classes, numbers[0::2])), dict(zip(classes, numbers[1::2]))))
     return out
+
+
+def _counts(fields: list[str], dropped: Dropped, where: str) -> list[int] | None:
+    """Every field as a count, or None (the line counted as dropped) when one is not."""
+    if all(f.isdigit() and f.isascii() for f in fields):
+        return [int(f) for f in fields]
+    bad = Dropped()
+    for text in fields:
+        plain_count(text, bad, where)
+    reason, example = next(iter(bad.examples.items())) if bad else ("not_a_number", f"{where}: an empty field")
+    dropped.add(reason, example)
+    return None
