@@ -37,11 +37,12 @@ def test_odd_names_and_ratio_suffix():
 
 
 def row(name="tank/a", numbers=("1",) * 12, ratios=("1.00", "1.00")):
-    return "\t".join([name, "filesystem", *numbers, *ratios, *["x"] * 11])
+    """A `zfs list` line of every property we ask for, the settings after the numbers and ratios."""
+    return "\t".join([name, "filesystem", *numbers, *ratios, *["x"] * (len(DATASET_PROPERTIES) - 16)])
 
 
 def test_a_listing_of_another_format_fails_clearly():
-    with pytest.raises(SourceError, match="no line could be read .*line 1: 3 columns, expected 27"):
+    with pytest.raises(SourceError, match=f"no line could be read .*line 1: 3 columns, expected {len(DATASET_PROPERTIES)}"):
         parse_datasets("a\tb\tc\n")
 
 
