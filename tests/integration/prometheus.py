@@ -38,7 +38,8 @@ class QueryApi:
             with urllib.request.urlopen(url, timeout=20) as response:
                 body = json.load(response)
         except urllib.error.HTTPError as exc:  # Prometheus says why in the body (bad_data, execution)
-            raise AssertionError(f"{exc}: {exc.read().decode(errors='replace')[:500]}") from None
+            exc.msg = f"{exc.msg}: {exc.read().decode(errors='replace')[:500]}"  # still an OSError: 503 while starting
+            raise
         assert body["status"] == "success", body
         return body["data"]
 
