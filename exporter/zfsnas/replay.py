@@ -131,7 +131,8 @@ def _manifest(root: Path, origin: Path) -> dict:
 
 
 # Flags whose setting changed name since captures were first taken (manifest "flags" hold the old).
-RENAMED_FLAGS = {"dataset_exclude": "datasets_exclude", "pool_include": "pools_include", "pool_exclude": "pools_exclude"}
+RENAMED_FLAGS = {"dataset_exclude": "datasets_exclude", "pool_include": "pools_include", "pool_exclude": "pools_exclude",
+                 "pool_expected": "pools_expected"}
 
 
 def snapshot_args(capture: Capture, index: int, base: argparse.Namespace) -> argparse.Namespace:

@@ -106,6 +106,18 @@ class Failures:
     def status(self, pool: str) -> str:
         return self.run(["zpool", "status", "-P", pool], check=False, seconds=30)[1]
 
+    def resilvers_settled(self, pools: tuple[str, ...], seconds: float = 300) -> None:
+        """No resilver in progress on `pools`, seen twice 2 s apart: the resilver `zpool online`
+        asks for may start a moment after it returns (seen on 2.1: `zpool wait -t resilver` had
+        nothing to wait for yet, and the moment caught the resilver running)."""
+        calm, deadline = 0, time.time() + seconds
+        while calm < 2 and time.time() < deadline:
+            busy = [pool for pool in pools if "resilver in progress" in self.status(pool)]
+            for pool in busy:
+                self.run(["zpool", "wait", "-t", "resilver", pool], seconds=max(1.0, deadline - time.time()))
+            calm = 0 if busy else calm + 1
+            time.sleep(2)
+
     def leaf_state(self, pool: str, path: str) -> str | None:
         for line in self.status(pool).splitlines():
             parts = line.split()
@@ -182,6 +194,7 @@ class Failures:
             (out / "commands" / filename).write_text(text)
             exits[filename] = rc
         times["commands_end"] = time.time()
+        status = (out / "commands" / "zpool_status_P.txt").read_text() if exits.get("zpool_status_P.txt") == 0 else ""
         # A refresh that ends after `settled` may have started before it: each source must end a
         # second refresh after the first one that ended after `settled` (that one started after it).
         first: dict[str, float] = {}
@@ -196,13 +209,16 @@ class Failures:
                 if ended >= settled and source not in first:
                     first[source] = ended
                 fresh[source] = source in first and ended > first[source] + 0.1
-            if all(fresh.values()) or time.time() > deadline:
+            # and the served vdev tree is the one zpool status printed (a refresh may read zpool
+            # status a moment before the state its pool kstat already shows: compared once settled)
+            if (all(fresh.values()) and tree_served(text, status)) or time.time() > deadline:
                 break
             time.sleep(1)   # a scrape costs the guest a second of CPU: not more often
         times["metrics"] = time.time()
         (out / "metrics.txt").write_text(text)
         (out / "states.json").write_text(json.dumps({"before": states_before, "after": self.kstat_states(),
-                                                     "exits": exits, "fresh": fresh}, indent=1))
+                                                     "exits": exits, "fresh": fresh,
+                                                     "tree_served": tree_served(text, status)}, indent=1))
         (out / "times.json").write_text(json.dumps(times, indent=1))
         self.record["moments"][name] = round(time.time() - times["commands_start"], 2)
         self.log(f"moment {name} in {time.time() - times['commands_start']:.1f} s, sources fresh: {fresh}")
@@ -283,7 +299,7 @@ class Failures:
         self.hotplug(add=["ZNC0002"])
         self.wait("ZNC0002 back", lambda: os.path.exists(paths["ZNC0002"]), 60)
         self.run(["zpool", "online", "tank", paths["ZNC0002"]])
-        self.run(["zpool", "wait", "-t", "resilver", "tank"], seconds=300)
+        self.resilvers_settled(("tank", "fast"))
         self.record["spare_detached_by_hand"] = "INUSE" in self.status("tank")
         if self.record["spare_detached_by_hand"]:   # (seen on 2.3.2: the spare stays until detached)
             self.run(["zpool", "detach", "tank", paths["ZNS0005"]])
@@ -484,3 +500,24 @@ def run_all(scenario) -> dict:
         failures.record["timeline"] = failures.timeline
         (failures.out / "record.json").write_text(json.dumps(failures.record, indent=1))
     return failures.timeline
+
+
+def tree_served(metrics: str, status: str) -> bool:
+    """Whether every vdev state served (`zfs_vdev_state ... 1`) of the pools `zpool status -P`
+    printed (`status`; empty: nothing to compare) is the state it printed for that vdev."""
+    sections: dict[str, str] = {}
+    for section in status.split("  pool: ")[1:]:
+        sections[section.split("\n", 1)[0].strip()] = section
+    for line in metrics.splitlines():
+        if not line.startswith("zfs_vdev_state{") or not line.endswith("} 1"):
+            continue
+        labels = dict(part.split("=", 1) for part in line[len("zfs_vdev_state{"):-3].split('",') if "=" in part)
+        labels = {k: v.strip('"') for k, v in labels.items()}
+        section = sections.get(labels.get("pool", ""))
+        if section is None:
+            continue
+        printed = [parts[1] for parts in (line.split() for line in section.splitlines())
+                   if len(parts) > 1 and parts[0] == labels.get("vdev")]
+        if printed and labels.get("state") not in printed:
+            return False
+    return True
