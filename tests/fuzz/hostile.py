@@ -17,7 +17,7 @@ import itertools
 import sys
 
 CHUNK = 1 << 16
-COLUMNS = 27  # zfs_datasets.DATASET_PROPERTIES
+COLUMNS = 28  # zfs_datasets.DATASET_PROPERTIES
 
 
 def name(number: int, length: int) -> bytes:
@@ -27,7 +27,7 @@ def name(number: int, length: int) -> bytes:
 
 def dataset_line(number: int, length: int) -> bytes:
     numbers = b"\t".join([b"1048576"] * 12)
-    settings = b"lz4\t131072\t-\toff\tstandard\tall\tall\toff\toff\tlatency\t0"
+    settings = b"lz4\t131072\t-\toff\tstandard\tall\tall\toff\toff\tlatency\t0\t-"
     return b"%s\tfilesystem\t%s\t1.50\t1.50\t%s\n" % (name(number, length), numbers, settings)
 
 
