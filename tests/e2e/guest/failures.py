@@ -182,7 +182,7 @@ class Failures:
     # --- moments ---------------------------------------------------------------------------------
 
     def moment(self, name: str, settled: float, extra: dict[str, list[str]] | None = None, sources=ZPOOL_SOURCES,
-               fresh_seconds: float = 15, command_seconds: float = 30) -> Path:
+               fresh_seconds: float = 30, command_seconds: float = 30) -> Path:
         """`settled`: when the phase saw the state reached (nothing it compares moves after it)."""
         out = self.out / name
         (out / "commands").mkdir(parents=True, exist_ok=True)
@@ -503,21 +503,30 @@ def run_all(scenario) -> dict:
 
 
 def tree_served(metrics: str, status: str) -> bool:
-    """Whether every vdev state served (`zfs_vdev_state ... 1`) of the pools `zpool status -P`
-    printed (`status`; empty: nothing to compare) is the state it printed for that vdev."""
+    """Whether every vdev state and error count served (`zfs_vdev_state ... 1`, `zfs_vdev_errors`)
+    of the pools `zpool status -P` printed (`status`; empty: nothing to compare) is what it printed
+    for that vdev (error counts where it printed a plain number)."""
     sections: dict[str, str] = {}
     for section in status.split("  pool: ")[1:]:
         sections[section.split("\n", 1)[0].strip()] = section
+    columns = {"read": 2, "write": 3, "checksum": 4}
     for line in metrics.splitlines():
-        if not line.startswith("zfs_vdev_state{") or not line.endswith("} 1"):
+        family = line.split("{", 1)[0]
+        if family not in ("zfs_vdev_state", "zfs_vdev_errors") or "} " not in line:
             continue
-        labels = dict(part.split("=", 1) for part in line[len("zfs_vdev_state{"):-3].split('",') if "=" in part)
-        labels = {k: v.strip('"') for k, v in labels.items()}
+        body, value = line[len(family) + 1:].rsplit("} ", 1)
+        labels = {k: v.strip('"') for k, v in (part.split("=", 1) for part in body.split('",') if "=" in part)}
         section = sections.get(labels.get("pool", ""))
         if section is None:
             continue
-        printed = [parts[1] for parts in (line.split() for line in section.splitlines())
-                   if len(parts) > 1 and parts[0] == labels.get("vdev")]
-        if printed and labels.get("state") not in printed:
+        rows = [parts for parts in (row.split() for row in section.splitlines())
+                if len(parts) > 1 and parts[0] == labels.get("vdev")]
+        if family == "zfs_vdev_state":
+            if value == "1" and rows and labels.get("state") not in [parts[1] for parts in rows]:
+                return False
+            continue
+        at = columns.get(labels.get("type", ""), 0)
+        printed = [parts[at] for parts in rows if len(parts) > at and parts[at].isdigit()]
+        if printed and str(int(float(value))) not in printed:
             return False
     return True
