@@ -375,7 +375,9 @@ class Failures:
         scraper = threading.Thread(target=scrape_on)
         scraper.start()
         try:
-            time.sleep(0.5)
+            # the export starts once a scrape has served lab (a scrape takes seconds under TCG: seen on
+            # 2.1, the first answer came after the export and no scrape had seen lab imported)
+            self.wait("a scrape with lab", lambda: any(a.get("lab") for a in answers), 60)
             self.run(["zpool", "export", "lab"])
             exported = time.time()
             self.wait("a scrape without lab", lambda: any(a.get("lab") is False for a in answers), 30)
