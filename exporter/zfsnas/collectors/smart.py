@@ -154,7 +154,7 @@ class SmartCollector(RefreshingCollector):
 
         disks: list[DiskSmart] = []
         identities: list[DiskIdentity] = []
-        unavailable, scanned = "", False
+        unavailable, scanned, said_at_start = "", False, False
         try:
             identities, scanned = self._identities(FIRST_SCAN_WAIT)
             for at, identity in enumerate(identities):
@@ -164,16 +164,15 @@ class SmartCollector(RefreshingCollector):
                 disks.append(self._disk(identity, result))
         except SmartctlMissing as exc:
             disks, unavailable = [], f"{exc} (install smartmontools 7.0 or later)"
-            if exc.explained and not self._said:  # the start-up line said it: not again at warning
-                log.debug("smart: %s; the smart collector serves nothing (said at start-up)", unavailable)
-                self._said = unavailable
+            said_at_start = exc.explained  # the start-up line said it: not again at warning
         if not unavailable and _all_denied(disks):
             unavailable = ("smartctl may not open the disks (permission denied): it needs root, or CAP_SYS_RAWIO "
                            "(and CAP_SYS_ADMIN for NVMe) and read access to the disk devices")
         self._kept = {disk.device: disk for disk in disks}
         if unavailable != self._said:
             if unavailable:
-                log.warning("smart: %s; the smart collector serves nothing (docs/disks.md#smart)", unavailable)
+                log.log(logging.DEBUG if said_at_start else logging.WARNING,
+                        "smart: %s; the smart collector serves nothing (docs/disks.md#smart)", unavailable)
             else:
                 log.info("smart: smartctl reads the disks")
             self._said = unavailable
