@@ -71,11 +71,16 @@ def measure(tree: Path, version: str, reps: int) -> dict:
     from zfsnas import cli, exposition
     from zfsnas.collectors.base import Report
 
+    try:
+        from zfsnas import wiring  # the exporter's wiring (issue 32); before it, cli's
+    except ImportError:
+        wiring = cli
+
     plan = churn_plan(tree)
     result: dict = {"code": str(Path(cli.__file__).parents[1])}
     for label, extra in (("default", []), ("kstat", KSTAT_ONLY)):
         argv = sb.ours_argv(tree, version, "default", 0)[1:] + extra
-        exporter = cli.build_exporter(cli.build_parser().parse_args(argv))
+        exporter = wiring.build_exporter(wiring.build_parser().parse_args(argv))
         exporter.start()
         time.sleep(2)  # the background sources' first reads
         times = []

@@ -15,7 +15,7 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from zfsnas.cli import build_exporter, build_parser
+from zfsnas.wiring import ExporterConfig, build_exporter, build_parser
 
 FIXTURES = Path(__file__).parent / "fixtures"
 LINUX_VERSIONS = ("0.8.6", "2.0.7", "2.1.11", "2.2.7", "2.3.2")
@@ -65,6 +65,13 @@ def copy_commands(dest: Path, recordings: str = "zfs-2.3", iostat: str | None = 
 
 def exporter_args(*flags: str):
     return build_parser().parse_args(list(flags))
+
+
+def make_collector(cls, args, commands=None, kstat=None, **shared):
+    """A collector of class `cls` as the exporter builds it from parsed flags `args` (its typed
+    settings, the host paths and shared filters); `shared`: zpool_status, disk_identities."""
+    config = ExporterConfig.from_args(args)
+    return cls(config.context(kstat, commands, **shared), config.settings_of(cls))
 
 
 def scrape_text(*flags: str) -> str:

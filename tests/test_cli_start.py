@@ -8,8 +8,8 @@ import time
 import pytest
 
 from tests.conftest import FIXTURES, linux_tree, value
-from zfsnas.cli import build_exporter, build_parser
 from zfsnas.refresh import START, BackgroundRefresher
+from zfsnas.wiring import build_exporter, build_parser
 
 
 def kstat_exporter():

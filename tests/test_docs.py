@@ -23,7 +23,7 @@ from tests.integration.test_stack import BENCH, GiB, store_result
 from zfsnas import capture
 from zfsnas.bench.cli import build_parser as bench_parser
 from zfsnas.bench.store import Store
-from zfsnas.cli import build_parser
+from zfsnas.wiring import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").glob("*.md"))]

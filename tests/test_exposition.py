@@ -4,9 +4,9 @@ parses; a bad sample is dropped alone and reported, label values are valid, boun
 from __future__ import annotations
 
 import math
-import time
 import shutil
 import subprocess
+import time
 from decimal import Decimal
 
 import pytest
@@ -322,7 +322,7 @@ def test_embedding_as_readme_shows(tmp_path):
     from prometheus_client import CollectorRegistry, generate_latest
 
     from tests.conftest import linux_tree, samples, value, zfs_commands
-    from zfsnas.cli import build_exporter, build_parser
+    from zfsnas.wiring import build_exporter, build_parser
 
     tree = linux_tree("2.3.2")
     args = build_parser().parse_args(["--path.procfs", str(tree / "proc"), "--path.sysfs", str(tree / "sys"),

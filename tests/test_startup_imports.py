@@ -27,19 +27,20 @@ NOT_AT_START = ("dataclasses", "pathlib", "urllib.parse", "inspect")
 KSTAT_ONLY = ("--no-collector.datasets", "--no-collector.pools", "--no-collector.disks", "--no-collector.bench",
               "--no-collector.smart")
 
-# Our modules a start loads: the collectors' registry (every collector's flags are in --help),
-# the kstat sources, the scrape and the server. Only the enabled collectors' sources come on top.
+# Our modules a start loads: the wiring and the collectors' registry (every collector's flags are
+# in --help, declared as typed settings), the kstat sources, the scrape and the server. Only the enabled collectors' sources come on top.
 OURS = {"zfsnas", "zfsnas.cli", "zfsnas.collectors", "zfsnas.collectors.arc", "zfsnas.collectors.base",
         "zfsnas.collectors.bench", "zfsnas.collectors.datasets", "zfsnas.collectors.disks",
         "zfsnas.collectors.objset", "zfsnas.collectors.pools", "zfsnas.collectors.poolstats", "zfsnas.collectors.smart",
         "zfsnas.collectors.tunables", "zfsnas.collectors.txg", "zfsnas.collectors.vdevlatency",
         "zfsnas.exposition", "zfsnas.process", "zfsnas.refresh", "zfsnas.scrape", "zfsnas.server",
         "zfsnas.sources", "zfsnas.sources.commands", "zfsnas.sources.diskstats",
-        "zfsnas.sources.kstat", "zfsnas.sources.linux", "zfsnas.sources.model", "zfsnas.sources.zfs_datasets"}
+        "zfsnas.sources.kstat", "zfsnas.sources.linux", "zfsnas.sources.model", "zfsnas.sources.zfs_datasets",
+        "zfsnas.settings", "zfsnas.collectors.filters", "zfsnas.wiring"}
 
 SCRIPT = """
 import sys
-from zfsnas.cli import build_exporter, build_parser
+from zfsnas.wiring import build_exporter, build_parser
 from zfsnas.server import make_server
 args = build_parser().parse_args(sys.argv[1:])
 exporter = build_exporter(args)

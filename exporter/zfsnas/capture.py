@@ -46,10 +46,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from . import __version__
+from .replay import FORMAT, ROOT
 from .sources.recorded import RecordingRunner, write_records
+from .wiring import ExporterConfig, build_exporter, build_parser
 
-ROOT = "zfsnas-capture"
-FORMAT = 1
 # Debug buffers nobody parses: large, and they hold file and object names.
 SKIP_KSTATS = {"dbgmsg", "dbufs"}
 # The sysfs attributes `sources/blockdevices.py` reads of a disk (and `dev`, `partition` of its partitions).
@@ -86,8 +86,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str]) -> int:
-    from .cli import build_parser
-
     parser = build_parser()
     parser.prog = "zfsnas-exporter capture"
     parser.description = "Bundle everything the exporter reads on this NAS into one archive."
@@ -181,34 +179,37 @@ def take_snapshot(args: argparse.Namespace, root: Path, index: int,
                   unreadable: Unreadable) -> tuple[list[str], str | None, str]:
     """Record the commands through a live render, then copy the files (`write_replayed_metrics`
     renders `metrics.txt` from the copies once every snapshot is taken)."""
-    from .cli import build_exporter
+    from .collectors.bench import BenchCollector, BenchSettings
 
+    config = ExporterConfig.from_args(args)
+    paths = config.paths
     dest = root / "snapshots" / str(index)
     dest.mkdir(parents=True)
-    runner = RecordingRunner(args.command_prefix, args.command_timeout, args.command_max_output)
-    exporter = build_exporter(args, runner=runner)
+    runner = RecordingRunner(config.commands.prefix, config.commands.timeout, config.commands.max_output)
+    exporter = build_exporter(config, runner=runner)
     (dest / "live-metrics.txt").write_text(exporter.render())
     write_records(dest, runner)
     daemon = fetch_daemon_metrics(args.metrics_url, dest / "daemon-metrics.txt") if args.metrics_url else "skipped"
-    kind = kstat_kind(args)
     version = None
-    if kind == "procfs":
-        copy_kstats(Path(args.procfs), dest / "proc", unreadable)
-        version = copy_module(Path(args.sysfs), dest / "sys", unreadable)
-    elif args.sysctl_file:
-        copy_file(Path(args.sysctl_file), dest / "sysctl.txt", unreadable)
+    if config.kstat.kind() == "procfs":
+        copy_kstats(Path(paths.procfs), dest / "proc", unreadable)
+        version = copy_module(Path(paths.sysfs), dest / "sys", unreadable)
+    elif config.kstat.sysctl_file:
+        copy_file(Path(config.kstat.sysctl_file), dest / "sysctl.txt", unreadable)
     if version is None:
         try:
             version = exporter.scrape.kstat.version() if exporter.scrape.kstat else None
         except Exception:
             version = None
-    copy_file(Path(args.procfs) / "diskstats", dest / "proc" / "diskstats", unreadable, optional=True)
-    copy_block_devices(Path(args.sysfs), Path(args.udev_data), dest, unreadable)
+    copy_file(Path(paths.procfs) / "diskstats", dest / "proc" / "diskstats", unreadable, optional=True)
+    copy_block_devices(Path(paths.sysfs), Path(paths.udev_data), dest, unreadable)
     names = [c.name for c in exporter.collectors]
     if "bench" in names:
         from .sources.benchdb import default_bench_db
 
-        copy_bench_db(Path(args.bench_db or default_bench_db()), dest / "bench.sqlite", unreadable)
+        bench = config.settings_of(BenchCollector)
+        assert isinstance(bench, BenchSettings)
+        copy_bench_db(Path(bench.db or default_bench_db()), dest / "bench.sqlite", unreadable)
     return names, version, daemon
 
 
@@ -218,15 +219,13 @@ def write_replayed_metrics(args: argparse.Namespace, root: Path, count: int, nam
     from .replay import Capture, ReplayExporter
 
     settings = {"snapshots": count, "collectors": names, "flags": replayed_flags(args), "kstat_source": kstat_kind(args)}
-    replay = ReplayExporter(Capture(root, settings), args)
+    replay = ReplayExporter(Capture(root, settings), ExporterConfig.from_args(args))
     for index in range(count):
         (root / "snapshots" / str(index) / "metrics.txt").write_text(replay.render())
 
 
 def kstat_kind(args: argparse.Namespace) -> str:
-    from .cli import kstat_source_kind
-
-    return kstat_source_kind(args)
+    return ExporterConfig.from_args(args).kstat.kind()
 
 
 def replayed_flags(args: argparse.Namespace) -> dict:

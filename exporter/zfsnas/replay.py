@@ -11,7 +11,6 @@ clock: `LoopContinuation`).
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import tarfile
@@ -22,12 +21,17 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
-from .capture import FORMAT, ROOT
 from .exposition import format_value
 from .sources.recorded import read_records
 
+if TYPE_CHECKING:
+    from .wiring import Exporter, ExporterConfig
+
 log = logging.getLogger("zfsnas")
+ROOT = "zfsnas-capture"  # every member of a capture archive is under this directory
+FORMAT = 1               # the archive layout's version (manifest "format"), written by capture.py
 
 
 class CaptureError(Exception):
@@ -135,42 +139,39 @@ RENAMED_FLAGS = {"dataset_exclude": "datasets_exclude", "pool_include": "pools_i
                  "pool_expected": "pools_expected"}
 
 
-def snapshot_args(capture: Capture, index: int, base: argparse.Namespace) -> argparse.Namespace:
-    """The exporter's flags for snapshot `index`: the capture's collector settings, its recorded trees."""
+def snapshot_config(capture: Capture, index: int, base: ExporterConfig) -> ExporterConfig:
+    """The exporter's settings for snapshot `index`: the capture's collectors and their settings
+    (its manifest's flags, by destination: the archive's format; flags it lacks keep `base`'s),
+    its recorded trees, no command prefix and never this machine's own bench database."""
     from .collectors import ALL
+    from .collectors.base import Paths
+    from .collectors.bench import BenchCollector
+    from .wiring import ExporterConfig, KstatSettings
 
     snap = capture.snapshots[index]
-    args = argparse.Namespace(**vars(base))
-    for dest, value in capture.manifest.get("flags", {}).items():
-        dest = RENAMED_FLAGS.get(dest, dest)
-        if hasattr(args, dest) and not dest.startswith("collector_"):
-            setattr(args, dest, value)
+    flags = {RENAMED_FLAGS.get(dest, dest): value for dest, value in capture.manifest.get("flags", {}).items()}
     chosen = set(capture.manifest.get("collectors", []))
-    args.disable_defaults = True
-    for cls in ALL:
-        setattr(args, f"collector_{cls.name}", cls.name in chosen)
-    args.procfs = str(snap / "proc")
-    args.sysfs = str(snap / "sys")
-    args.udev_data = str(snap / "udev" / "data")
-    args.kstat_source = capture.manifest.get("kstat_source", "procfs")
-    args.sysctl_file = str(snap / "sysctl.txt") if (snap / "sysctl.txt").is_file() else None
-    # Never this machine's own bench database: the capture's, or none.
-    args.bench_db = str(snap / "bench.sqlite")
-    args.command_prefix = ""
-    return args
+    config = ExporterConfig.from_values({**base.values(), **flags}, [cls for cls in ALL if cls.name in chosen])
+    config.paths = Paths(procfs=str(snap / "proc"), sysfs=str(snap / "sys"), udev_data=str(snap / "udev" / "data"))
+    config.kstat = KstatSettings(source=capture.manifest.get("kstat_source", "procfs"),
+                                 sysctl_file=str(snap / "sysctl.txt") if (snap / "sysctl.txt").is_file() else None)
+    config.commands = config.commands.replace(prefix="")
+    bench = config.collector_settings[BenchCollector]
+    config.collector_settings[BenchCollector] = bench.replace(db=str(snap / "bench.sqlite"))
+    return config
 
 
-def snapshot_exporter(capture: Capture, index: int, base: argparse.Namespace, process_metrics: bool = True,
-                      said: set[str] | None = None):
+def snapshot_exporter(capture: Capture, index: int, base: ExporterConfig, process_metrics: bool = True,
+                      said: set[str] | None = None) -> Exporter:
     """`said`: the replay notes already logged for this capture (see `sources.recorded.ReplayRunner`)."""
-    from .cli import build_exporter
+    from .wiring import build_exporter
 
     snap = capture.snapshots[index]
     try:
         runner = read_records(snap, said)
     except ValueError as exc:
         raise CaptureError(f"snapshot {index}: {exc}") from None
-    return build_exporter(snapshot_args(capture, index, base), process_metrics, runner=runner)
+    return build_exporter(snapshot_config(capture, index, base), process_metrics, runner=runner)
 
 
 class ReplayExporter:
@@ -180,7 +181,7 @@ class ReplayExporter:
     (`Collector.continue_from`: the txg counters), as one live exporter would have kept it. With
     `loop`, laps after the first continue rather than start over (`LoopContinuation`)."""
 
-    def __init__(self, capture: Capture, base: argparse.Namespace, loop: bool = False, process_metrics: bool = True):
+    def __init__(self, capture: Capture, base: ExporterConfig, loop: bool = False, process_metrics: bool = True):
         self.capture = capture
         self.loop = loop
         said: set[str] = set()  # each note on what the capture lacks is logged once, not once per snapshot

@@ -21,8 +21,9 @@ import pytest
 from tests.capture.nas import HOSTNAME, POOLS, SERIALS, WWNS, build_nas, dataset_names
 from tests.conftest import samples, value
 from zfsnas import capture as capture_module
-from zfsnas.cli import build_parser, main
+from zfsnas.cli import main
 from zfsnas.replay import CaptureError, ReplayExporter, open_capture
+from zfsnas.wiring import default_config
 from zfsnas.sources.smart import smartctl_argv
 from zfsnas.sources.zfs_datasets import LIST_DATASETS, LIST_SNAPSHOTS
 from zfsnas.sources.zpool import LIST_POOLS, LIST_VDEVS, STATUS_GUIDS, STATUS_PATHS
@@ -45,7 +46,7 @@ def take(tmp_path: Path, *extra: str, nas_flags: list[str] | None = None) -> Pat
 def replay_all(path: Path) -> list[str]:
     capture = open_capture(path)
     try:
-        exporter = ReplayExporter(capture, build_parser().parse_args([]), process_metrics=False)
+        exporter = ReplayExporter(capture, default_config(), process_metrics=False)
         return [exporter.render() for _ in capture.snapshots]
     finally:
         capture.close()
@@ -351,7 +352,8 @@ def test_capture_cli_refuses_a_missing_directory(tmp_path, capsys):
 
 def test_from_capture_makes_a_fixture_tree_and_golden(tmp_path):
     out = take(tmp_path, "--anonymize")
-    from tests.fixtures.from_capture import make_fixture, render_tree, stable as stable_text
+    from tests.fixtures.from_capture import make_fixture, render_tree
+    from tests.fixtures.from_capture import stable as stable_text
 
     tree, golden = make_fixture(out, "test", fixtures=tmp_path / "fixtures", golden_dir=tmp_path)
     assert (tree / "commands" / "index.json").is_file() and (tree / "proc" / "spl" / "kstat" / "zfs").is_dir()

@@ -20,7 +20,8 @@ import pytest
 
 from tests.conftest import FIXTURES
 from zfsnas import replay
-from zfsnas.cli import build_parser
+from zfsnas.collectors.datasets import DatasetsCollector
+from zfsnas.wiring import default_config
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURES = sorted(p for p in (ROOT / "tests").rglob("*.tar.gz") if p.parent.name in ("captures", "formats"))
@@ -73,7 +74,7 @@ def without_added(key: tuple[str, frozenset]) -> tuple[str, frozenset]:
 
 def replayed(capture: Path | str) -> tuple[replay.Capture, list[dict]]:
     opened = replay.open_capture(capture)
-    exporter = replay.ReplayExporter(opened, build_parser().parse_args([]), process_metrics=False)
+    exporter = replay.ReplayExporter(opened, default_config(), process_metrics=False)
     return opened, [samples(exporter.render()) for _ in opened.snapshots]
 
 
@@ -178,8 +179,9 @@ def test_settings_under_their_old_names_still_apply(tmp_path):
     manifest["flags"]["dataset_exclude"] = "tank/media"
     manifest_path.write_text(json.dumps(manifest))
     opened, pages = replayed(tmp_path)
-    args = replay.snapshot_args(opened, 0, build_parser().parse_args([]))
+    config = replay.snapshot_config(opened, 0, default_config())
     opened.close()
-    assert args.datasets_exclude == "tank/media" and args.datasets_include is None
+    datasets_settings = config.settings_of(DatasetsCollector)
+    assert datasets_settings.exclude == "tank/media" and datasets_settings.include is None
     datasets = {dict(k[1])["dataset"] for k in pages[0] if k[0] == "zfs_dataset_used_bytes"}
     assert "tank" in datasets and "tank/media" not in datasets

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import FIXTURES, samples
-from zfsnas.cli import build_parser
 from zfsnas.replay import ReplayExporter, open_capture
+from zfsnas.wiring import default_config
 
 CAPTURES = sorted((FIXTURES / "captures" / "failures").glob("*.tar.gz"))
 
@@ -19,7 +19,7 @@ def replayed(name: str) -> dict:
         pytest.fail(f"no failure capture {name}: run tests/e2e/run --capture-fixtures")
     capture = open_capture(matches[0])
     try:
-        return samples(ReplayExporter(capture, build_parser().parse_args([]), process_metrics=False).render())
+        return samples(ReplayExporter(capture, default_config(), process_metrics=False).render())
     finally:
         capture.close()
 
@@ -46,7 +46,7 @@ def test_every_collector_succeeds_on_replay():
     for path in CAPTURES:
         capture = open_capture(path)
         try:
-            found = samples(ReplayExporter(capture, build_parser().parse_args([]), process_metrics=False).render())
+            found = samples(ReplayExporter(capture, default_config(), process_metrics=False).render())
         finally:
             capture.close()
         failed = [dict(k[1]) for k, v in found.items() if k[0] == "zfs_exporter_collector_success" and v != 1]

@@ -186,7 +186,7 @@ def test_scans(version):
 
 def test_shared_zpool_status_for_other_collectors():
     from tests.conftest import exporter_args
-    from zfsnas.cli import build_exporter
+    from zfsnas.wiring import build_exporter
 
     exporter = build_exporter(exporter_args(*KSTAT, *zfs_commands("2.3")), process_metrics=False)
     pools = next(c for c in exporter.collectors if c.name == "pools")
@@ -228,7 +228,7 @@ from zfsnas.collectors.base import Report  # noqa: E402
 
 def exporter_for(*flags):
     from tests.conftest import exporter_args
-    from zfsnas.cli import build_exporter
+    from zfsnas.wiring import build_exporter
 
     return build_exporter(exporter_args(*KSTAT, "--collector.disable-defaults", *flags), process_metrics=False)
 

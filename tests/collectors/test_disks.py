@@ -3,13 +3,13 @@
 import argparse
 import shutil
 
-from tests.conftest import FIXTURES, collected, rendered_from_samples, samples, scrape_text, types, value
-from zfsnas.cli import build_parser
-from zfsnas.collectors.base import Context, Report
+from tests.conftest import FIXTURES, collected, make_collector, rendered_from_samples, samples, scrape_text, types, value
+from zfsnas.collectors.base import Report
 from zfsnas.collectors.disks import DisksCollector
 from zfsnas.exposition import TextFamily, render
 from zfsnas.refresh import BackgroundRefresher
 from zfsnas.sources.model import SourceError, VdevStatus
+from zfsnas.wiring import build_parser
 
 TREE = FIXTURES / "linux-disks"
 PATHS = ["--path.procfs", str(TREE / "proc"), "--path.sysfs", str(TREE / "sys"),
@@ -74,11 +74,11 @@ def test_sysfs_fallback_self_metric(tmp_path):
 
 
 def collector_with_pools(vdevs):
-    from zfsnas.cli import build_parser
+    from zfsnas.wiring import build_parser
     args = build_parser().parse_args(PATHS)
     status = BackgroundRefresher("zpool_status", lambda: vdevs, 60)
     status.refresh_now()
-    return DisksCollector(Context(kstat=None, commands=None, args=args, zpool_status=status))
+    return make_collector(DisksCollector, args, zpool_status=status)
 
 
 def test_cache_and_spare_membership_from_pools_collector():
@@ -124,7 +124,7 @@ def test_no_diskstats_no_block_devices_is_not_a_failure(tmp_path):
 
 
 def test_flags_parse():
-    from zfsnas.cli import build_parser
+    from zfsnas.wiring import build_parser
     args = build_parser().parse_args(["--no-disks.hotplug", "--disks.rescan-interval", "5"])
     assert args.disks_hotplug is False and args.disks_rescan_interval == 5.0
     assert isinstance(args, argparse.Namespace)
@@ -175,7 +175,7 @@ def _tree_with(tmp_path, diskstats):
     (tmp_path / "t/proc/diskstats").write_text(diskstats)
     args = build_parser().parse_args(["--path.procfs", str(tmp_path / "t/proc"), "--path.sysfs", str(tmp_path / "t/sys"),
                                       "--path.udev.data", str(tmp_path / "t/udev/data")])
-    collector = DisksCollector(Context(kstat=None, commands=None, args=args))
+    collector = make_collector(DisksCollector, args)
     collector.refresher.refresh_now()
     return collector
 

@@ -2,9 +2,18 @@
 
 import pytest
 
-from tests.conftest import (LINUX_VERSIONS, copy_tree, exporter_args, freebsd_sysctl, linux_tree, samples, scrape_text,
-                            types, value)
-from zfsnas.cli import build_exporter
+from tests.conftest import (
+    LINUX_VERSIONS,
+    copy_tree,
+    exporter_args,
+    freebsd_sysctl,
+    linux_tree,
+    samples,
+    scrape_text,
+    types,
+    value,
+)
+from zfsnas.wiring import build_exporter
 
 
 def scrape(version, *collectors):

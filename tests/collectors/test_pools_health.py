@@ -16,10 +16,10 @@ import pytest
 from tests.collectors.test_shared_runner import wait_until
 from tests.conftest import exporter_args, linux_tree, samples, scrape_text, value, zfs_commands
 from tests.fixtures.commands.generate import render_tree
-from zfsnas.cli import build_exporter
 from zfsnas.collectors.pools import FRESH_WAIT, expected_pools
 from zfsnas.sources.zpool import LIST_POOLS, LIST_VDEVS, STATUS_GUIDS, STATUS_PATHS
 from zfsnas.sources.zpool_events import FOLLOW_EVENTS
+from zfsnas.wiring import build_exporter
 
 ID = "/dev/disk/by-id/"
 DISKS = (f"{ID}ata-ST4000VN008-2DR166_ZL2B0001-part1", f"{ID}ata-ST4000VN008-2DR166_ZL2B0002-part1")

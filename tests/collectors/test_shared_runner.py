@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tests.conftest import exporter_args, linux_tree, zfs_commands
 from tests.sources.test_commands import alive
-from zfsnas.cli import build_exporter
+from zfsnas.wiring import build_exporter
 
 ROOT = linux_tree("2.3.2")
 KSTAT = ["--path.procfs", str(ROOT / "proc"), "--path.sysfs", str(ROOT / "sys")]

@@ -12,15 +12,14 @@ import sys
 
 import pytest
 
-from tests.conftest import FIXTURES, collected, exporter_args, samples, scrape_text, types, value
-from zfsnas.cli import build_exporter
-from zfsnas.collectors.base import Context
+from tests.conftest import FIXTURES, collected, exporter_args, make_collector, samples, scrape_text, types, value
 from zfsnas.collectors.smart import SmartCollector
 from zfsnas.exposition import render
 from zfsnas.refresh import BackgroundRefresher
 from zfsnas.sources.commands import CommandRunner
 from zfsnas.sources.model import VdevStatus
 from zfsnas.sources.smart import smartctl_argv
+from zfsnas.wiring import build_exporter
 
 TREE = FIXTURES / "linux-disks"
 PATHS = ["--path.procfs", str(TREE / "proc"), "--path.sysfs", str(TREE / "sys"),
@@ -230,8 +229,8 @@ def test_without_sysfs_the_disks_come_from_smartctl_scan(tmp_path):
     status = BackgroundRefresher("zpool_status", lambda: vdevs, 60)
     status.refresh_now()
     args = exporter_args("--path.sysfs", str(nosys), *prefix(FIXTURES / "smart" / "freebsd"))
-    ctx = Context(kstat=None, commands=CommandRunner(args.command_prefix, 30), args=args, zpool_status=status)
-    text = render(collected(SmartCollector(ctx)))
+    text = render(collected(make_collector(SmartCollector, args, CommandRunner(args.command_prefix, 30),
+                                           zpool_status=status)))
     assert {dict(k[1])["device"]: dict(k[1]) for k, v in samples(text).items() if k[0] == "zfs_disk_smart_state" and v} == {
         "ada0": {"device": "ada0", "serial": "WD-WCC7K1AAAAAA", "pool": "tank", "vdev_guid": "1234", "state": "ok"},
         "nvme0": {"device": "nvme0", "serial": "S4EWNX0N123456", "pool": "", "vdev_guid": "", "state": "ok"}}

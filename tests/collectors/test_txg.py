@@ -2,13 +2,12 @@
 
 
 import pytest
+from prometheus_client import generate_latest
 
-from tests.conftest import copy_tree, linux_tree, scrape_text, value
-from zfsnas.cli import build_exporter
+from tests.conftest import copy_tree, exporter_args, linux_tree, scrape_text, value
 from zfsnas.collectors.txg import TxgAccumulator, dirty_ratio_bounds, tx_assign_buckets
 from zfsnas.sources.kstat import Txg, parse_txgs
-from tests.conftest import exporter_args
-from prometheus_client import generate_latest
+from zfsnas.wiring import build_exporter
 
 MiB = 1 << 20
 

@@ -2,13 +2,12 @@
 
 import pytest
 
-from tests.conftest import FIXTURES, samples, types, value
-from zfsnas.cli import build_parser
-from zfsnas.collectors.base import Context
+from tests.conftest import FIXTURES, make_collector, samples, types, value
 from zfsnas.collectors.vdevlatency import VdevLatencyCollector
 from zfsnas.exposition import render
 from zfsnas.scrape import ScrapeCollector
 from zfsnas.sources.model import SourceError
+from zfsnas.wiring import build_parser
 
 WD1 = "/dev/disk/by-id/ata-WDC_WD40EFRX-68N32N0_WD-WCC7K1AAAAAA-part1"
 
@@ -31,7 +30,7 @@ class RecordedZpool:
 def scrape(version, fail=""):
     runner = RecordedZpool(version, fail)
     args = build_parser().parse_args(["--collector.disable-defaults", "--collector.vdevlatency"])
-    collector = VdevLatencyCollector(Context(kstat=None, commands=runner, args=args))
+    collector = make_collector(VdevLatencyCollector, args, runner)
     text = render(ScrapeCollector([collector]).scrape())
     return text, samples(text), runner
 
@@ -76,7 +75,7 @@ def test_failing_zpool_is_reported():
 def test_off_by_default_with_own_interval():
     args = build_parser().parse_args(["--vdevlatency.refresh-interval", "120"])
     assert args.collector_vdevlatency is None and not VdevLatencyCollector.default_enabled
-    assert VdevLatencyCollector(Context(kstat=None, commands=None, args=args)).refresher.interval == 120
+    assert make_collector(VdevLatencyCollector, args).refresher.interval == 120
 
 
 def test_no_pools_is_empty_not_a_failure():
@@ -88,7 +87,7 @@ def test_no_pools_is_empty_not_a_failure():
 def test_families_built_once_per_refresh():
     from zfsnas.collectors.base import Report
     args = build_parser().parse_args([])
-    collector = VdevLatencyCollector(Context(kstat=None, commands=RecordedZpool("2.3.2"), args=args))
+    collector = make_collector(VdevLatencyCollector, args, RecordedZpool("2.3.2"))
     first = collector.collect(Report("vdevlatency"))
     assert collector.collect(Report("vdevlatency")) is first
     assert all(family.text for family in first)  # rendered in the refresh, not by the scrape
@@ -110,7 +109,7 @@ def test_vdev_labels_match_the_pools_collector(version):
     class Recorded:
         def run(self, argv, timeout=None):
             return (base / f"zpool-iostat-{argv[-1][-1]}.txt").read_text()
-    collector = VdevLatencyCollector(Context(kstat=None, commands=Recorded(), args=build_parser().parse_args([])))
+    collector = make_collector(VdevLatencyCollector, build_parser().parse_args([]), Recorded())
     latency, queues = collector._read()
     served = {(v.pool, v.vdev) for v in latency}
     assert served == {(v.pool, v.vdev) for v in queues}
@@ -130,7 +129,7 @@ def test_a_hung_zpool_never_holds_a_scrape():
         def run(self, argv, timeout=None):
             release.wait(10)
             return super().run(argv, timeout)
-    collector = VdevLatencyCollector(Context(kstat=None, commands=Hung("2.3.2"), args=build_parser().parse_args([])))
+    collector = make_collector(VdevLatencyCollector, build_parser().parse_args([]), Hung("2.3.2"))
     collector.start()
     try:
         started = clock.monotonic()

@@ -17,9 +17,10 @@ import json
 
 import pytest
 
-from tests.conftest import samples, types as family_types
-from zfsnas.cli import build_parser
+from tests.conftest import samples
+from tests.conftest import types as family_types
 from zfsnas.replay import ReplayExporter, open_capture
+from zfsnas.wiring import default_config
 
 pytestmark = pytest.mark.e2e
 
@@ -67,7 +68,7 @@ def replayed(roundtrip):
             continue
         capture = open_capture(archive)
         try:
-            exporter = ReplayExporter(capture, build_parser().parse_args([]), process_metrics=False)
+            exporter = ReplayExporter(capture, default_config(), process_metrics=False)
             snaps = []
             for snap in capture.snapshots:
                 daemon = snap / "daemon-metrics.txt"

@@ -135,8 +135,8 @@ class _Promtool:
 
 
 def run_cases(cases: list[Case], work: Path, progress=None) -> list[Result]:
-    from zfsnas.cli import build_exporter, build_parser
     from zfsnas.server import make_server, serve_in_thread
+    from zfsnas.wiring import build_exporter, build_parser
 
     current: dict = {}
     server = make_server("127.0.0.1:0", lambda: current["exporter"].render())
@@ -210,7 +210,7 @@ def measure_rss(case: Case | None, work: Path) -> tuple[int, dict]:
 
 def _one(tree: str, collectors: list[str]) -> None:
     """The child of measure_rss: no HTTP, no test libraries, just the exporter, twice."""
-    from zfsnas.cli import build_exporter, build_parser
+    from zfsnas.wiring import build_exporter, build_parser
 
     logging.basicConfig(level=logging.CRITICAL)
     exporter = build_exporter(build_parser().parse_args(flags(Path(tree), collectors)), process_metrics=False)

@@ -98,14 +98,14 @@ def read_smart_again(exporter, read: str) -> None:
 def render(case: str) -> str:
     import tempfile
 
-    from zfsnas.cli import build_exporter, build_parser
+    from zfsnas.wiring import build_exporter, build_parser, default_config
 
     if case in FAILURE_CAPTURES:
         from zfsnas.replay import ReplayExporter, open_capture
 
         capture = open_capture(FAILURE_CAPTURES[case])
         try:
-            text = ReplayExporter(capture, build_parser().parse_args([]), process_metrics=False).render()
+            text = ReplayExporter(capture, default_config(), process_metrics=False).render()
         finally:
             capture.close()
         return "".join(line + "\n" for line in text.splitlines() if not line.startswith(VARYING))

@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import samples, scrape_text, value
-from zfsnas.cli import build_parser
-from zfsnas.collectors.base import Context
+from tests.conftest import make_collector, samples, scrape_text, value
 from zfsnas.collectors.disks import DisksCollector
 from zfsnas.sources.diskstats import read_diskstats
+from zfsnas.wiring import build_parser
 
 LOOP_CTL_ADD, LOOP_CTL_REMOVE = 0x4C80, 0x4C81
 HAS_UDEV_DB = Path("/run/udev/data").is_dir()
@@ -89,7 +88,7 @@ def wait(predicate, timeout=10.0):
 def test_hotplug_with_real_kernel_events(loop_number):
     name = f"loop{loop_number}"
     args = build_parser().parse_args(["--disks.device-exclude", r"^(ram|zram)\d+$", "--disks.rescan-interval", "3600"])
-    collector = DisksCollector(Context(kstat=None, commands=None, args=args))
+    collector = make_collector(DisksCollector, args)
     collector.start()
     try:
         if collector.inventory._monitor_thread is None:
@@ -113,7 +112,7 @@ def test_hotplug_with_real_kernel_events(loop_number):
 
 def test_monitor_start_stop_without_hotplug_flag():
     args = build_parser().parse_args(["--no-disks.hotplug"])
-    collector = DisksCollector(Context(kstat=None, commands=None, args=args))
+    collector = make_collector(DisksCollector, args)
     collector.start()
     collector.stop()
     assert collector.inventory._monitor_thread is None

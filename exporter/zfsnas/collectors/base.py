@@ -1,29 +1,32 @@
 """The collector contract: what every collector is, is given and returns.
 
-Owns `Collector` (a name that `--collector.<name>` switches, its own flags, and `collect`, which
+Owns `Collector` (a name that `--collector.<name>` switches, its typed `settings` (a
+`settings.Settings` class declaring its own flags: defaults stated once), and `collect`, which
 returns `exposition.Family` objects: our families, rendered by `exposition.render`, are the whole
 output contract), `RefreshingCollector` (a collector whose values come from background
-`refresh.BackgroundRefresher`s), `Context` (what collectors are given, as typed fields: the kstat
-source, the shared command runner, the parsed flags, the `pools` collector's `zpool status`, the
-`disks` collector's disk identities) and
-`Report` (how a collector says what failed without stopping: any failure means
-`zfs_exporter_collector_success 0` for it, and the rest is still served).
+`refresh.BackgroundRefresher`s, made with `refresher`), `Context` (what collectors are given, as
+typed fields: the kstat source, the shared command runner, the host's paths, the shared pool and
+device filters, the `pools` collector's `zpool status` and the `disks` collector's disk identities,
+the last two set by the exporter's wiring) and `Report` (how a collector says what failed without
+stopping: any failure means `zfs_exporter_collector_success 0` for it, and the rest is still served).
 A collector does no I/O of its own beyond its sources and never closes what it did not create.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from ..exposition import Family
+from ..refresh import BackgroundRefresher
+from ..settings import NoSettings, Settings, flag
 from ..sources.model import Explained
+from .filters import DeviceFilter, PoolFilter
 
 if TYPE_CHECKING:
-    from ..refresh import BackgroundRefresher, Source
+    from ..refresh import Source
     from ..sources.blockdevices import DiskIdentity
     from ..sources.commands import CommandRunner
     from ..sources.model import KstatSource, VdevStatus
@@ -33,23 +36,38 @@ log = logging.getLogger("zfsnas")
 T = TypeVar("T")
 
 
-class Context:
-    """What collectors are given: the kstat source, the command runner (shared by every collector:
-    it runs one zfs/zpool command at a time and is closed by the exporter at shutdown, never by a
-    collector) and the parsed command line. (A plain class, not a dataclass: making a dataclass
-    costs about half a millisecond of every start, and this one needs nothing of it.)"""
+class Paths(Settings):
+    """Where the host's trees are read (`--path.*`): tests and replays point them at copies."""
 
-    def __init__(self, kstat: KstatSource, commands: CommandRunner, args: argparse.Namespace | None = None,
-                 zpool_status: BackgroundRefresher[ZpoolStatus] | None = None):
+    procfs: str = flag("--path.procfs", default="/proc", dest="procfs")
+    sysfs: str = flag("--path.sysfs", default="/sys", dest="sysfs")
+    udev_data: str = flag("--path.udev.data", default="/run/udev/data", dest="udev_data")
+
+
+class Context:
+    """What collectors are given, every field typed: the kstat source, the command runner (shared by
+    every collector: it runs one zfs/zpool command at a time and is closed by the exporter at
+    shutdown, never by a collector), the host's paths, the filters several collectors share, and
+    what one collector offers others (set by the exporter's wiring, None when that collector is
+    off). (A plain class, not a dataclass: making a dataclass costs about half a millisecond of
+    every start, and this one needs nothing of it.)"""
+
+    def __init__(self, kstat: KstatSource, commands: CommandRunner, paths: Paths | None = None,
+                 pool_filter: PoolFilter | None = None, device_filter: DeviceFilter | None = None,
+                 zpool_status: BackgroundRefresher[ZpoolStatus] | None = None,
+                 disk_identities: Callable[[float], list[DiskIdentity]] | None = None, command_timeout: float = 30.0):
         self.kstat = kstat
         self.commands = commands
-        self.args = argparse.Namespace() if args is None else args
-        # The `pools` collector's `zpool status` source, set when that collector is enabled; read
-        # through `vdevs()` by `disks` (pool membership by vdev guid) and `vdevlatency` (pool names).
+        self.command_timeout = command_timeout  # seconds a command, or the parse of its output, may take
+        self.paths = paths or Paths()
+        self.pool_filter = pool_filter or PoolFilter()
+        self.device_filter = device_filter or DeviceFilter()
+        # The `pools` collector's `zpool status` source: read through `vdevs()` by `disks` (pool
+        # membership by vdev guid) and `vdevlatency` (pool names).
         self.zpool_status = zpool_status
-        # The `disks` collector's identities (its `current_identities`), set when that collector is
-        # enabled: `smart` reads these disks and labels them as `zfs_disk_info` does.
-        self.disk_identities: Callable[[float], list[DiskIdentity]] | None = None
+        # The `disks` collector's identities (its `current_identities`): `smart` reads these disks
+        # and labels them as `zfs_disk_info` does.
+        self.disk_identities = disk_identities
         self._scrape_pools: list[str] | None = None  # during a scrape: its pool list, once listed
         self._in_scrape = False
 
@@ -159,13 +177,20 @@ class Collector:
     # start-up line says so, with `missing_hint` (what to install), and its success stays 1
     optional_programs: ClassVar[tuple[str, ...]] = ()
     missing_hint: ClassVar[str] = ""
+    # Its own flags (named `--<name>.<option>`), declared once; an instance is `self.settings`.
+    settings_type: ClassVar[type[Settings]] = NoSettings
+    # The filters it reads from `Context` that other collectors read too (declared once, in filters.py).
+    shared_settings: ClassVar[tuple[type[Settings], ...]] = ()
 
-    def __init__(self, ctx: Context):
+    settings: Settings  # a subclass narrows it to its `settings_type`
+
+    def __init__(self, ctx: Context, settings: Settings | None = None):
+        """`settings` None: every flag at its default (tests, embedding)."""
+        if settings is not None and type(settings) is not self.settings_type:
+            raise TypeError(f"collector {self.name} takes {self.settings_type.__name__}, "
+                            f"not {type(settings).__name__}")
         self.ctx = ctx
-
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        """Add this collector's own flags (named `--<name>.<option>`)."""
+        self.settings = self.settings_type() if settings is None else settings
 
     def collect(self, report: Report) -> Iterable[Family]:
         """This scrape's families (a `Families` builder can be returned as it is). No I/O of its own
@@ -198,6 +223,20 @@ class RefreshingCollector(Collector):
     `current`: scrapes take the last good value and never wait for a refresh."""
 
     _started = False
+    _refreshers: list[BackgroundRefresher] | None = None
+
+    def add_refresher(self, name: str, read: Callable[[], T], interval: float,
+                  wait_for_start: bool = False, min_gap: float = 0.0) -> BackgroundRefresher[T]:
+        """A background source of this collector (`name` is its `zfs_exporter_source_*{source}`),
+        refreshed every `interval` seconds and listed by `sources()`, in the order made."""
+        made = BackgroundRefresher(name, read, interval, wait_for_start=wait_for_start, min_gap=min_gap)
+        if self._refreshers is None:
+            self._refreshers = []
+        self._refreshers.append(made)
+        return made
+
+    def sources(self) -> Sequence[Source]:
+        return tuple(self._refreshers or ())
 
     def start(self) -> None:
         self._started = True

@@ -10,12 +10,11 @@ database serves nothing and success 1: no benchmark has run yet.
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ..exposition import Families, Family
-from ..refresh import BackgroundRefresher
+from ..settings import Settings, flag
 from .base import Context, RefreshingCollector, Report
 
 if TYPE_CHECKING:
@@ -37,32 +36,31 @@ FAMILIES = (
 )
 
 
+class BenchSettings(Settings):
+    namespace = "bench"
+    db: str | None = flag("--bench.db",
+                          help="zfsnas-bench database (default $ZFSNAS_BENCH_DB or /var/lib/zfsnas/bench.sqlite)")
+    refresh_interval: float = flag("--bench.refresh-interval", type=float, default=15.0,
+                                   help="seconds between reads of the benchmark database (default 15)")
+
+
 class BenchCollector(RefreshingCollector):
     name = "bench"
     description = "zfsnas-bench results from its SQLite database"
     needs_zfs = False
+    settings_type = BenchSettings
+    settings: BenchSettings
 
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--bench.db", dest="bench_db", default=None,
-                            help="zfsnas-bench database (default $ZFSNAS_BENCH_DB or /var/lib/zfsnas/bench.sqlite)")
-        parser.add_argument("--bench.refresh-interval", dest="bench_refresh_interval", type=float, default=15.0,
-                            help="seconds between reads of the benchmark database (default 15)")
-
-    def __init__(self, ctx: Context) -> None:
-        super().__init__(ctx)
-        self.path = getattr(ctx.args, "bench_db", None)
-        interval = getattr(ctx.args, "bench_refresh_interval", 15.0)
-        self.refresher = BackgroundRefresher("bench_db", self._read, interval)
+    def __init__(self, ctx: Context, settings: BenchSettings | None = None) -> None:
+        super().__init__(ctx, settings)
+        self.path = self.settings.db
+        self.refresher = self.add_refresher("bench_db", self._read, self.settings.refresh_interval)
 
     def _read(self) -> list[BenchConfig]:
         # The reader is imported here, in the refresh thread: nothing of it is needed to start.
         from ..sources.benchdb import default_bench_db, read_bench_db
 
         return read_bench_db(self.path or default_bench_db())
-
-    def sources(self) -> Sequence[BackgroundRefresher]:
-        return (self.refresher,)
 
     def collect(self, report: Report) -> Iterable[Family]:
         families = Families()

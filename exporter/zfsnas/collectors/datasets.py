@@ -28,16 +28,15 @@ snapshots only of the datasets it kept. A bad line or field is left out and coun
 
 from __future__ import annotations
 
-import argparse
-import re
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from contextlib import closing
 from itertools import islice
 from typing import BinaryIO, ClassVar
 
 from ..exposition import Family, FrozenFamily, RenderIssues, TextFamily, header_text, samples_of_text
-from ..refresh import BackgroundRefresher, ForkedWork, RenderedOnce, return_big_blocks
+from ..refresh import ForkedWork, RenderedOnce, return_big_blocks
+from ..settings import Settings, flag
 from ..sources.commands import split_lines
 from ..sources.model import Dropped, SourceIncomplete, check_some_read
 from ..sources.zfs_datasets import (
@@ -51,6 +50,7 @@ from ..sources.zfs_datasets import (
     summarise_snapshots,
 )
 from .base import Context, RefreshingCollector, Report
+from .filters import PoolFilter, compile_pattern, name_selected
 
 LABELS = ("pool", "dataset")
 # (property, metric, help); None-valued (`-`) properties are skipped.
@@ -86,21 +86,6 @@ INFO_LABELS = ("pool", "dataset", "type", *INFO_SETTINGS)
 DEFAULT_MAX_PAGE_BYTES = 16 * 1024 * 1024
 CHUNK = 256  # datasets built and measured at a time against --datasets.max-page-bytes
 UNLISTED_DATASETS = 10_000  # datasets whose snapshots are counted before any dataset listing came
-
-
-def compile_pattern(text: str | None, flag: str) -> re.Pattern | None:
-    if not text:
-        return None
-    try:
-        return re.compile(text)
-    except re.error as exc:
-        raise SystemExit(f"zfsnas-exporter: {flag}: invalid regular expression: {exc}") from None
-
-
-def name_selected(name: str, include: re.Pattern | None, exclude: re.Pattern | None) -> bool:
-    """`--pools.include` / `--pools.exclude` (and the datasets' pair): whole-name regular
-    expressions; exclude wins."""
-    return (include is None or include.fullmatch(name) is not None) and not (exclude and exclude.fullmatch(name))
 
 
 def build_families(datasets: list[Dataset]) -> list[Family]:
@@ -185,47 +170,47 @@ def text_family(rendered: Rendered) -> TextFamily:
     return family
 
 
+class DatasetsSettings(Settings):
+    namespace = "datasets"
+    refresh_interval: float = flag("--datasets.refresh-interval", type=float, default=60.0,
+                                   help="seconds between `zfs list` runs for datasets (default 60)")
+    snapshots: str = flag("--datasets.snapshots", choices=("off", "count"), default="count",
+                          help="count snapshots per dataset (default count) or not (off)")
+    snapshot_interval: float = flag("--datasets.snapshot-interval", type=float, default=900.0,
+                                    help="seconds between snapshot counts (default 900)")
+    max_page_bytes: int = flag("--datasets.max-page-bytes", type=int, default=DEFAULT_MAX_PAGE_BYTES,
+                               help="bytes of /metrics text the datasets collector may hold (default "
+                                    f"{DEFAULT_MAX_PAGE_BYTES}, about 13,000 datasets with short names): the datasets "
+                                    "past it are left out (counted) and source zfs_datasets reports 0")
+    include: str | None = flag("--datasets.include",
+                               help="regular expression on the whole dataset name (e.g. 'tank/media(/.*)?'): only "
+                                    "matching datasets are exported")
+    # `--dataset.exclude` is the spelling of the first releases, kept as an alias.
+    exclude: str | None = flag("--datasets.exclude", "--dataset.exclude",
+                               help="regular expression on the whole dataset name (e.g. 'tank/scratch(/.*)?'): "
+                                    "matching datasets are not exported (wins over --datasets.include)")
+
+
 class DatasetsCollector(RefreshingCollector):
     name = "datasets"
     description = "space, compression and settings of every dataset, snapshot counts (zfs list, in the background)"
     programs = ("zfs",)
     parse_in_child: ClassVar[bool] = True  # benchmarks/refresh_bench.py --old sets False (the old way)
 
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--datasets.refresh-interval", dest="datasets_refresh_interval", type=float, default=60.0,
-                            help="seconds between `zfs list` runs for datasets (default 60)")
-        parser.add_argument("--datasets.snapshots", dest="datasets_snapshots", choices=("off", "count"),
-                            default="count", help="count snapshots per dataset (default count) or not (off)")
-        parser.add_argument("--datasets.snapshot-interval", dest="datasets_snapshot_interval", type=float,
-                            default=900.0, help="seconds between snapshot counts (default 900)")
-        parser.add_argument("--datasets.max-page-bytes", dest="datasets_max_page_bytes", type=int,
-                            default=DEFAULT_MAX_PAGE_BYTES,
-                            help="bytes of /metrics text the datasets collector may hold (default "
-                                 f"{DEFAULT_MAX_PAGE_BYTES}, about 13,000 datasets with short names): the datasets "
-                                 "past it are left out (counted) and source zfs_datasets reports 0")
-        parser.add_argument("--datasets.include", dest="datasets_include", default=None,
-                            help="regular expression on the whole dataset name (e.g. 'tank/media(/.*)?'): only "
-                                 "matching datasets are exported")
-        # `--dataset.exclude` is the spelling of the first releases, kept as an alias.
-        parser.add_argument("--datasets.exclude", "--dataset.exclude", dest="datasets_exclude", default=None,
-                            help="regular expression on the whole dataset name (e.g. 'tank/scratch(/.*)?'): "
-                                 "matching datasets are not exported (wins over --datasets.include)")
+    settings_type = DatasetsSettings
+    shared_settings = (PoolFilter,)
+    settings: DatasetsSettings
 
-    def __init__(self, ctx: Context) -> None:
-        super().__init__(ctx)
-        args = ctx.args
-        self.include = compile_pattern(getattr(args, "datasets_include", None), "--datasets.include")
-        self.exclude = compile_pattern(getattr(args, "datasets_exclude", None), "--datasets.exclude")
-        self.include_pool = compile_pattern(getattr(args, "pools_include", None), "--pools.include")
-        self.exclude_pool = compile_pattern(getattr(args, "pools_exclude", None), "--pools.exclude")
-        self.datasets = BackgroundRefresher("zfs_datasets", self._read_datasets,
-                                            getattr(args, "datasets_refresh_interval", 60.0), wait_for_start=True)
+    def __init__(self, ctx: Context, settings: DatasetsSettings | None = None) -> None:
+        super().__init__(ctx, settings)
+        self.include = compile_pattern(self.settings.include, "--datasets.include")
+        self.exclude = compile_pattern(self.settings.exclude, "--datasets.exclude")
+        self.datasets = self.add_refresher("zfs_datasets", self._read_datasets, self.settings.refresh_interval,
+                                           wait_for_start=True)
         self.snapshots = None
-        if getattr(args, "datasets_snapshots", "count") == "count":
-            self.snapshots = BackgroundRefresher("zfs_snapshots", self._read_snapshots,
-                                                 getattr(args, "datasets_snapshot_interval", 900.0),
-                                                 wait_for_start=True)
+        if self.settings.snapshots == "count":
+            self.snapshots = self.add_refresher("zfs_snapshots", self._read_snapshots,
+                                                self.settings.snapshot_interval, wait_for_start=True)
         # The snapshot families of the last three (dataset names, snapshots) pairs: a refresh keeps
         # its pair's a moment before it publishes its value, so the scrapes in between still ask for
         # the one before.
@@ -236,11 +221,11 @@ class DatasetsCollector(RefreshingCollector):
         self._latest_names: list[str] | None = None
         self._names_tried = threading.Event()  # snapshots are counted for listed datasets once there are some
         self._latest_snapshots: dict[str, Snapshots] | None = None
-        self.max_page_bytes = getattr(args, "datasets_max_page_bytes", DEFAULT_MAX_PAGE_BYTES)
-        self.forked = ForkedWork(getattr(args, "command_timeout", 30.0))
+        self.max_page_bytes = self.settings.max_page_bytes
+        self.forked = ForkedWork(ctx.command_timeout)
 
     def _selected(self, name: str) -> bool:
-        return (name_selected(name.split("/", 1)[0], self.include_pool, self.exclude_pool)
+        return (self.ctx.pool_filter.selected(name.split("/", 1)[0])
                 and name_selected(name, self.include, self.exclude))
 
     def _read_datasets(self) -> tuple[list[str], list[Family]]:
@@ -337,9 +322,6 @@ class DatasetsCollector(RefreshingCollector):
         (without a child: built on the scrape that first asks)."""
         if rendered is not None:
             self._snapshot_rendered.put((names, snapshots), tuple(text_family(r) for r in rendered))
-
-    def sources(self) -> Sequence[BackgroundRefresher]:
-        return tuple(s for s in (self.datasets, self.snapshots) if s is not None)
 
     def stop(self) -> None:
         self.forked.close()  # a parse still running is killed, not waited for

@@ -23,20 +23,20 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..exposition import INT_LIMIT, Families, Family, Sample, TextFamily, format_labels, format_value, header_text
-from ..refresh import BackgroundRefresher, ForkedWork, RenderedOnce, frozen
+from ..refresh import ForkedWork, RenderedOnce, frozen
+from ..settings import Settings, flag
 from ..sources.diskstats import SECTOR_BYTES, DiskStats, read_diskstats
 from .base import Context, RefreshingCollector, Report
+from .filters import DeviceFilter
 
 if TYPE_CHECKING:
     from ..sources.blockdevices import DiskIdentity
 
-DEFAULT_EXCLUDE = r"^(loop|ram|zram|dm-|sr|fd)\d+$|^nvme\d+c\d+n\d+$"
 MS = 0.001
 INFO_LABELS = ("device", "serial", "model", "wwn", "by_id", "rotational", "pool", "vdev_guid")
 SCAN_TIMEOUT = 300.0  # seconds: a scan that takes longer is hung (a dead disk's sysfs): killed and reported
@@ -63,44 +63,44 @@ COUNTERS = (
 )
 
 
+class DisksSettings(Settings):
+    namespace = "disks"
+    rescan_interval: float = flag("--disks.rescan-interval", type=float, default=60.0,
+                                  help="seconds between full rescans of the block devices (default 60)")
+    hotplug: bool = flag("--disks.hotplug", action=argparse.BooleanOptionalAction, default=True,
+                         help="follow disk hotplug with a pyudev monitor (default on)")
+
+
 class DisksCollector(RefreshingCollector):
     name = "disks"
     description = "per-disk I/O from /proc/diskstats with serial, model, by-id link and pool membership"
     needs_zfs = False
     scan_in_child: ClassVar[bool] = True  # benchmarks/diskscan_bench.py --old sets False (the old way)
 
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--disks.device-exclude", dest="disks_device_exclude", default=DEFAULT_EXCLUDE,
-                            help=f"regex of kernel device names to leave out (default {DEFAULT_EXCLUDE!r})")
-        parser.add_argument("--disks.rescan-interval", dest="disks_rescan_interval", type=float, default=60.0,
-                            help="seconds between full rescans of the block devices (default 60)")
-        parser.add_argument("--disks.hotplug", dest="disks_hotplug", action=argparse.BooleanOptionalAction,
-                            default=True, help="follow disk hotplug with a pyudev monitor (default on)")
+    settings_type = DisksSettings
+    shared_settings = (DeviceFilter,)
+    settings: DisksSettings
 
-    def __init__(self, ctx: Context) -> None:
-        super().__init__(ctx)
-        args = ctx.args
-        self.procfs = getattr(args, "procfs", "/proc")
-        self.sysfs = getattr(args, "sysfs", "/sys")
-        self.udev_data = getattr(args, "udev_data", "/run/udev/data")
-        self.exclude = re.compile(getattr(args, "disks_device_exclude", DEFAULT_EXCLUDE))
-        self.hotplug = getattr(args, "disks_hotplug", True)
+    def __init__(self, ctx: Context, settings: DisksSettings | None = None) -> None:
+        super().__init__(ctx, settings)
+        self.procfs = ctx.paths.procfs
+        self.sysfs = ctx.paths.sysfs
+        self.udev_data = ctx.paths.udev_data
+        self.exclude = ctx.device_filter.pattern
+        self.hotplug = self.settings.hotplug
         # pyudev reads the real /sys; a tree given with --path.sysfs is read directly. (os.path, not
         # pathlib: nothing else of a start needs pathlib, a few milliseconds of it.)
         self.live = os.path.realpath(self.sysfs) == "/sys"
         from ..sources.blockdevices import DeviceInventory  # when the collector is built, not at every start
 
         self.inventory = DeviceInventory(self._scan)
-        self.refresher = BackgroundRefresher("block_devices", self.inventory.rescan,
-                                             getattr(args, "disks_rescan_interval", 60.0))
+        self.refresher = self.add_refresher("block_devices", self.inventory.rescan, self.settings.rescan_interval)
         self.forked = ForkedWork(SCAN_TIMEOUT)
         self._context: Any = None
         # (device list generation, zpool status value) -> identities, whole disk names, known names
         self._identified: tuple[tuple[int, Any], list[DiskIdentity], set[str], set[str]] = ((-1, None), [], set(), set())
         self._text = _CounterText()
         self._identities_rendered = RenderedOnce(2)
-        ctx.disk_identities = self.current_identities
 
     def _scan(self):
         # pyudev is imported (and its context made) here, never in the child: a child that imports
@@ -123,9 +123,6 @@ class DisksCollector(RefreshingCollector):
             import pyudev  # type: ignore[import-untyped]  # pyudev ships no type information
             self._context = pyudev.Context()
         return self._context
-
-    def sources(self) -> Sequence[BackgroundRefresher]:
-        return (self.refresher,)
 
     def start(self) -> None:
         super().start()

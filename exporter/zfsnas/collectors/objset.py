@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ..exposition import Families, Family, Sample, TextFamily, Unrepresentable, format_labels, format_value, header_text
+from ..settings import NoSettings
 from .base import Collector, Report
 
 if TYPE_CHECKING:
@@ -54,8 +55,8 @@ class ObjsetCollector(Collector):
     name = "objset"
     description = "per-dataset I/O from objset kstats"
 
-    def __init__(self, ctx: Context):
-        super().__init__(ctx)
+    def __init__(self, ctx: Context, settings: NoSettings | None = None):
+        super().__init__(ctx, settings)
         self._text = _TextFamilies()
 
     def collect(self, report: Report) -> Iterable[Family]:

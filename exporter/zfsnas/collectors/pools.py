@@ -33,9 +33,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..exposition import Families, Family, FrozenFamily
 from ..refresh import BackgroundRefresher, Follower, RenderedOnce, frozen
+from ..settings import Settings, flag
 from ..sources.model import Dropped
 from .base import Context, RefreshingCollector, Report, log, one_line
-from .datasets import compile_pattern, name_selected
+from .filters import PoolFilter
 
 if TYPE_CHECKING:
     import threading
@@ -92,41 +93,37 @@ VDEV_SPACE = (
 ERROR_TYPES = (("read", "read_errors"), ("write", "write_errors"), ("checksum", "checksum_errors"))
 
 
+class PoolsSettings(Settings):
+    namespace = "pools"
+    refresh_interval: float = flag("--pools.refresh-interval", type=float, default=60.0,
+                                   help="seconds between `zpool list` / `zpool status` runs (default 60)")
+    # `--pool.expected` is the spelling issue 28 asked for: an alias.
+    expected: list[str] | None = flag("--pools.expected", "--pool.expected", action="append",
+                                      metavar="POOL[,POOL...]",
+                                      help="pools that should be imported (repeatable, or comma-separated): "
+                                           "zfs_pool_expected_imported{pool} is 0 while one is not (alert ZfsPoolMissing)")
+    events: bool = flag("--pools.events", action=argparse.BooleanOptionalAction, default=True,
+                        help="follow `zpool events -f`: zfs_pool_events_total{pool,class} and an early "
+                             "refresh on a vdev's state change (default on)")
+
+
 class PoolsCollector(RefreshingCollector):
     name = "pools"
     description = "pool space and health, vdev states and errors, scrub/resilver status (zpool, in the background)"
     programs = ("zpool",)
 
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--pools.refresh-interval", dest="pools_refresh_interval", type=float, default=60.0,
-                            help="seconds between `zpool list` / `zpool status` runs (default 60)")
-        # `--pool.include` / `--pool.exclude` are the spellings of the first releases, kept as aliases.
-        parser.add_argument("--pools.include", "--pool.include", dest="pools_include", default=None,
-                            help="regular expression on the whole pool name: only these pools (pools and datasets)")
-        parser.add_argument("--pools.exclude", "--pool.exclude", dest="pools_exclude", default=None,
-                            help="regular expression on the whole pool name: leave these pools out (pools and datasets)")
-        # `--pool.expected` is the spelling issue 28 asked for: an alias.
-        parser.add_argument("--pools.expected", "--pool.expected", dest="pools_expected", action="append", default=None,
-                            metavar="POOL[,POOL...]",
-                            help="pools that should be imported (repeatable, or comma-separated): "
-                                 "zfs_pool_expected_imported{pool} is 0 while one is not (alert ZfsPoolMissing)")
-        parser.add_argument("--pools.events", dest="pools_events", action=argparse.BooleanOptionalAction, default=True,
-                            help="follow `zpool events -f`: zfs_pool_events_total{pool,class} and an early "
-                                 "refresh on a vdev's state change (default on)")
+    settings_type = PoolsSettings
+    shared_settings = (PoolFilter,)
+    settings: PoolsSettings
 
-    def __init__(self, ctx: Context) -> None:
-        super().__init__(ctx)
-        args = ctx.args
-        self.include = compile_pattern(getattr(args, "pools_include", None), "--pools.include")
-        self.exclude = compile_pattern(getattr(args, "pools_exclude", None), "--pools.exclude")
-        self.expected = expected_pools(getattr(args, "pools_expected", None))
-        interval = getattr(args, "pools_refresh_interval", 60.0)
+    def __init__(self, ctx: Context, settings: PoolsSettings | None = None) -> None:
+        super().__init__(ctx, settings)
+        self.expected = expected_pools(self.settings.expected)
+        interval = self.settings.refresh_interval
         # zpool runs after the exporter's first answer (refresh.START): that answer comes sooner
         gap = min(EVENT_REFRESH_GAP, interval)
-        self.pool_list = BackgroundRefresher("zpool_list", self._read_list, interval, wait_for_start=True, min_gap=gap)
-        self.status = BackgroundRefresher("zpool_status", self._read_status, interval, wait_for_start=True,
-                                          min_gap=gap)
+        self.pool_list = self.add_refresher("zpool_list", self._read_list, interval, wait_for_start=True, min_gap=gap)
+        self.status = self.add_refresher("zpool_status", self._read_status, interval, wait_for_start=True, min_gap=gap)
         self._rendered = RenderedOnce(4)  # the families of the last values of either source
         self._space_said: str | None = None   # why the vdevs' space was last left out (said once)
         self._states: dict[str, str] | None = None  # each pool's state kstat at the last scrape
@@ -134,9 +131,8 @@ class PoolsCollector(RefreshingCollector):
         # made by the follower's thread when it first runs (its module is not imported at start)
         self.event_counts: EventCounts | None = None
         self._event_reader: EventReader | None = None
-        if getattr(args, "pools_events", True):
+        if self.settings.events:
             self.events = Follower("zpool_events", self._follow_events, self._event_line, wait_for_start=True)
-        ctx.zpool_status = self.status
 
     def _read_list(self) -> list[Pool]:
         from ..sources.zpool import read_pools  # in the refresh thread, not at start-up
@@ -230,7 +226,7 @@ class PoolsCollector(RefreshingCollector):
         return (*self._zpool_sources(), *follower)
 
     def _selected(self, pool: str) -> bool:
-        return name_selected(pool, self.include, self.exclude)
+        return self.ctx.pool_filter.selected(pool)
 
     def collect(self, report: Report) -> Iterable[Family]:
         out: list[Family] = []

@@ -20,7 +20,6 @@ The families are built once per read (or change of identities), so a scrape copi
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import re
@@ -29,8 +28,10 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from ..exposition import Families, Family
-from ..refresh import BackgroundRefresher, RenderedOnce, frozen
+from ..refresh import RenderedOnce, frozen
+from ..settings import Settings, flag
 from .base import Context, RefreshingCollector, Report
+from .filters import DeviceFilter
 
 if TYPE_CHECKING:
     from ..sources.blockdevices import DiskIdentity
@@ -114,6 +115,17 @@ def parse_device_types(values: Sequence[str] | None) -> tuple[str | None, dict[s
     return default, by_device
 
 
+class SmartSettings(Settings):
+    namespace = "smart"
+    interval: float = flag("--smart.interval", type=float, default=DEFAULT_INTERVAL,
+                           help=f"seconds between SMART reads of every disk (default {DEFAULT_INTERVAL:g}); "
+                                "a sleeping disk is not woken")
+    device_type: list[str] | None = flag("--smart.device-type", action="append", metavar="[DEVICE=]TYPE",
+                                         help="smartctl -d TYPE for every disk, or DEVICE=TYPE for one (repeatable; "
+                                              "e.g. sde=sat); default: smartctl's own detection, and sat for a USB "
+                                              "bridge it does not know")
+
+
 class SmartCollector(RefreshingCollector):
     name = "smart"
     description = ("SMART health, temperature and wear of every disk (smartctl --json in the background, "
@@ -121,31 +133,19 @@ class SmartCollector(RefreshingCollector):
     needs_zfs = False
     optional_programs = ("smartctl",)
     missing_hint = "install smartmontools 7.0 or later; docs/disks.md#smart"
+    settings_type = SmartSettings
+    shared_settings = (DeviceFilter,)
+    settings: SmartSettings
 
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--smart.interval", dest="smart_interval", type=float, default=DEFAULT_INTERVAL,
-                            help=f"seconds between SMART reads of every disk (default {DEFAULT_INTERVAL:g}); "
-                                 "a sleeping disk is not woken")
-        parser.add_argument("--smart.device-type", dest="smart_device_type", action="append", default=None,
-                            metavar="[DEVICE=]TYPE",
-                            help="smartctl -d TYPE for every disk, or DEVICE=TYPE for one (repeatable; e.g. "
-                                 "sde=sat); default: smartctl's own detection, and sat for a USB bridge it does not know")
-
-    def __init__(self, ctx: Context) -> None:
-        super().__init__(ctx)
-        args = ctx.args
-        self.default_type, self.types = parse_device_types(getattr(args, "smart_device_type", None))
-        self.refresher = BackgroundRefresher("smartctl", self._survey, getattr(args, "smart_interval", DEFAULT_INTERVAL),
-                                             wait_for_start=True)
+    def __init__(self, ctx: Context, settings: SmartSettings | None = None) -> None:
+        super().__init__(ctx, settings)
+        self.default_type, self.types = parse_device_types(self.settings.device_type)
+        self.refresher = self.add_refresher("smartctl", self._survey, self.settings.interval, wait_for_start=True)
         self._kept: dict[str, DiskSmart] = {}
         self._learned: dict[tuple[str, str], str] = {}  # (device, serial) -> the type that read a USB bridge
         self._scan_types: dict[str, str] = {}  # device -> the type `smartctl --scan` gave it
         self._said = ""  # the unavailability last logged
         self._rendered = RenderedOnce(4)
-
-    def sources(self) -> Sequence[BackgroundRefresher]:
-        return (self.refresher,)
 
     # --- the refresh (its own thread) --------------------------------------------------------
 
@@ -183,17 +183,15 @@ class SmartCollector(RefreshingCollector):
     def _identities(self, wait: float = 0.0) -> tuple[list[DiskIdentity], bool]:
         """The disks to read and their labels: the disks collector's, else a scan of /sys/block, and
         where there is no sysfs at all (FreeBSD) `smartctl --scan`'s list; True when it was that."""
-        args = self.ctx.args
-        sysfs = getattr(args, "sysfs", "/sys")
-        if os.path.isdir(sysfs):
+        paths = self.ctx.paths
+        if os.path.isdir(paths.sysfs):
             if self.ctx.disk_identities is not None:
                 return self.ctx.disk_identities(wait), False
             from ..sources.blockdevices import identify, scan_sysfs
-            from .disks import DEFAULT_EXCLUDE
 
-            devices = scan_sysfs(sysfs, getattr(args, "udev_data", "/run/udev/data"))
-            exclude = re.compile(getattr(args, "disks_device_exclude", DEFAULT_EXCLUDE))
-            return [i for i in identify(devices, self.ctx.vdevs()) if not exclude.search(i.device)], False
+            devices = scan_sysfs(paths.sysfs, paths.udev_data)
+            excluded = self.ctx.device_filter.excluded
+            return [i for i in identify(devices, self.ctx.vdevs()) if not excluded(i.device)], False
         return self._scanned(), True
 
     def _scanned(self) -> list[DiskIdentity]:

@@ -10,11 +10,11 @@ every scrape; their families are rendered once per read (`FrozenFamily`), so a s
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from ..exposition import Families, Family, FrozenFamily
-from ..refresh import BackgroundRefresher, RenderedOnce, frozen
+from ..refresh import RenderedOnce, frozen
+from ..settings import Settings, flag
 from .base import Context, RefreshingCollector, Report
 
 
@@ -25,19 +25,21 @@ def numeric(text: str) -> int | None:
         return None
 
 
+class TunablesSettings(Settings):
+    namespace = "tunables"
+    refresh_interval: float = flag("--tunables.refresh-interval", type=float, default=30.0,
+                                   help="seconds between reads of the module parameters (default 30)")
+
+
 class TunablesCollector(RefreshingCollector):
     name = "tunables"
     description = "OpenZFS version and numeric module parameters"
+    settings_type = TunablesSettings
+    settings: TunablesSettings
 
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--tunables.refresh-interval", dest="tunables_refresh_interval", type=float,
-                            default=30.0, help="seconds between reads of the module parameters (default 30)")
-
-    def __init__(self, ctx: Context) -> None:
-        super().__init__(ctx)
-        interval = getattr(ctx.args, "tunables_refresh_interval", 30.0)
-        self.refresher = BackgroundRefresher("module_parameters", self._read, interval)
+    def __init__(self, ctx: Context, settings: TunablesSettings | None = None) -> None:
+        super().__init__(ctx, settings)
+        self.refresher = self.add_refresher("module_parameters", self._read, self.settings.refresh_interval)
         self._rendered = RenderedOnce(1)  # the last read's families
 
     def _read(self) -> tuple[str | None, dict[str, int]]:
@@ -45,9 +47,6 @@ class TunablesCollector(RefreshingCollector):
         parameters = {name: value for name, text in kstat.tunables().items()
                       if (value := numeric(text.strip())) is not None}
         return kstat.version(), dict(sorted(parameters.items()))
-
-    def sources(self) -> Sequence[BackgroundRefresher]:
-        return (self.refresher,)
 
     def collect(self, report: Report) -> Iterable[Family]:
         read = self.current(self.refresher, report)

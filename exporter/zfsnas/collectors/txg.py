@@ -17,6 +17,7 @@ import operator
 from collections.abc import Iterable, Sequence
 
 from ..exposition import Families, Family, Layout, TextFamilies, joined
+from ..settings import NoSettings
 from ..sources.kstat import Txg, histogram_buckets
 from .base import Collector, Context, Report
 
@@ -125,8 +126,8 @@ class TxgCollector(Collector):
     name = "txg"
     description = "txgs, dirty data, tx-assign latency and write-throttle counters"
 
-    def __init__(self, ctx: Context) -> None:
-        super().__init__(ctx)
+    def __init__(self, ctx: Context, settings: NoSettings | None = None) -> None:
+        super().__init__(ctx, settings)
         self.accumulators: dict[str, TxgAccumulator] = {}
         self._history_off_logged: set[str] = set()
 

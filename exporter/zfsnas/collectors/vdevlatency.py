@@ -13,13 +13,13 @@ There is no `_sum`: zpool reports only bucket counts. Vdev names are those of `z
 
 from __future__ import annotations
 
-import argparse
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ..exposition import Families, Family, FrozenFamily
-from ..refresh import BackgroundRefresher, frozen
+from ..refresh import frozen
+from ..settings import Settings, flag
 from ..sources.model import Dropped, SourceError
 from .base import Context, RefreshingCollector, Report
 
@@ -29,21 +29,24 @@ if TYPE_CHECKING:
 NS = 1e-9
 
 
+class VdevLatencySettings(Settings):
+    namespace = "vdevlatency"
+    refresh_interval: float = flag("--vdevlatency.refresh-interval", type=float, default=60.0,
+                                   help="seconds between runs of zpool iostat -w/-q (default 60)")
+
+
 class VdevLatencyCollector(RefreshingCollector):
     name = "vdevlatency"
     description = "per-vdev latency histograms and queue depths from zpool iostat -w/-q"
     programs = ("zpool",)
     default_enabled = False
+    settings_type = VdevLatencySettings
+    settings: VdevLatencySettings
 
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--vdevlatency.refresh-interval", dest="vdevlatency_refresh_interval", type=float,
-                            default=60.0, help="seconds between runs of zpool iostat -w/-q (default 60)")
-
-    def __init__(self, ctx: Context) -> None:
-        super().__init__(ctx)
-        interval = getattr(ctx.args, "vdevlatency_refresh_interval", 60.0)
-        self.refresher = BackgroundRefresher("zpool_iostat", self._fetch, interval, wait_for_start=True)
+    def __init__(self, ctx: Context, settings: VdevLatencySettings | None = None) -> None:
+        super().__init__(ctx, settings)
+        self.refresher = self.add_refresher("zpool_iostat", self._fetch, self.settings.refresh_interval,
+                                            wait_for_start=True)
 
     def _known_pools(self) -> set[str] | None:
         """The pools of the `pools` collector's last `zpool status`, None when it is not known."""
@@ -74,9 +77,6 @@ class VdevLatencyCollector(RefreshingCollector):
         """Thousands of bucket samples that change once a refresh: built and rendered here, in the
         refresh thread, so a scrape only copies their text."""
         return frozen(self._families(*self._read()))
-
-    def sources(self) -> Sequence[BackgroundRefresher]:
-        return (self.refresher,)
 
     def collect(self, report: Report) -> Iterable[Family]:
         families = self.current(self.refresher, report)  # never runs zpool on the scrape path once started
