@@ -54,6 +54,11 @@ def flag(*names: str, default: Any = None, dest: str | None = None, **options: A
     return Flag(names, default, dest, options)
 
 
+def interval(name: str, default: float, between: str, note: str = "") -> Any:
+    """A refresh interval flag: seconds (a float), its default said once, in the help too."""
+    return flag(name, type=float, default=default, help=f"seconds between {between} (default {default:g}){note}")
+
+
 class Settings:
     """A class of flags (see the module's docstring). Instances are plain objects with one typed
     attribute per flag; they compare by value."""

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ..exposition import Families, Family
-from ..settings import Settings, flag
+from ..settings import Settings, flag, interval
 from .base import Context, RefreshingCollector, Report
 
 if TYPE_CHECKING:
@@ -40,8 +40,7 @@ class BenchSettings(Settings):
     namespace = "bench"
     db: str | None = flag("--bench.db",
                           help="zfsnas-bench database (default $ZFSNAS_BENCH_DB or /var/lib/zfsnas/bench.sqlite)")
-    refresh_interval: float = flag("--bench.refresh-interval", type=float, default=15.0,
-                                   help="seconds between reads of the benchmark database (default 15)")
+    refresh_interval: float = interval("--bench.refresh-interval", 15.0, "reads of the benchmark database")
 
 
 class BenchCollector(RefreshingCollector):

@@ -36,7 +36,7 @@ from typing import BinaryIO, ClassVar
 
 from ..exposition import Family, FrozenFamily, RenderIssues, TextFamily, header_text, samples_of_text
 from ..refresh import ForkedWork, RenderedOnce, return_big_blocks
-from ..settings import Settings, flag
+from ..settings import Settings, flag, interval
 from ..sources.commands import split_lines
 from ..sources.model import Dropped, SourceIncomplete, check_some_read
 from ..sources.zfs_datasets import (
@@ -172,12 +172,10 @@ def text_family(rendered: Rendered) -> TextFamily:
 
 class DatasetsSettings(Settings):
     namespace = "datasets"
-    refresh_interval: float = flag("--datasets.refresh-interval", type=float, default=60.0,
-                                   help="seconds between `zfs list` runs for datasets (default 60)")
+    refresh_interval: float = interval("--datasets.refresh-interval", 60.0, "`zfs list` runs for datasets")
     snapshots: str = flag("--datasets.snapshots", choices=("off", "count"), default="count",
                           help="count snapshots per dataset (default count) or not (off)")
-    snapshot_interval: float = flag("--datasets.snapshot-interval", type=float, default=900.0,
-                                    help="seconds between snapshot counts (default 900)")
+    snapshot_interval: float = interval("--datasets.snapshot-interval", 900.0, "snapshot counts")
     max_page_bytes: int = flag("--datasets.max-page-bytes", type=int, default=DEFAULT_MAX_PAGE_BYTES,
                                help="bytes of /metrics text the datasets collector may hold (default "
                                     f"{DEFAULT_MAX_PAGE_BYTES}, about 13,000 datasets with short names): the datasets "

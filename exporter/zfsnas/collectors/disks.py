@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..exposition import INT_LIMIT, Families, Family, Sample, TextFamily, format_labels, format_value, header_text
 from ..refresh import ForkedWork, RenderedOnce, frozen
-from ..settings import Settings, flag
+from ..settings import Settings, flag, interval
 from ..sources.diskstats import SECTOR_BYTES, DiskStats, read_diskstats
 from .base import Context, RefreshingCollector, Report
 from .filters import DeviceFilter
@@ -65,8 +65,7 @@ COUNTERS = (
 
 class DisksSettings(Settings):
     namespace = "disks"
-    rescan_interval: float = flag("--disks.rescan-interval", type=float, default=60.0,
-                                  help="seconds between full rescans of the block devices (default 60)")
+    rescan_interval: float = interval("--disks.rescan-interval", 60.0, "full rescans of the block devices")
     hotplug: bool = flag("--disks.hotplug", action=argparse.BooleanOptionalAction, default=True,
                          help="follow disk hotplug with a pyudev monitor (default on)")
 

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..exposition import Families, Family, FrozenFamily
 from ..refresh import BackgroundRefresher, Follower, RenderedOnce, frozen
-from ..settings import Settings, flag
+from ..settings import Settings, flag, interval
 from ..sources.model import Dropped
 from .base import Context, RefreshingCollector, Report, log, one_line
 from .filters import PoolFilter
@@ -95,8 +95,7 @@ ERROR_TYPES = (("read", "read_errors"), ("write", "write_errors"), ("checksum", 
 
 class PoolsSettings(Settings):
     namespace = "pools"
-    refresh_interval: float = flag("--pools.refresh-interval", type=float, default=60.0,
-                                   help="seconds between `zpool list` / `zpool status` runs (default 60)")
+    refresh_interval: float = interval("--pools.refresh-interval", 60.0, "`zpool list` / `zpool status` runs")
     # `--pool.expected` is the spelling issue 28 asked for: an alias.
     expected: list[str] | None = flag("--pools.expected", "--pool.expected", action="append",
                                       metavar="POOL[,POOL...]",

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from ..exposition import Families, Family
 from ..refresh import RenderedOnce, frozen
-from ..settings import Settings, flag
+from ..settings import Settings, flag, interval
 from .base import Context, RefreshingCollector, Report
 from .filters import DeviceFilter
 
@@ -117,9 +117,8 @@ def parse_device_types(values: Sequence[str] | None) -> tuple[str | None, dict[s
 
 class SmartSettings(Settings):
     namespace = "smart"
-    interval: float = flag("--smart.interval", type=float, default=DEFAULT_INTERVAL,
-                           help=f"seconds between SMART reads of every disk (default {DEFAULT_INTERVAL:g}); "
-                                "a sleeping disk is not woken")
+    interval: float = interval("--smart.interval", DEFAULT_INTERVAL, "SMART reads of every disk",
+                               "; a sleeping disk is not woken")
     device_type: list[str] | None = flag("--smart.device-type", action="append", metavar="[DEVICE=]TYPE",
                                          help="smartctl -d TYPE for every disk, or DEVICE=TYPE for one (repeatable; "
                                               "e.g. sde=sat); default: smartctl's own detection, and sat for a USB "

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 from ..exposition import Families, Family, FrozenFamily
 from ..refresh import RenderedOnce, frozen
-from ..settings import Settings, flag
+from ..settings import Settings, interval
 from .base import Context, RefreshingCollector, Report
 
 
@@ -27,8 +27,7 @@ def numeric(text: str) -> int | None:
 
 class TunablesSettings(Settings):
     namespace = "tunables"
-    refresh_interval: float = flag("--tunables.refresh-interval", type=float, default=30.0,
-                                   help="seconds between reads of the module parameters (default 30)")
+    refresh_interval: float = interval("--tunables.refresh-interval", 30.0, "reads of the module parameters")
 
 
 class TunablesCollector(RefreshingCollector):

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from ..exposition import Families, Family, FrozenFamily
 from ..refresh import frozen
-from ..settings import Settings, flag
+from ..settings import Settings, interval
 from ..sources.model import Dropped, SourceError
 from .base import Context, RefreshingCollector, Report
 
@@ -31,8 +31,7 @@ NS = 1e-9
 
 class VdevLatencySettings(Settings):
     namespace = "vdevlatency"
-    refresh_interval: float = flag("--vdevlatency.refresh-interval", type=float, default=60.0,
-                                   help="seconds between runs of zpool iostat -w/-q (default 60)")
+    refresh_interval: float = interval("--vdevlatency.refresh-interval", 60.0, "runs of zpool iostat -w/-q")
 
 
 class VdevLatencyCollector(RefreshingCollector):
