@@ -194,7 +194,6 @@ class DatasetsCollector(RefreshingCollector):
     description = "space, compression and settings of every dataset, snapshot counts (zfs list, in the background)"
     programs = ("zfs",)
     parse_in_child: ClassVar[bool] = True  # benchmarks/refresh_bench.py --old sets False (the old way)
-
     settings_type = DatasetsSettings
     shared_settings = (PoolFilter,)
     settings: DatasetsSettings

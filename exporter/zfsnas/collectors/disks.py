@@ -75,7 +75,6 @@ class DisksCollector(RefreshingCollector):
     description = "per-disk I/O from /proc/diskstats with serial, model, by-id link and pool membership"
     needs_zfs = False
     scan_in_child: ClassVar[bool] = True  # benchmarks/diskscan_bench.py --old sets False (the old way)
-
     settings_type = DisksSettings
     shared_settings = (DeviceFilter,)
     settings: DisksSettings
