@@ -37,7 +37,8 @@ from itertools import islice
 from typing import BinaryIO, ClassVar
 
 from ..exposition import Family, FrozenFamily, RenderIssues, TextFamily, header_text, samples_of_text
-from ..refresh import BackgroundRefresher, ForkedWork, RenderedOnce, return_big_blocks
+from ..forked import ForkedWork
+from ..refresh import BackgroundRefresher, RenderedOnce, return_big_blocks
 from ..sources.commands import split_lines
 from ..sources.model import Dropped, SourceIncomplete, check_some_read
 from ..sources.zfs_datasets import (

@@ -29,7 +29,8 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..exposition import INT_LIMIT, Families, Family, Sample, TextFamily, format_labels, format_value, header_text
-from ..refresh import BackgroundRefresher, ForkedWork, RenderedOnce, frozen
+from ..forked import ForkedWork
+from ..refresh import BackgroundRefresher, RenderedOnce, frozen
 from ..sources.diskstats import SECTOR_BYTES, DiskStats, read_diskstats
 from .base import Context, RefreshingCollector, Report
 
