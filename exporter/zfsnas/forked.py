@@ -56,24 +56,11 @@ class ForkedWork:
         With `feed`, the child runs `work(reader)`: `reader` is a binary file that yields the bytes
         of `feed` as this thread writes them (a command's output, passed on as it comes). An error
         raised by `feed` kills the child and is raised here."""
-        import pickle  # here, not at start-up: only a forked refresh needs it; imported before the fork
-
         from .sources.model import SourceError
 
         read_end, write_end = os.pipe()
         feed_read, feed_write = os.pipe() if feed is not None else (-1, -1)
-        with self._lock:
-            if self._closed:
-                for fd in (read_end, write_end, feed_read, feed_write):
-                    if fd >= 0:
-                        os.close(fd)
-                raise SourceError(f"{what}: exporter shutting down")
-            pid = os.fork()
-            if pid == 0:  # pragma: no cover - the child's coverage is not collected
-                if feed is None:
-                    _child(work, write_end, (write_end,))
-                _child(lambda: work(os.fdopen(feed_read, "rb")), write_end, (write_end, feed_read))
-            self._running.add(pid)
+        pid = self._start(work, what, write_end, feed_read, feed_write, read_end)
         os.close(write_end)
         if feed is not None:
             os.close(feed_read)
@@ -81,28 +68,13 @@ class ForkedWork:
         result: Any = None
         try:
             if feed is not None:
-                try:
-                    _feed(feed_write, feed, self.timeout)
-                except BrokenPipeError:
-                    pass  # the child stopped reading: its result says why
-                finally:
-                    os.close(feed_write)
-            # Unpickled as it comes (a result of tens of MB is never held twice, as bytes and as objects).
-            reader = _PipeReader(read_end, time.monotonic() + self.timeout)
-            try:
-                result = pickle.load(io.BufferedReader(reader, 1 << 16))
-                outcome = "done"
-            except (EOFError, pickle.UnpicklingError, ValueError, AttributeError):
-                outcome = "died"
+                _feed(feed_write, feed, self.timeout)
+            outcome, result = _receive(read_end, self.timeout)
         except TimeoutError:  # the child stopped reading what it is fed, or took too long
             pass
         finally:
             os.close(read_end)
-            with self._lock:
-                self._running.discard(pid)
-            if outcome != "done":
-                _kill(pid)
-            status = _reap(pid, wait=outcome == "done")
+            status = self._end(pid, outcome)
         if outcome == "timeout":
             raise SourceError(f"{what} took longer than {self.timeout:g}s in its child process and was killed")
         if outcome == "died":
@@ -111,6 +83,36 @@ class ForkedWork:
         if not ok:
             raise value
         return value
+
+    def _start(self, work: Callable[..., object], what: str, write_end: int, feed_read: int, *also_close: int) -> int:
+        """Fork the child that runs `work` (given a reader of `feed_read` when that is a pipe) and
+        writes to `write_end`; its pid. Once closed, no child: the pipes (`also_close` too) are closed and SourceError raised."""
+        # here, not at start-up (only a forked refresh needs it), and before the fork: the child's is a lookup
+        import pickle  # noqa: F401
+
+        from .sources.model import SourceError
+
+        job, keep = (work, (write_end,)) if feed_read < 0 else \
+            ((lambda: work(os.fdopen(feed_read, "rb"))), (write_end, feed_read))
+        with self._lock:
+            if self._closed:
+                for fd in (write_end, feed_read, *also_close):
+                    if fd >= 0:
+                        os.close(fd)
+                raise SourceError(f"{what}: exporter shutting down")
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - the child's coverage is not collected
+                _child(job, write_end, keep)
+            self._running.add(pid)
+        return pid
+
+    def _end(self, pid: int, outcome: str) -> int:
+        """The child's wait status, once it is killed (unless it finished) and reaped."""
+        with self._lock:
+            self._running.discard(pid)
+        if outcome != "done":
+            _kill(pid)
+        return _reap(pid, wait=outcome == "done")
 
     def close(self) -> None:
         with self._lock:
@@ -123,7 +125,7 @@ class ForkedWork:
 def _child(work: Callable[[], object], write_end: int, keep: tuple[int, ...]) -> None:  # pragma: no cover
     """The child's whole life: run `work`, write (ok, result or exception) pickled, exit at once
     (no atexit handlers, no flushing of buffers copied from the parent)."""
-    import pickle  # already imported by `ForkedWork.run` before the fork: a lookup, no import lock
+    import pickle  # already imported by `ForkedWork._start` before the fork: a lookup, no import lock
 
     status = 0
     try:
@@ -169,7 +171,17 @@ def _close_inherited(keep: tuple[int, ...]) -> None:  # pragma: no cover - runs 
 
 
 def _feed(fd: int, feed: Iterable[bytes], stall: float) -> None:
-    """Write every piece of `feed` to the pipe `fd`; TimeoutError if the child reads nothing for `stall` seconds."""
+    """Write every piece of `feed` to the pipe `fd`, then close it; TimeoutError if the child reads
+    nothing for `stall` seconds. A child that stops reading is no error here: its result says why."""
+    try:
+        _write_all(fd, feed, stall)
+    except BrokenPipeError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, feed: Iterable[bytes], stall: float) -> None:
     os.set_blocking(fd, False)
     poller = select.poll()
     poller.register(fd, select.POLLOUT)
@@ -182,6 +194,19 @@ def _feed(fd: int, feed: Iterable[bytes], stall: float) -> None:
                 view = view[os.write(fd, view):]
             except BlockingIOError:
                 continue
+
+
+def _receive(fd: int, timeout: float) -> tuple[str, Any]:
+    """("done", the child's (ok, value)) unpickled from the pipe `fd` as it comes (a result of tens
+    of MB is never held twice, as bytes and as objects), or ("died", None) when what came does not
+    unpickle; TimeoutError when it has not all come within `timeout` seconds."""
+    import pickle  # imported before the fork (`ForkedWork._start`)
+
+    reader = _PipeReader(fd, time.monotonic() + timeout)
+    try:
+        return "done", pickle.load(io.BufferedReader(reader, 1 << 16))
+    except (EOFError, pickle.UnpicklingError, ValueError, AttributeError):
+        return "died", None
 
 
 class _PipeReader(io.RawIOBase):
