@@ -33,7 +33,7 @@ OURS = {"zfsnas", "zfsnas.cli", "zfsnas.collectors", "zfsnas.collectors.arc", "z
         "zfsnas.collectors.bench", "zfsnas.collectors.datasets", "zfsnas.collectors.disks",
         "zfsnas.collectors.objset", "zfsnas.collectors.pools", "zfsnas.collectors.poolstats", "zfsnas.collectors.smart",
         "zfsnas.collectors.tunables", "zfsnas.collectors.txg", "zfsnas.collectors.vdevlatency",
-        "zfsnas.exposition", "zfsnas.process", "zfsnas.refresh", "zfsnas.scrape", "zfsnas.server",
+        "zfsnas.exposition", "zfsnas.forked", "zfsnas.process", "zfsnas.refresh", "zfsnas.scrape", "zfsnas.server",
         "zfsnas.sources", "zfsnas.sources.commands", "zfsnas.sources.diskstats",
         "zfsnas.sources.kstat", "zfsnas.sources.linux", "zfsnas.sources.model", "zfsnas.sources.zfs_datasets",
         "zfsnas.settings", "zfsnas.collectors.filters", "zfsnas.wiring"}

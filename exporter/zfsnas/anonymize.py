@@ -132,33 +132,47 @@ def _from_commands(snap: Path, names: Names) -> None:
     except (OSError, ValueError):
         return
     for entry in index.get("commands", []):
-        argv = entry["argv"]
-        text = (snap / entry["stdout"]).read_text(errors="replace")
-        tool = os.path.basename(argv[0]) if argv else ""
-        if tool in ("zfs", "zpool") and argv[1:2] == ["list"]:
-            for line in text.splitlines():
-                if "\t" in line and not line.startswith("\t"):  # not a vdev (-v) nor a section heading
-                    names.add_dataset(line.split("\t")[0])
-        elif tool == "zpool" and argv[1:2] in (["status"], ["iostat"]):
-            for line in text.splitlines():
-                if line.strip().startswith("pool:"):
-                    names.add_dataset(line.split(":", 1)[1])
-            for match in _WAS_BY_ID.finditer(text):
-                _from_by_id(match[1], names)
-        elif tool == "sysctl":
-            _from_sysctl(text, names)
-        elif tool == SMARTCTL:
-            _from_smartctl(text, names)
-        if tool == "zpool":
-            _from_vdev_paths(text, names)
-        if tool in ("zfs", "zpool"):
-            _from_messages(text, names, errors=False)
-            _from_messages(str(entry.get("stderr", "")), names)
+        _from_command(entry["argv"], (snap / entry["stdout"]).read_text(errors="replace"), str(entry.get("stderr", "")),
+                      names)
     for entry in index.get("not_run", []):
         for arg in entry["argv"]:
             if arg.startswith("kstat.zfs."):
                 names.pools.add(arg.split(".")[2])
         _from_messages(str(entry.get("error", "")), names)
+
+
+def _from_command(argv: list[str], text: str, stderr: str, names: Names) -> None:
+    """The names in one recorded command's output `text` and its `stderr`."""
+    tool = os.path.basename(argv[0]) if argv else ""
+    if tool in ("zfs", "zpool") and argv[1:2] == ["list"]:
+        _from_listing(text, names)
+    elif tool == "zpool" and argv[1:2] in (["status"], ["iostat"]):
+        _from_pool_lines(text, names)
+    elif tool == "sysctl":
+        _from_sysctl(text, names)
+    elif tool == SMARTCTL:
+        _from_smartctl(text, names)
+    if tool == "zpool":
+        _from_vdev_paths(text, names)
+    if tool in ("zfs", "zpool"):
+        _from_messages(text, names, errors=False)
+        _from_messages(stderr, names)
+
+
+def _from_listing(text: str, names: Names) -> None:
+    """`zfs list`/`zpool list`: the first column of each row."""
+    for line in text.splitlines():
+        if "\t" in line and not line.startswith("\t"):  # not a vdev (-v) nor a section heading
+            names.add_dataset(line.split("\t")[0])
+
+
+def _from_pool_lines(text: str, names: Names) -> None:
+    """`zpool status`/`iostat`: the `pool:` lines, and the by-id paths of disks no longer there."""
+    for line in text.splitlines():
+        if line.strip().startswith("pool:"):
+            names.add_dataset(line.split(":", 1)[1])
+    for match in _WAS_BY_ID.finditer(text):
+        _from_by_id(match[1], names)
 
 
 def _from_messages(text: str, names: Names, errors: bool = True) -> None:

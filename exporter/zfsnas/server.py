@@ -164,7 +164,8 @@ SCRAPE, CHECKING = "scrape", "checking"  # what `_Handler.route` says instead of
 class _Conn:
     __slots__ = ("sock", "address", "deadline", "handshaken", "buffer", "request", "out", "unsent", "web")
 
-    def __init__(self, sock, address, deadline: float, handshaken: bool):
+    def __init__(self, sock: Any, address: Any, deadline: float, handshaken: bool):
+        # `sock`: a plain socket, or with TLS an ssl.SSLSocket whose do_handshake and pending are used
         self.sock, self.address, self.deadline = sock, address, deadline
         self.handshaken = handshaken
         self.buffer = bytearray()

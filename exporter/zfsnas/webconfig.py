@@ -23,9 +23,15 @@ import os
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import ssl
+
+    import yaml
 
 # yaml, bcrypt and ssl are imported only when a web config needs them: an exporter without one
 # should not carry their memory.
@@ -245,7 +251,21 @@ def load_web_config(path: str | None) -> WebConfig:
     http = data.get("http_server_config") or {}
     _check_fields(path, "http_server_config.", http, _HTTP_FIELDS)
     # http2 only allows HTTP/2; this server answers HTTP/1.1, which every HTTP/2 client also speaks.
-    for name, value in (http.get("headers") or {}).items():
+    config.headers.update(_headers(path, http.get("headers") or {}))
+    tls = data.get("tls_server_config") or {}
+    _check_fields(path, "tls_server_config.", tls, _TLS_FIELDS)
+    # As exporter-toolkit: a tls_server_config without any of these four means plain HTTP.
+    if any(tls.get(key) for key in ("cert_file", "key_file", "client_auth_type", "client_ca_file")):
+        config.tls = _tls_context(tls, Path(path).parent, path, http.get("http2") is not False)
+        config.files = tuple(str(Path(path).parent / tls[key]) for key in ("cert_file", "key_file", "client_ca_file")
+                             if tls.get(key))
+    return config
+
+
+def _headers(path: str, headers: dict[str, str]) -> dict[str, str]:
+    """http_server_config.headers, each a header exporter-toolkit lets a config set, with a value it
+    allows that cannot break the answer."""
+    for name, value in headers.items():
         allowed = _HEADERS.get(name, ())
         if allowed == ():
             raise WebConfigError(f"{path}: http_server_config.headers: HTTP header {name!r} can not be configured")
@@ -258,15 +278,7 @@ def load_web_config(path: str | None) -> WebConfig:
         if not (value.isascii() and value.isprintable()):
             raise WebConfigError(f"{path}: http_server_config.headers: the value of {name} holds a character "
                                  "outside printable ASCII")
-        config.headers[name] = value
-    tls = data.get("tls_server_config") or {}
-    _check_fields(path, "tls_server_config.", tls, _TLS_FIELDS)
-    # As exporter-toolkit: a tls_server_config without any of these four means plain HTTP.
-    if any(tls.get(key) for key in ("cert_file", "key_file", "client_auth_type", "client_ca_file")):
-        config.tls = _tls_context(tls, Path(path).parent, path, http.get("http2") is not False)
-        config.files = tuple(str(Path(path).parent / tls[key]) for key in ("cert_file", "key_file", "client_ca_file")
-                             if tls.get(key))
-    return config
+    return headers
 
 
 def _load_yaml(path: str) -> Any:
@@ -276,7 +288,7 @@ def _load_yaml(path: str) -> Any:
         """Refuses a key given twice in one mapping: PyYAML would keep the last one silently,
         which once turned a duplicated `tls_server_config` into plain HTTP."""
 
-        def construct_mapping(self, node, deep=False):
+        def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
             seen = set()
             for key_node, _ in node.value:
                 key = self.construct_object(key_node, deep=True)
@@ -304,7 +316,7 @@ def _kind(value: Any) -> str:
             float: "a number", type(None): "nothing"}.get(type(value), type(value).__name__)
 
 
-def _check_fields(path: str, prefix: str, data: Any, schema: dict) -> None:
+def _check_fields(path: str, prefix: str, data: Any, schema: Mapping[str, object]) -> None:
     """Unknown fields and wrong types are refused with the field's full name. Scalars become strings
     where Go's YAML decoder would turn them into one (`cert_file: 5` is the file "5")."""
     if not isinstance(data, dict):
@@ -313,26 +325,30 @@ def _check_fields(path: str, prefix: str, data: Any, schema: dict) -> None:
         name = f"{prefix}{key}"
         if key not in schema:
             raise WebConfigError(f"{path}: unknown field {name} (not supported by exporter-toolkit's web config)")
-        expected, value = schema[key], data[key]
-        if value is None:
-            continue
+        if data[key] is not None:
+            data[key] = _checked(path, name, schema[key], data[key])
+
+
+def _checked(path: str, name: str, expected: object, value: Any) -> Any:
+    """Field `name`'s `value` as its schema type `expected` takes it (a mapping or a boolean as it
+    is, strings made of scalars), or WebConfigError."""
+    if expected is dict or expected == _STRMAP:
+        if not isinstance(value, dict):
+            raise WebConfigError(f"{path}: {name} must be a mapping, not {_kind(value)}")
         if expected is dict:
-            if not isinstance(value, dict):
-                raise WebConfigError(f"{path}: {name} must be a mapping, not {_kind(value)}")
-        elif expected == _BOOL:
-            if not isinstance(value, bool):
-                raise WebConfigError(f"{path}: {name} must be true or false, not {_kind(value)}")
-        elif expected == _STR:
-            data[key] = _scalar(path, name, value)
-        elif expected == _STRLIST:
-            if not isinstance(value, list):
-                raise WebConfigError(f"{path}: {name} must be a list, not {_kind(value)}")
-            data[key] = [_scalar(path, name, item) for item in value]
-        elif expected == _STRMAP:
-            if not isinstance(value, dict):
-                raise WebConfigError(f"{path}: {name} must be a mapping, not {_kind(value)}")
-            data[key] = {_scalar(path, name, k): ("" if v is None else _scalar(path, f"{name}.{k}", v))
-                         for k, v in value.items()}
+            return value
+        return {_scalar(path, name, k): ("" if v is None else _scalar(path, f"{name}.{k}", v)) for k, v in value.items()}
+    if expected == _BOOL:
+        if not isinstance(value, bool):
+            raise WebConfigError(f"{path}: {name} must be true or false, not {_kind(value)}")
+        return value
+    if expected == _STR:
+        return _scalar(path, name, value)
+    if expected == _STRLIST:
+        if not isinstance(value, list):
+            raise WebConfigError(f"{path}: {name} must be a list, not {_kind(value)}")
+        return [_scalar(path, name, item) for item in value]
+    return value
 
 
 def _scalar(path: str, name: str, value: Any) -> str:
@@ -343,7 +359,7 @@ def _scalar(path: str, name: str, value: Any) -> str:
     raise WebConfigError(f"{path}: {name} must be a string, not {_kind(value)}")
 
 
-def _tls_context(tls: dict, base: Path, path: str, http2: bool):
+def _tls_context(tls: dict[str, Any], base: Path, path: str, http2: bool) -> ssl.SSLContext:
     import ssl
 
     where = f"{path}: tls_server_config"
@@ -352,6 +368,19 @@ def _tls_context(tls: dict, base: Path, path: str, http2: bool):
     if not tls.get("key_file"):
         raise WebConfigError(f"{where}: missing key_file")
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    versions = _tls_versions(tls, where)
+    _set_cipher_options(context, tls, versions, where, http2)
+    context.verify_mode = getattr(ssl, _CLIENT_AUTH[_client_auth_type(tls, where)])
+    _load_files(context, tls, base, where)
+    if not tls.get("client_ca_file") and context.verify_mode != ssl.CERT_NONE:
+        context.load_default_certs(ssl.Purpose.CLIENT_AUTH)  # Go verifies against the system roots then
+    return context
+
+
+def _tls_versions(tls: dict[str, Any], where: str) -> dict[str, ssl.TLSVersion]:
+    """min_version and max_version (TLS12 and TLS13 when not given), checked."""
+    import ssl
+
     versions = {}
     for key, default in (("min_version", "TLS12"), ("max_version", "TLS13")):
         name = tls.get(key) or default
@@ -360,6 +389,14 @@ def _tls_context(tls: dict, base: Path, path: str, http2: bool):
         versions[key] = getattr(ssl.TLSVersion, _TLS_VERSIONS[name])
     if versions["min_version"] > versions["max_version"]:
         raise WebConfigError(f"{where}: min_version is above max_version: no client could connect")
+    return versions
+
+
+def _set_cipher_options(context: ssl.SSLContext, tls: dict[str, Any], versions: dict[str, ssl.TLSVersion], where: str,
+                        http2: bool) -> None:
+    """Cipher suites (which may raise min_version to TLS 1.3), the versions, server preference, curves."""
+    import ssl
+
     if tls.get("cipher_suites"):
         if http2 and not _HTTP2_SUITES & set(tls["cipher_suites"]):
             # Go's HTTP/2 server refuses to start then; exporter-toolkit passes that on.
@@ -373,7 +410,11 @@ def _tls_context(tls: dict, base: Path, path: str, http2: bool):
         context.options &= ~ssl.OP_CIPHER_SERVER_PREFERENCE
     if tls.get("curve_preferences"):
         _set_curves(context, tls["curve_preferences"], where)
-    auth = tls.get("client_auth_type") or ""
+
+
+def _client_auth_type(tls: dict[str, Any], where: str) -> str:
+    """client_auth_type ("" when not given), checked against client_ca_file."""
+    auth: str = tls.get("client_auth_type") or ""
     if auth in _UNSUPPORTED_CLIENT_AUTH:
         raise WebConfigError(f"{where}.client_auth_type: {auth} (a client certificate accepted without "
                              "verification) is not supported; use RequireAndVerifyClientCert with client_ca_file")
@@ -383,7 +424,13 @@ def _tls_context(tls: dict, base: Path, path: str, http2: bool):
         # exporter-toolkit's own rule: a CA with no policy would check nothing, so it is an error.
         raise WebConfigError(f"{where}: client_ca_file is set without client_auth_type "
                              "(Client CA's have been configured without a Client Auth Policy)")
-    context.verify_mode = getattr(ssl, _CLIENT_AUTH[auth])
+    return auth
+
+
+def _load_files(context: ssl.SSLContext, tls: dict[str, Any], base: Path, where: str) -> None:
+    """The certificate with its key, and the client CA when there is one; a file that does not load is named."""
+    import ssl
+
     for fields, load in ((("cert_file", "key_file"), lambda: context.load_cert_chain(base / tls["cert_file"],
                                                                                      base / tls["key_file"])),
                          (("client_ca_file",), lambda: context.load_verify_locations(base / tls["client_ca_file"])
@@ -394,12 +441,9 @@ def _tls_context(tls: dict, base: Path, path: str, http2: bool):
             detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             files = ", ".join(f"{f} {tls[f]}" for f in fields)
             raise WebConfigError(f"{where}: cannot load {files}: {detail}") from None
-    if not tls.get("client_ca_file") and context.verify_mode != ssl.CERT_NONE:
-        context.load_default_certs(ssl.Purpose.CLIENT_AUTH)  # Go verifies against the system roots then
-    return context
 
 
-def _set_ciphers(context, names: list[str], versions: dict, where: str) -> None:
+def _set_ciphers(context: ssl.SSLContext, names: list[str], versions: dict[str, ssl.TLSVersion], where: str) -> None:
     import ssl
 
     unknown = [n for n in names if n not in _CIPHERS and n not in _TLS13_SUITES]
@@ -418,7 +462,7 @@ def _set_ciphers(context, names: list[str], versions: dict, where: str) -> None:
         raise WebConfigError(f"{where}.cipher_suites: {exc}") from None
 
 
-def _set_curves(context, names: list[str], where: str) -> None:
+def _set_curves(context: ssl.SSLContext, names: list[str], where: str) -> None:
     """Python's ssl sets a single curve only; the groups list goes to OpenSSL directly (CPython's
     SSLContext keeps its SSL_CTX pointer right after the object header). Anything else: refused."""
     unknown = [n for n in names if n not in _CURVES]

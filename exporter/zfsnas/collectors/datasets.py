@@ -14,7 +14,7 @@ Labels `pool` and `dataset` are the `objset` collector's, so the two join in Pro
 the scrape path: source `zfs_datasets` refreshes every `--datasets.refresh-interval` seconds and
 `zfs_snapshots` (the count and the newest time) every `--datasets.snapshot-interval` seconds (`--datasets.snapshots off`
 disables it). The `zfs list` output is parsed and its families rendered to text in a forked child
-process (`refresh.ForkedWork`, see docs/performance.md): 5,000 datasets are 400 ms of CPU that,
+process (`forked.ForkedWork`, see docs/performance.md): 5,000 datasets are 400 ms of CPU that,
 in a thread, would hold the GIL against the scrape. The snapshot families are built in the refresh
 threads too, whenever either source changes. A scrape only copies text (`exposition.FrozenFamily`).
 
@@ -35,7 +35,8 @@ from itertools import islice
 from typing import BinaryIO, ClassVar
 
 from ..exposition import Family, FrozenFamily, RenderIssues, TextFamily, header_text, samples_of_text
-from ..refresh import ForkedWork, RenderedOnce, return_big_blocks
+from ..forked import ForkedWork
+from ..refresh import RenderedOnce, return_big_blocks
 from ..settings import Settings, flag, interval
 from ..sources.commands import split_lines
 from ..sources.model import Dropped, SourceIncomplete, check_some_read

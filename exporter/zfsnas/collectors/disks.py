@@ -13,7 +13,7 @@ The device list is kept in a `DeviceInventory`: rescanned in the background ever
 between rescans by a pyudev monitor, so a disk that is pulled drops out and one plugged in
 appears without a restart. Pool membership for disks whose partitions carry no pool label
 (cache, spare) comes from `zpool status` vdev guids (`Context.vdevs()`) when the `pools` collector runs.
-The scan runs in a forked child process (`refresh.ForkedWork`): 4,000 disks are some 100,000 file
+The scan runs in a forked child process (`forked.ForkedWork`): 4,000 disks are some 100,000 file
 reads, and in a thread each read would wait for the GIL behind the scrape. The identities (who each
 disk is, which pool) are kept until the device list or `zpool status` changes; only
 /proc/diskstats is read and rendered on every scrape.
@@ -28,7 +28,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..exposition import INT_LIMIT, Families, Family, Sample, TextFamily, format_labels, format_value, header_text
-from ..refresh import ForkedWork, RenderedOnce, frozen
+from ..forked import ForkedWork
+from ..refresh import RenderedOnce, frozen
 from ..settings import Settings, flag, interval
 from ..sources.diskstats import SECTOR_BYTES, DiskStats, read_diskstats
 from .base import Context, RefreshingCollector, Report

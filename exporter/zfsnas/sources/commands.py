@@ -210,64 +210,88 @@ class CommandRunner:
     def _stream(self, argv: Sequence[str], timeout: float | None, status: _Exit | None,
                 stop: threading.Event | None = None) -> Generator[bytes, None, None]:
         """With `stop` (a long-lived command) there is no deadline: it runs until it exits or `stop` is set."""
-        full = [*self.prefix, *argv]
         limit = float("inf") if stop is not None else self.timeout if timeout is None else timeout
-        proc = self._start(full)
-        assert proc.stdout is not None and proc.stderr is not None
-        out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
-        poller = select.poll()
-        for fd in (out_fd, err_fd):  # both drained as they come: neither pipe can fill and block the other
-            os.set_blocking(fd, False)
-            poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
-        open_fds = {out_fd, err_fd}
-        tail = b""  # the last MAX_STDERR bytes of stderr
-        deadline = time.monotonic() + limit
-        exited_at = None
-        timed_out = False
+        proc = self._start([*self.prefix, *argv])
+        pipes = _Pipes(proc)
         try:
-            while True:
-                now = time.monotonic()
-                if now >= deadline:
-                    timed_out = True
-                    break
-                if not open_fds:  # end of both: the command gets the rest of its time to exit
-                    timed_out = not _wait_exit(proc, deadline if stop is None else now + 5 * EOF_GRACE)
-                    break
-                if stop is not None and stop.is_set():
-                    break
-                if exited_at is None and proc.poll() is not None:
-                    exited_at = now
-                if exited_at is not None and now - exited_at > EOF_GRACE:
-                    break  # the command is done; whoever still holds its pipes is not waited for
-                for fd, _ in poller.poll(min(deadline - now, 0.2) * 1000):
-                    try:
-                        chunk = os.read(fd, _CHUNK)
-                    except BlockingIOError:
-                        continue
-                    if not chunk:
-                        poller.unregister(fd)
-                        open_fds.discard(fd)
-                    elif fd == out_fd:
-                        yield chunk
-                    else:
-                        tail = (tail + chunk)[-MAX_STDERR:]
+            timed_out = yield from _drain(proc, pipes, time.monotonic() + limit, stop)
         finally:
             with self._state_lock:
                 self._running.discard(proc)
-            proc.stdout.close()
-            proc.stderr.close()
+            pipes.close()
             _kill_group(proc)
         if stop is not None and stop.is_set():
             return  # stopped on purpose: how it ended says nothing
         if timed_out:
             raise SourceError(f"{_show(argv)} timed out after {limit:g}s and was killed")
-        if proc.returncode != 0:
-            stderr = tail.decode("utf-8", "replace")
-            if status is None:
-                raise command_failed(argv, proc.returncode, stderr)
-            status.stderr = stderr
-        if status is not None:
-            status.returncode = proc.returncode
+        _ended(argv, proc.returncode, pipes.tail, status)
+
+
+class _Pipes:
+    """A running command's stdout and stderr, both drained as they come: neither pipe can fill and
+    block the other. Of stderr only the last MAX_STDERR bytes are kept (`tail`)."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        assert proc.stdout is not None and proc.stderr is not None
+        self.proc = proc
+        self.out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+        self.poller = select.poll()
+        for fd in (self.out_fd, err_fd):
+            os.set_blocking(fd, False)
+            self.poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+        self.open_fds = {self.out_fd, err_fd}
+        self.tail = b""
+
+    def read(self, wait: float) -> Iterator[bytes]:
+        """What stdout has within `wait` seconds, in chunks; stderr goes to `tail`."""
+        for fd, _ in self.poller.poll(wait * 1000):
+            try:
+                chunk = os.read(fd, _CHUNK)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                self.poller.unregister(fd)
+                self.open_fds.discard(fd)
+            elif fd == self.out_fd:
+                yield chunk
+            else:
+                self.tail = (self.tail + chunk)[-MAX_STDERR:]
+
+    def close(self) -> None:
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+
+
+def _drain(proc: subprocess.Popen, pipes: _Pipes, deadline: float,
+           stop: threading.Event | None) -> Generator[bytes, None, bool]:
+    """Yield the command's stdout until both pipes end and it exits, `deadline` passes, `stop` is
+    set, or it exited EOF_GRACE ago while something else holds its pipes; True if it timed out."""
+    exited_at = None
+    while True:
+        now = time.monotonic()
+        if now >= deadline:
+            return True
+        if not pipes.open_fds:  # end of both: the command gets the rest of its time to exit
+            return not _wait_exit(proc, deadline if stop is None else now + 5 * EOF_GRACE)
+        if stop is not None and stop.is_set():
+            return False
+        if exited_at is None and proc.poll() is not None:
+            exited_at = now
+        if exited_at is not None and now - exited_at > EOF_GRACE:
+            return False  # the command is done; whoever still holds its pipes is not waited for
+        yield from pipes.read(min(deadline - now, 0.2))
+
+
+def _ended(argv: Sequence[str], returncode: int, tail: bytes, status: _Exit | None) -> None:
+    """A non-zero exit status raises SourceError with the stderr tail, unless `status` is given to receive both."""
+    if returncode != 0:
+        stderr = tail.decode("utf-8", "replace")
+        if status is None:
+            raise command_failed(argv, returncode, stderr)
+        status.stderr = stderr
+    if status is not None:
+        status.returncode = returncode
 
 
 def split_lines(chunks: Iterable[bytes], max_line: int) -> Iterator[bytes]:

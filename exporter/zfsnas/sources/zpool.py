@@ -392,35 +392,41 @@ def parse_status(text: str, dropped: Dropped | None = None) -> list[PoolStatus]:
     """Parse `zpool status -p` output (with `-P` or `-g` names); vdev guids are left empty here. A
     `scan:` or `errors:` line that cannot be read is left out (counted in `dropped`), not the pool."""
     dropped = Dropped() if dropped is None else dropped
+    return [_pool_status(block, dropped) for block in _pool_blocks(text)]
+
+
+def _pool_blocks(text: str) -> list[list[str]]:
+    """The lines of each pool, from its `pool:` line to the next one."""
     blocks: list[list[str]] = []
     for line in text.splitlines():
         if _SECTION.match(line) and line.strip().startswith("pool:"):
             blocks.append([])
         if blocks:
             blocks[-1].append(line)
-    pools = []
-    for block in blocks:
-        sections = _sections(block)
-        status = PoolStatus(sections[0][1][0].strip())
-        for key, lines in sections[1:]:
-            if key == "state":
-                status.state = lines[0].strip()
-            elif key == "scan":
-                try:
-                    scan = parse_scan(lines)
-                except (SourceError, ValueError) as exc:
-                    dropped.add("malformed", f"zpool status pool {status.name[:60]!r} scan: {exc}")
-                    continue
-                if scan is not None:
-                    status.scans.append(scan)
-            elif key == "expand":
-                status.expansion = parse_expansion(lines)
-            elif key == "errors":
-                status.data_errors = _data_errors(lines[0])
-            elif key == "config":
-                status.vdevs = _vdevs(status.name, _config_rows(status.name, lines[1:]), None)
-        pools.append(status)
-    return pools
+    return blocks
+
+
+def _pool_status(block: list[str], dropped: Dropped) -> PoolStatus:
+    sections = _sections(block)
+    status = PoolStatus(sections[0][1][0].strip())
+    for key, lines in sections[1:]:
+        if key == "state":
+            status.state = lines[0].strip()
+        elif key == "scan":
+            try:
+                scan = parse_scan(lines)
+            except (SourceError, ValueError) as exc:
+                dropped.add("malformed", f"zpool status pool {status.name[:60]!r} scan: {exc}")
+                continue
+            if scan is not None:
+                status.scans.append(scan)
+        elif key == "expand":
+            status.expansion = parse_expansion(lines)
+        elif key == "errors":
+            status.data_errors = _data_errors(lines[0])
+        elif key == "config":
+            status.vdevs = _vdevs(status.name, _config_rows(status.name, lines[1:]), None)
+    return status
 
 
 def _data_errors(line: str) -> int | None:
