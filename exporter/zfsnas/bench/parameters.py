@@ -217,8 +217,8 @@ def restore_pending(params: Parameters, store, run_id: str | None = None) -> lis
     newest change first so the oldest original wins; returns what was restored, readable."""
     done = []
     for row in store.pending_parameters(run_id):
-        params.write(row["name"], row["original"])
-        store.parameter_restored(row["id"])
-        done.append(f"{row['name']} {row['value']} -> {row['original']}")
-        log.info("parameter %s restored to %s", row["name"], row["original"])
+        params.write(row.name, row.original)
+        store.parameter_restored(row.id)
+        done.append(f"{row.name} {row.value} -> {row.original}")
+        log.info("parameter %s restored to %s", row.name, row.original)
     return done
