@@ -1,5 +1,6 @@
 """The results database: status transitions, stale runs, and no half-written row after SIGKILL."""
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -13,7 +14,8 @@ from pathlib import Path
 
 from zfsnas.bench.config import Configuration, differences
 from zfsnas.bench.report import summarise
-from zfsnas.bench.store import SCHEMA_VERSION, TABLES, ResultFigures, Store
+from zfsnas.bench.store import (SCHEMA_VERSION, TABLES, MatrixRun, ParameterChange, QueuedAnnotation, ReadOnlyStore,
+                                ResultFigures, ResultRow, Store)
 from zfsnas.sources.benchdb import read_bench_db
 
 from .configs import configuration
@@ -158,3 +160,38 @@ def test_parameter_changes_are_pending_until_restored(tmp_path):
     assert len(store.pending_parameters()) == 3
     store.parameter_restored(second)
     assert [r.original for r in store.pending_parameters("r1")] == ["4294967296"]
+
+
+def test_rows_come_back_typed(tmp_path):
+    """Every reader gets frozen dataclasses with typed fields, built from the columns in one place."""
+    store = Store(tmp_path / "b.sqlite")
+    store.start_matrix("r1", "m", "tank/scratch", 1, "zfs-2.3.2", parameters={"zfs_txg_timeout": "5"})
+    rid = store.record_result("r1", 1, CONFIG, started=100.0, finished=160.0, figures=ResultFigures(**FIGURES))
+    [row] = store.results()
+    assert isinstance(row, ResultRow) and (row.id, row.run_id, row.cell, row.repeat, row.started) == (
+        rid, "r1", 1, 1, 100.0)
+    assert (row.throughput_bytes_per_second, row.bytes, row.clat_ns) == (1e8, 1 << 30, '{"99.000000": 1000000.0}')
+    assert row.cpu_seconds == 1.5 + 2.25 + 0.5 + 6.0 and row.configuration == CONFIG
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        row.status = "failed"  # type: ignore[misc]
+    [run] = store.matrix_runs()
+    assert isinstance(run, MatrixRun) and (run.id, run.status, run.cells, run.zfs_version) == ("r1", "running", 1,
+                                                                                               "zfs-2.3.2")
+    change = store.record_parameter("r1", "zfs_txg_timeout", "5", "10")
+    assert store.pending_parameters() == [ParameterChange(change, "r1", store.host, "zfs_txg_timeout", "5", "10",
+                                                          store.pending_parameters()[0].changed, None)]
+    queued = store.queue_annotation(rid, "http://grafana", "POST", "/api/annotations", {"text": "x"}, "HTTP 500")
+    [annotation] = store.pending_annotations()
+    assert isinstance(annotation, QueuedAnnotation) and (annotation.id, annotation.result_id, annotation.payload,
+                                                         annotation.attempts, annotation.sent) == (
+        queued, rid, '{"text": "x"}', 1, None)
+
+
+def test_a_release_0_database_reads_typed_without_migrating(tmp_path):
+    """Read-only, an old file's `job` is the workload and its rows get their legacy configuration."""
+    path = release0(tmp_path)
+    rows = ReadOnlyStore(path).results()
+    assert len(rows) == 4 and all(isinstance(r, ResultRow) for r in rows)
+    assert [r.workload for r in rows] == ["seq-write", "seq-write", "copy", "copy"]
+    assert all(len(r.config_id) == 12 and r.configuration.id == r.config_id for r in rows)
+    assert ReadOnlyStore(path).matrix_runs()[0].parameters is None     # no such column then
