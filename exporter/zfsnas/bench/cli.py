@@ -124,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _zfs(args) -> ZfsOps:
+def _zfs(args: argparse.Namespace) -> ZfsOps:
     return ZfsOps(CommandRunner(args.command_prefix, args.command_timeout), args.procfs, args.sysfs)
 
 
@@ -132,20 +132,20 @@ def _freebsd() -> bool:
     return platform.system() == "FreeBSD"
 
 
-def _parameters(args) -> Parameters:
+def _parameters(args: argparse.Namespace) -> Parameters:
     if _freebsd():
         return FreeBsdParameters(CommandRunner(args.command_prefix, args.command_timeout).run)
     return LinuxParameters(args.sysfs, args.procfs)
 
 
-def _client(args) -> GrafanaClient | None:
+def _client(args: argparse.Namespace) -> GrafanaClient | None:
     if not args.grafana_url:
         return None
     token = load_token(args.grafana_token, args.grafana_token_file, args.secrets)
     return GrafanaClient(args.grafana_url, token, args.grafana_timeout)
 
 
-def cmd_init(args) -> int:
+def cmd_init(args: argparse.Namespace) -> int:
     check_dataset_name(args.dataset)
     zfs = _zfs(args)
     if not zfs.get(args.dataset, "type"):  # before asking: a typo is not worth a "yes"
@@ -237,7 +237,7 @@ def _check_before_run(args: argparse.Namespace, matrix: Matrix, jobs_dir: Path) 
     return version_text
 
 
-def cmd_restore(args) -> int:
+def cmd_restore(args: argparse.Namespace) -> int:
     if not Path(args.db).exists():   # nothing recorded, nothing to restore: create no database for it
         print(f"no database at {args.db}: no parameter change was recorded, nothing to restore", file=sys.stderr)
         return 0
@@ -250,7 +250,7 @@ def cmd_restore(args) -> int:
     return 0
 
 
-def cmd_annotate(args) -> int:
+def cmd_annotate(args: argparse.Namespace) -> int:
     if not Path(args.db).exists():
         print(f"no database at {args.db}: no annotation is queued", file=sys.stderr)
         return 0
