@@ -1,8 +1,8 @@
 """`zfsnas-bench`: init, plan, run, restore, annotate --retry; list, report, recommend, compare
 (answer_commands.py); watch, import (client_commands.py).
 
-Owns the command line and wiring (flags, environment, defaults); the work is done by the
-planner, runner, store, annotate and report modules.
+Owns the command line and wiring (flags, environment, defaults) and what is printed; the work is
+done by the planner, session (a run's housekeeping), runner, store, annotate and report modules.
 """
 
 from __future__ import annotations

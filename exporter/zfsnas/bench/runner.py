@@ -2,10 +2,10 @@
 restore, measuring and storing each.
 
 Owns the order of a run, the lock (two matrices never run at once; session.py takes it and does
-the housekeeping before and after a run), the signal handling
-(SIGINT/SIGTERM stop fio, destroy our child, restore module parameters, record `aborted`), the
-scratch check before every cell (a mark removed mid-run stops the run before the next cell, as
-`aborted` with the reason) and the progress line. A Runner is built from the guard's `Cleared`.
+the housekeeping before and after a run), the signal handling (SIGINT/SIGTERM stop fio, destroy
+our child, restore module parameters, record `aborted`), the scratch check before every cell (a
+mark removed mid-run stops the run before the next cell, as `aborted` with the reason) and the
+progress line. A Runner is built from the guard's `Cleared`.
 Only the measured step is timed and probed: the prefill and its sync are figures of their own.
 Every zfs command goes through zfs.py (which asks guard.py); every module parameter through
 parameters.py; every figure goes to store.py.
