@@ -15,7 +15,8 @@ from tests.conftest import linux_tree
 # Never on the start path: each is loaded by the one run, request or refresh that needs it.
 LATE = ("zfsnas.replay", "zfsnas.capture", "tarfile", "urllib.request", "ssl", "bcrypt", "yaml",
         "prometheus_client", "http.server", "zfsnas.webconfig", "hashlib", "_hashlib", "platform", "json",
-        "sqlite3", "zfsnas.bench.config", "gzip", "html", "base64", "zfsnas.sources.freebsd", "pickle",
+        "sqlite3", "zfsnas.bench.config", "zfsnas.sources.benchconfig", "zfsnas.sources.benchschema",
+        "gzip", "html", "base64", "zfsnas.sources.freebsd", "pickle",
         "shutil", "bz2", "lzma")
 # Needed by the first command or refresh (in a refresh thread), not to build or serve.
 FIRST_REFRESH = ("subprocess", "tempfile", "shlex", "zfsnas.sources.zpool", "zfsnas.sources.zpool_iostat",

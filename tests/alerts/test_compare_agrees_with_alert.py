@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from zfsnas.bench import compare
-from zfsnas.bench.store import Store
+from zfsnas.bench.store import ResultFigures, Store
 
 from tests.bench.configs import MIRRORS, configuration
 
@@ -44,7 +44,7 @@ CASES = {
 def record(store: Store, run_id: str, config, mbs: float, finished: float) -> None:
     store.start_matrix(run_id, config.matrix, "tank/scratch", 1)
     store.record_result(run_id, 1, config, started=finished - 60, finished=finished,
-                        throughput_bytes_per_second=mbs * 1e6)
+                        figures=ResultFigures(throughput_bytes_per_second=mbs * 1e6))
     store.finish_matrix(run_id, "complete")
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from zfsnas.bench.config import pairs
 from zfsnas.bench.matrix import parse_size
-from zfsnas.bench.store import Store
+from zfsnas.bench.store import ResultFigures, Store
 
 from .configs import configuration
 
@@ -58,7 +58,7 @@ def load_fits(store: Store, run_id: str = "fits-post", start: float = 1.7e9) -> 
         nonlocal cell
         cell += 1
         store.record_result(run_id, cell, config, started=start + cell * 1000, finished=start + cell * 1000 + 900,
-                            **values)
+                            figures=ResultFigures(**values))
 
     for compression, (mbs, seconds, ratio, gib) in FITS_COMPRESSION.items():
         used = int(gib * GIB)
@@ -78,8 +78,9 @@ def load_iso(store: Store, run_id: str = "iso-post", start: float = 1.71e9) -> N
     for cell, (compression, (gib, _percent, mib_s)) in enumerate(ISO_COMPRESSION.items(), 1):
         used = int(gib * GIB)
         store.record_result(run_id, cell, iso_config(compression), started=start + cell * 5000,
-                            finished=start + cell * 5000 + 4000, throughput_bytes_per_second=mib_s * MIB,
-                            used_bytes=used, logicalused_bytes=logical, compressratio=logical / used)
+                            finished=start + cell * 5000 + 4000,
+                            figures=ResultFigures(throughput_bytes_per_second=mib_s * MIB, used_bytes=used,
+                                                  logicalused_bytes=logical, compressratio=logical / used))
     store.finish_matrix(run_id, "complete")
 
 
@@ -135,19 +136,20 @@ def load_lab(store: Store, start: float = 1.72e9) -> None:
         for cell, ((compression, recordsize), (mbs, user, system, gib)) in enumerate(LAB_SEQ.items(), 1):
             t = start + repeat * 10_000 + cell * 100
             store.record_result(run_id, cell, lab_seq_config(compression, recordsize), repeat=1, started=t,
-                                finished=t + 60, throughput_bytes_per_second=mbs[repeat] * 1e6,
+                                finished=t + 60, figures=ResultFigures(
+                                throughput_bytes_per_second=mbs[repeat] * 1e6,
                                 duration_seconds=16 * GIB / (mbs[repeat] * 1e6), used_bytes=int(gib * GIB),
                                 logicalused_bytes=16 * GIB, compressratio=16 / gib, cpu_user_seconds=user,
                                 cpu_system_seconds=system, cpu_iowait_seconds=6.0,
-                                cpu_idle_seconds=LAB_CPU_SECONDS - user - system - 6.0)
+                                cpu_idle_seconds=LAB_CPU_SECONDS - user - system - 6.0))
         store.finish_matrix(run_id, "complete")
     store.start_matrix("lab-cdm", "cdm-zvol", "tank/scratch", len(LAB_CDM))
     for cell, (workload, repeats) in enumerate(LAB_CDM.items(), 1):
         for repeat, (mbs, iops, lat) in enumerate(repeats, 1):
             t = start + 50_000 + cell * 100 + repeat * 10
             store.record_result("lab-cdm", cell, lab_cdm_config(workload), repeat=repeat, started=t, finished=t + 6,
-                                throughput_bytes_per_second=mbs * 1e6, iops=iops,
-                                fio_json=fio_json(workload, mbs, iops, lat))
+                                figures=ResultFigures(throughput_bytes_per_second=mbs * 1e6, iops=iops,
+                                                      fio_json=fio_json(workload, mbs, iops, lat)))
     store.finish_matrix("lab-cdm", "complete")
 
 
@@ -192,8 +194,8 @@ def load_zvol_cdm(store: Store, start: float = 1.73e9) -> None:
                 mbs, iops, lat = by_size[volblocksize]
                 f = read_f if workload.endswith("read") else write_f
                 results.append((zvol_cdm_config(workload, volblocksize, ram, ntfs),
-                                {"throughput_bytes_per_second": round(mbs * f, 3) * 1e6, "iops": round(iops * f, 1),
-                                 "latency_us": lat}))
+                                ResultFigures(throughput_bytes_per_second=round(mbs * f, 3) * 1e6, iops=round(iops * f, 1),
+                                              latency_us=lat)))
             t = start + n * 600
             store.import_results(run_id, "zvol-cdm", "tank/vm-disk", results, t, t + 300)
 
@@ -215,8 +217,9 @@ def load_archive(store: Store, start: float = 1.74e9) -> None:
     store.start_matrix("archive", "archive-recordsize", "tank/scratch", len(ARCHIVE_USED))
     for cell, ((compression, recordsize), used) in enumerate(ARCHIVE_USED.items(), 1):
         store.record_result("archive", cell, archive_config(compression, recordsize), started=start + cell * 7200,
-                            finished=start + cell * 7200 + 7000, used_bytes=used, logicalused_bytes=ARCHIVE_LOGICAL,
-                            compressratio=round(ARCHIVE_LOGICAL / used, 2))
+                            finished=start + cell * 7200 + 7000,
+                            figures=ResultFigures(used_bytes=used, logicalused_bytes=ARCHIVE_LOGICAL,
+                                                  compressratio=round(ARCHIVE_LOGICAL / used, 2)))
     store.finish_matrix("archive", "complete")
 
 
@@ -252,9 +255,10 @@ def load_layouts(store: Store, start: float = 1.75e9) -> None:
             for cell, ((_, encryption, workload), (mbs, user, system)) in enumerate(cells, 1):
                 t = start + (0 if layout == "mirror" else 50_000) + repeat * 10_000 + cell * 100
                 store.record_result(run_id, cell, layout_config(layout, encryption, workload), repeat=repeat + 1,
-                                    started=t, finished=t + 70, throughput_bytes_per_second=mbs[repeat] * 1e6,
+                                    started=t, finished=t + 70, figures=ResultFigures(
+                                    throughput_bytes_per_second=mbs[repeat] * 1e6,
                                     cpu_user_seconds=user, cpu_system_seconds=system, cpu_iowait_seconds=3.0,
-                                    cpu_idle_seconds=LAYOUT_CPU_SECONDS - user - system - 3.0)
+                                    cpu_idle_seconds=LAYOUT_CPU_SECONDS - user - system - 3.0))
             store.finish_matrix(run_id, "complete")
 
 

@@ -79,7 +79,7 @@ def test_failures_are_queued_then_retried(grafana, store, caplog):
     annotator.start(rid, T0, CONFIG, "run1", "running")         # 500: queued
     annotator.finish(rid, None, T0, T0 + 5000, CONFIG, "run1", "done 100 MB/s")
     [queued] = store.pending_annotations()
-    assert queued["method"] == "POST" and "HTTP 500" in queued["last_error"]
+    assert queued.method == "POST" and "HTTP 500" in queued.last_error
     assert grafana.annotations == {}
     assert annotator.retry() == (1, 0)
     [(aid, region)] = grafana.annotations.items()
@@ -126,7 +126,7 @@ def test_retry_keeps_failures_queued(store):
     annotator.start(rid, T0, CONFIG, "run1", "running")
     assert annotator.retry() == (0, 1)
     [row] = store.pending_annotations()
-    assert row["attempts"] == 2
+    assert row.attempts == 2
 
 
 def test_token_sources(tmp_path, monkeypatch):

@@ -119,24 +119,24 @@ def test_watch_measures_first_byte_to_last_and_stops_when_idle(fake_zfs, tmp_pat
     assert code == 0
     assert took < 0.6 + 5.0        # idle, then settle and space: it stopped by itself (--duration is 30)
     [row] = ReadOnlyStore(db).results()
-    assert row["bytes"] == 11 * MiB
+    assert row.bytes == 11 * MiB
     # The client's own time: 11 chunks of 0.2 s each, the first one's transfer before it landed.
     window = client.last - client.first + client.pace
     # The edges to half a 0.1 s step each, plus what a busy CI host delays a thread by (both of
     # ours, the client's and the watcher's): 0.3 s of a 2.2 s window.
-    assert abs(row["duration_seconds"] - window) <= 0.3
-    assert row["throughput_bytes_per_second"] == pytest.approx(11 * MiB / row["duration_seconds"])
-    assert row["iops"] == pytest.approx(88 / row["duration_seconds"])
-    assert row["compressratio"] == pytest.approx(4.0, rel=0.01)     # logicalused / used growth of the files
-    details = json.loads(row["details"])
+    assert abs(row.duration_seconds - window) <= 0.3
+    assert row.throughput_bytes_per_second == pytest.approx(11 * MiB / row.duration_seconds)
+    assert row.iops == pytest.approx(88 / row.duration_seconds)
+    assert row.compressratio == pytest.approx(4.0, rel=0.01)     # logicalused / used growth of the files
+    details = json.loads(row.details)
     assert (details["written_bytes"], details["read_bytes"], details["writes"]) == (11 * MiB, 0, 88)
     assert details["first_landing_bytes"] == MiB
     assert details["stopped_by"] == "until-idle" and details["step_seconds"] > 0
     assert (details["txgs_synced"], details["txg_sync_seconds_max"]) == (1, 0.412345678)   # txg 58, synced after
     assert details["peak_dirty_bytes"] is not None          # arcstats anon_size of the tree
-    labels = dict(json.loads(row["config"])["labels"])
+    labels = dict(json.loads(row.config)["labels"])
     assert labels == {"client": "win11", "label": "FITS over SMB", "protocol": "smb"}
-    assert json.loads(row["config"])["properties"]["compression"] == "lz4"
+    assert json.loads(row.config)["properties"]["compression"] == "lz4"
     out = capsys.readouterr().out
     assert out.startswith(f"tank/lz4: {11 * MiB} bytes in ") and "compression 4.00x" in out
     # the annotation is the measured window, first byte to last, and says what was measured
@@ -179,8 +179,8 @@ def test_a_watch_without_a_byte_is_a_failed_result_said_so(fake_zfs, tmp_path, c
     assert main(["watch", "--dataset", "tank/lz4", "--duration", "0.5", "--path.procfs", str(root / "proc"),
                  "--path.sysfs", str(root / "sys"), *fake_zfs.flags(db)]) == 1
     [row] = ReadOnlyStore(db).results(status=None)
-    assert row["status"] == "failed" and row["error"].startswith("no byte reached tank/lz4 in the ")
-    assert "(duration)" in row["error"]
+    assert row.status == "failed" and row.error.startswith("no byte reached tank/lz4 in the ")
+    assert "(duration)" in row.error
 
 
 # --- import crystaldiskmark ----------------------------------------------------------------------------
@@ -306,7 +306,7 @@ def test_import_reproduces_every_figure_in_the_versions_own_lines(version, tmp_p
     [table] = cdm_tables(section)
     # The report prints the lines of the version the file came from: the input's figures, value by value.
     assert result_lines("\n".join(table.code)) == result_lines(TEXTS[version])
-    [config] = {json.dumps(json.loads(r["config"])["data"], sort_keys=True) for r in ReadOnlyStore(db).results()}
+    [config] = {json.dumps(json.loads(r.config)["data"], sort_keys=True) for r in ReadOnlyStore(db).results()}
     data = json.loads(config)
     assert data["source"].startswith(f"crystaldiskmark {version}.") and data["passes"] == "5"
     assert data["test_size"] in ("1024 MiB", "1 GiB")
@@ -317,15 +317,15 @@ def test_what_crystaldiskmark_5_does_not_print_stays_empty(tmp_path):
     path.write_bytes(ENCODED["5"](CDM5))
     db = tmp_path / "bench.sqlite"
     assert main(["import", "crystaldiskmark", str(path), "--db", str(db)]) == 0
-    rows = {r["workload"]: r for r in ReadOnlyStore(db).results()}
+    rows = {r.workload: r for r in ReadOnlyStore(db).results()}
     seq = rows["cdm-seq128k-q32t1-read"]
-    assert (seq["throughput_bytes_per_second"], seq["iops"], seq["latency_us"]) == (105.938e6, None, None)
+    assert (seq.throughput_bytes_per_second, seq.iops, seq.latency_us) == (105.938e6, None, None)
     rnd = rows["cdm-rnd4k-q32t1-write"]
-    assert (rnd["throughput_bytes_per_second"], rnd["iops"]) == (6.243e6, 1524.2)
+    assert (rnd.throughput_bytes_per_second, rnd.iops) == (6.243e6, 1524.2)
     # no compression was recorded nor given: unknown, never "off"
     [section] = sections(ReadOnlyStore(db).results())
-    assert {json.loads(r["config"])["properties"].get("compression") for r in rows.values()} == {None}
-    assert json.loads(seq["config"])["pool"] == "unknown"
+    assert {json.loads(r.config)["properties"].get("compression") for r in rows.values()} == {None}
+    assert json.loads(seq.config)["pool"] == "unknown"
     table = configurations_table(section)
     row = dict(zip(table.headers, table.rows[0]))
     assert row["workload"] == "SEQ 128KiB Q32T1 read" and row["IOPS"] == "-"     # printed for random tests only
@@ -371,15 +371,15 @@ def test_import_fio_json_round_trips_a_real_fio_run(tmp_path, capsys):
     fio = json.loads(out.read_text())
     db = tmp_path / "bench.sqlite"
     assert main(["import", "fio", str(out), "--set", "client=laptop", "--db", str(db)]) == 0
-    rows = {r["workload"]: r for r in ReadOnlyStore(db).results()}
+    rows = {r.workload: r for r in ReadOnlyStore(db).results()}
     assert set(rows) == {"randwrite", "seqread"}
     jobs = {j["jobname"]: j for j in fio["jobs"]}
     write, read = jobs["randwrite"]["write"], jobs["seqread"]["read"]
-    assert rows["randwrite"]["throughput_bytes_per_second"] == write["bw_bytes"]
-    assert rows["randwrite"]["iops"] == write["iops"] and rows["randwrite"]["bytes"] == write["io_bytes"] == 8 * MiB
-    assert rows["seqread"]["throughput_bytes_per_second"] == read["bw_bytes"]
-    assert json.loads(rows["randwrite"]["clat_ns"]) == {k: float(v) for k, v in write["clat_ns"]["percentile"].items()}
-    data = json.loads(rows["randwrite"]["config"])["data"]
+    assert rows["randwrite"].throughput_bytes_per_second == write["bw_bytes"]
+    assert rows["randwrite"].iops == write["iops"] and rows["randwrite"].bytes == write["io_bytes"] == 8 * MiB
+    assert rows["seqread"].throughput_bytes_per_second == read["bw_bytes"]
+    assert json.loads(rows["randwrite"].clat_ns) == {k: float(v) for k, v in write["clat_ns"]["percentile"].items()}
+    data = json.loads(rows["randwrite"].config)["data"]
     assert data["source"] == fio["fio version"] and data["fio bs"] == "4k" and data["fio rw"] == "randwrite"
     [section] = sections(ReadOnlyStore(db).results())
     table = configurations_table(section)

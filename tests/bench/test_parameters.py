@@ -127,7 +127,7 @@ def test_the_original_is_in_the_store_before_the_change(tmp_path):
 
     class Crashing(LinuxParameters):
         def write(self, name, value):
-            assert [r["original"] for r in store.pending_parameters("r1")] == [str(ORIGINAL)]
+            assert [r.original for r in store.pending_parameters("r1")] == [str(ORIGINAL)]
             raise OSError("power cut")
 
     with pytest.raises(OSError):

@@ -8,7 +8,7 @@ import io
 
 import pytest
 from zfsnas.bench.report import sections, summarise
-from zfsnas.bench.store import Store
+from zfsnas.bench.store import ResultFigures, Store
 from zfsnas.bench.crystaldiskmark import CdmTest, line_v8
 from zfsnas.bench.tables import (
     cdm_tables,
@@ -149,7 +149,7 @@ def test_configurations_that_look_alike_are_two_rows_that_say_what_differs(tmp_p
     before = configuration(workload="write-size")
     after = configuration(workload="write-size", parameters={"zfs_dirty_data_max": str(16 << 30)})
     for config, throughput in ((before, 400e6), (after, 250e6)):
-        store.record_result("r", 1, config, throughput_bytes_per_second=throughput)
+        store.record_result("r", 1, config, figures=ResultFigures(throughput_bytes_per_second=throughput))
     rows = summarise(store.results())
     assert [(r.id, r.runs, r.mb_per_s) for r in rows] == [(before.id, 1, 400.0), (after.id, 1, 250.0)]
     assert rows[0].differs == f"vs {after.id}: parameter zfs_dirty_data_max: 17179869184 -> 4294967296"
@@ -164,11 +164,11 @@ def test_record_result_is_a_complete_row(tmp_path):
     store = Store(tmp_path / "b.sqlite")
     store.start_matrix("r", "m", "tank/scratch", 1)
     rid = store.record_result("r", 3, configuration(), repeat=2, started=100.0, finished=160.0,
-                              throughput_bytes_per_second=5e8, compressratio=1.5)
-    row = dict(store.results()[0])
-    assert (row["id"], row["status"], row["cell"], row["repeat"], row["started"], row["finished"]) == (
+                              figures=ResultFigures(throughput_bytes_per_second=5e8, compressratio=1.5))
+    row = store.results()[0]
+    assert (row.id, row.status, row.cell, row.repeat, row.started, row.finished) == (
         rid, "complete", 3, 2, 100.0, 160.0)
-    assert (row["throughput_bytes_per_second"], row["compressratio"], row["dataset"]) == (5e8, 1.5, "tank/imported")
+    assert (row.throughput_bytes_per_second, row.compressratio, row.dataset) == (5e8, 1.5, "tank/imported")
     with pytest.raises(ValueError, match="bogus"):
-        store.record_result("r", 1, configuration(), bogus=1)
+        store.record_result("r", 1, configuration(), figures=ResultFigures.of({"bogus": 1}))
     assert len(store.results(status=None)) == 1      # the bad call left no `running` row

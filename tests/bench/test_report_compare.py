@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from zfsnas.bench import compare
 from zfsnas.bench.cli import main
-from zfsnas.bench.store import Store
+from zfsnas.bench.store import ResultFigures, Store
 
 from .configs import MIRRORS, configuration
 from .seeds import lab_seq_config, seeded_store
@@ -45,10 +45,10 @@ def history(tmp_path, runs, start: float | None = None):
     store = Store(tmp_path / "b.sqlite")
     start = time.time() - 60 * len(runs) - 60 if start is None else start
     for n, (run_id, config, mbs) in enumerate(runs):
-        if run_id not in {r["id"] for r in store.matrix_runs()}:
+        if run_id not in {r.id for r in store.matrix_runs()}:
             store.start_matrix(run_id, config.matrix, "tank/scratch", 1)
         store.record_result(run_id, 1, config, repeat=n + 1, started=start + 60 * n, finished=start + 30 + 60 * n,
-                            throughput_bytes_per_second=mbs * 1e6, compressratio=1.5)
+                            figures=ResultFigures(throughput_bytes_per_second=mbs * 1e6, compressratio=1.5))
     return store
 
 

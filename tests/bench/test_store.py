@@ -1,5 +1,6 @@
 """The results database: status transitions, stale runs, and no half-written row after SIGKILL."""
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -13,7 +14,8 @@ from pathlib import Path
 
 from zfsnas.bench.config import Configuration, differences
 from zfsnas.bench.report import summarise
-from zfsnas.bench.store import SCHEMA_VERSION, TABLES, Store
+from zfsnas.bench.store import (SCHEMA_VERSION, TABLES, MatrixRun, ParameterChange, QueuedAnnotation, ReadOnlyStore,
+                                ResultFigures, ResultRow, Store)
 from zfsnas.sources.benchdb import read_bench_db
 
 from .configs import configuration
@@ -34,19 +36,19 @@ def test_running_then_complete(tmp_path):
     store.start_matrix("r1", "m", "tank/scratch", 1, "zfs-2.3.2", "fio-3.33", "6.12", "pool: tank",
                        {"zfs_dirty_data_max": "4294967296", "zfs_txg_timeout": "5"})
     rid = store.start_result("r1", 1, CONFIG, 1, "tank/scratch/zfsnas-bench-r1-1")
-    assert store.results(None)[0]["status"] == "running"
-    store.finish_result(rid, "complete", **FIGURES)
+    assert store.results(None)[0].status == "running"
+    store.finish_result(rid, "complete", figures=ResultFigures(**FIGURES))
     row = store.results()[0]
-    assert row["status"] == "complete" and row["compressratio"] == 1.48 and row["finished"] >= row["started"]
-    assert row["config_id"] == CONFIG.id and Configuration.from_json(row["config"]) == CONFIG
-    assert (row["workload"], row["compression"], row["recordsize"], row["size"]) == ("seq-write", "lz4", "1M", "1G")
-    assert (row["cpu_user_seconds"], row["cpu_system_seconds"], row["prefill_seconds"]) == (1.5, 2.25, 3.1)
-    assert store.matrix_runs()[0]["parameters"] == '{"zfs_dirty_data_max": "4294967296", "zfs_txg_timeout": "5"}'
-    assert row["disks"] == '{"sda": {"written_bytes": 1}}'
+    assert row.status == "complete" and row.compressratio == 1.48 and row.finished >= row.started
+    assert row.config_id == CONFIG.id and Configuration.from_json(row.config) == CONFIG
+    assert (row.workload, row.compression, row.recordsize, row.size) == ("seq-write", "lz4", "1M", "1G")
+    assert (row.cpu_user_seconds, row.cpu_system_seconds, row.prefill_seconds) == (1.5, 2.25, 3.1)
+    assert store.matrix_runs()[0].parameters == '{"zfs_dirty_data_max": "4294967296", "zfs_txg_timeout": "5"}'
+    assert row.disks == '{"sda": {"written_bytes": 1}}'
     with pytest.raises(ValueError, match="status"):
         store.finish_result(rid, "running")
     with pytest.raises(ValueError, match="unknown result fields"):
-        store.finish_result(rid, "complete", token="x")
+        store.finish_result(rid, "complete", figures=ResultFigures.of({"token": "x"}))
 
 
 def test_stale_rows_of_dead_pids_become_incomplete(tmp_path):
@@ -58,22 +60,22 @@ def test_stale_rows_of_dead_pids_become_incomplete(tmp_path):
     proc.wait()
     store.db.execute("UPDATE results SET pid=? WHERE id=?", (proc.pid, dead))
     assert store.mark_stale() == 1
-    status = {r["id"]: r["status"] for r in store.results(None)}
+    status = {r.id: r.status for r in store.results(None)}
     assert status == {mine: "running", dead: "incomplete"}
     assert store.mark_stale(holding_lock=True) == 1     # holding the run lock: every running row is stale
-    assert {r["status"] for r in store.results(None)} == {"incomplete"}
+    assert {r.status for r in store.results(None)} == {"incomplete"}
 
 
 WRITER = textwrap.dedent("""
     import sys
-    from zfsnas.bench.store import Store
+    from zfsnas.bench.store import ResultFigures, Store
     from tests.bench.test_store import CONFIG, FIGURES
     store = Store(sys.argv[1])
     store.start_matrix("r1", "m", "tank/scratch", 0)
     print("ready", flush=True)
     while True:
         rid = store.start_result("r1", 1, CONFIG, 1, "c")
-        store.finish_result(rid, "complete", **FIGURES)
+        store.finish_result(rid, "complete", figures=ResultFigures(**FIGURES))
         store.start_result("r1", 2, CONFIG, 1, "c")
 """)
 
@@ -91,12 +93,12 @@ def test_sigkill_mid_run_leaves_no_half_written_row(tmp_path):
     rows = store.results(None)
     assert len(rows) > 2
     for row in rows:
-        if row["status"] == "complete":
-            assert all(row[k] is not None for k in FIGURES), dict(row)
+        if row.status == "complete":
+            assert all(getattr(row, k) is not None for k in FIGURES), row
         else:
-            assert row["status"] == "running" and row["throughput_bytes_per_second"] is None
+            assert row.status == "running" and row.throughput_bytes_per_second is None
     assert store.mark_stale() >= 1
-    assert {r["status"] for r in store.results(None)} <= {"complete", "incomplete"}
+    assert {r.status for r in store.results(None)} <= {"complete", "incomplete"}
     assert store.db.execute("SELECT status FROM matrix_runs").fetchone()[0] == "incomplete"
 
 
@@ -154,7 +156,42 @@ def test_parameter_changes_are_pending_until_restored(tmp_path):
     first = store.record_parameter("r1", "zfs_dirty_data_max", "4294967296", "1073741824")
     second = store.record_parameter("r1", "zfs_dirty_data_max", "1073741824", "2147483648")
     store.record_parameter("r2", "zfs_txg_timeout", "5", "10")
-    assert [r["id"] for r in store.pending_parameters("r1")] == [second, first]   # newest first
+    assert [r.id for r in store.pending_parameters("r1")] == [second, first]   # newest first
     assert len(store.pending_parameters()) == 3
     store.parameter_restored(second)
-    assert [r["original"] for r in store.pending_parameters("r1")] == ["4294967296"]
+    assert [r.original for r in store.pending_parameters("r1")] == ["4294967296"]
+
+
+def test_rows_come_back_typed(tmp_path):
+    """Every reader gets frozen dataclasses with typed fields, built from the columns in one place."""
+    store = Store(tmp_path / "b.sqlite")
+    store.start_matrix("r1", "m", "tank/scratch", 1, "zfs-2.3.2", parameters={"zfs_txg_timeout": "5"})
+    rid = store.record_result("r1", 1, CONFIG, started=100.0, finished=160.0, figures=ResultFigures(**FIGURES))
+    [row] = store.results()
+    assert isinstance(row, ResultRow) and (row.id, row.run_id, row.cell, row.repeat, row.started) == (
+        rid, "r1", 1, 1, 100.0)
+    assert (row.throughput_bytes_per_second, row.bytes, row.clat_ns) == (1e8, 1 << 30, '{"99.000000": 1000000.0}')
+    assert row.cpu_seconds == 1.5 + 2.25 + 0.5 + 6.0 and row.configuration == CONFIG
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        row.status = "failed"  # type: ignore[misc]
+    [run] = store.matrix_runs()
+    assert isinstance(run, MatrixRun) and (run.id, run.status, run.cells, run.zfs_version) == ("r1", "running", 1,
+                                                                                               "zfs-2.3.2")
+    change = store.record_parameter("r1", "zfs_txg_timeout", "5", "10")
+    assert store.pending_parameters() == [ParameterChange(change, "r1", store.host, "zfs_txg_timeout", "5", "10",
+                                                          store.pending_parameters()[0].changed, None)]
+    queued = store.queue_annotation(rid, "http://grafana", "POST", "/api/annotations", {"text": "x"}, "HTTP 500")
+    [annotation] = store.pending_annotations()
+    assert isinstance(annotation, QueuedAnnotation) and (annotation.id, annotation.result_id, annotation.payload,
+                                                         annotation.attempts, annotation.sent) == (
+        queued, rid, '{"text": "x"}', 1, None)
+
+
+def test_a_release_0_database_reads_typed_without_migrating(tmp_path):
+    """Read-only, an old file's `job` is the workload and its rows get their legacy configuration."""
+    path = release0(tmp_path)
+    rows = ReadOnlyStore(path).results()
+    assert len(rows) == 4 and all(isinstance(r, ResultRow) for r in rows)
+    assert [r.workload for r in rows] == ["seq-write", "seq-write", "copy", "copy"]
+    assert all(len(r.config_id) == 12 and r.configuration.id == r.config_id for r in rows)
+    assert ReadOnlyStore(path).matrix_runs()[0].parameters is None     # no such column then

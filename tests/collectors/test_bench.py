@@ -6,7 +6,7 @@ import pytest
 
 from tests.bench.configs import MIRRORS, configuration
 from tests.conftest import samples, scrape_text, types, value
-from zfsnas.bench.store import Store
+from zfsnas.bench.store import ResultFigures, Store
 
 A = configuration(compression="zstd-1")
 B = configuration(matrix="fits-copy", workload="copy", size="all")
@@ -22,8 +22,8 @@ def scrape(db):
 def add(store, config, throughput, finished, status="complete", ratio=1.48):
     rid = store.start_result("r", 1, config, 1, "tank/scratch/zfsnas-bench-r-1", started=finished - 10)
     if status != "running":
-        store.finish_result(rid, status, finished, throughput_bytes_per_second=throughput, compressratio=ratio,
-                            cpu_busy_ratio=0.42, duration_seconds=10.0)
+        store.finish_result(rid, status, finished, figures=ResultFigures(
+            throughput_bytes_per_second=throughput, compressratio=ratio, cpu_busy_ratio=0.42, duration_seconds=10.0))
     return rid
 
 

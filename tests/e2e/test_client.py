@@ -35,9 +35,11 @@ def db(results) -> Path:
 
 
 def rows(db: Path, matrix: str) -> list[dict]:
+    from dataclasses import asdict
+
     from zfsnas.bench.store import ReadOnlyStore
 
-    return [r for r in ReadOnlyStore(db).results() if r["matrix"] == matrix]
+    return [asdict(r) for r in ReadOnlyStore(db).results() if r.matrix == matrix]
 
 
 def bench(*argv: str) -> subprocess.CompletedProcess:

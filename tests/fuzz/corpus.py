@@ -85,15 +85,15 @@ def base_tree(work: Path) -> Path:
 
 def make_bench_db(path: Path) -> None:
     from tests.bench.configs import configuration
-    from zfsnas.bench.store import Store
+    from zfsnas.bench.store import ResultFigures, Store
 
     store = Store(path)
     store.start_matrix("r", "m", "tank/scratch", 0)
     for i, throughput in enumerate((100e6, 120e6, 150e6)):
         rid = store.start_result("r", i, configuration(), 1, f"tank/scratch/zfsnas-bench-r-{i}",
                                  started=1000.0 + i * 100)
-        store.finish_result(rid, "complete", 1010.0 + i * 100, throughput_bytes_per_second=throughput,
-                            compressratio=1.5, cpu_busy_ratio=0.4, duration_seconds=10.0)
+        store.finish_result(rid, "complete", 1010.0 + i * 100, figures=ResultFigures(
+            throughput_bytes_per_second=throughput, compressratio=1.5, cpu_busy_ratio=0.4, duration_seconds=10.0))
     store.close()
 
 

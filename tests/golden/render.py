@@ -56,7 +56,7 @@ def other_flags(case: str, workdir: Path) -> list[str]:
 def bench_store(workdir: Path) -> Path:
     """Three finished runs of one configuration and one of another, at fixed times."""
     from tests.bench.configs import configuration
-    from zfsnas.bench.store import Store
+    from zfsnas.bench.store import ResultFigures, Store
 
     path = workdir / "bench.sqlite"
     store = Store(path)
@@ -69,8 +69,8 @@ def bench_store(workdir: Path) -> Path:
             cfg = configuration(matrix="golden", workload="seqwrite", size="4G", compression=config[0],
                                 recordsize=config[1])
             result = store.start_result(run_id, 0, cfg, 0, "tank/bench/c0", started=finished - 60)
-            store.finish_result(result, "complete", finished=finished, throughput_bytes_per_second=throughput,
-                                compressratio=1.5, cpu_busy_ratio=0.25, duration_seconds=60.0)
+            store.finish_result(result, "complete", finished=finished, figures=ResultFigures(
+                throughput_bytes_per_second=throughput, compressratio=1.5, cpu_busy_ratio=0.25, duration_seconds=60.0))
             store.finish_matrix(run_id, "complete")
     finally:
         store.close()

@@ -16,7 +16,7 @@ import pytest
 
 from tests.bench.configs import MIRRORS, configuration
 from tests.integration.prometheus import exporter_and_prometheus
-from zfsnas.bench.store import Store
+from zfsnas.bench.store import ResultFigures, Store
 
 ROOT = Path(__file__).resolve().parents[2]
 FITS = configuration(matrix="fits-copy", workload="copy", size="all", data={"corpus": "/srv/astro/fits"})
@@ -35,7 +35,7 @@ def record(db: Path, config, throughput: float, finished: float) -> None:
         run_id = f"run-{finished:.3f}"
         store.start_matrix(run_id, config.matrix, "tank/scratch", 1)
         rid = store.start_result(run_id, 1, config, 1, "tank/scratch/c", started=finished - 60)
-        store.finish_result(rid, "complete", finished=finished, throughput_bytes_per_second=throughput)
+        store.finish_result(rid, "complete", finished=finished, figures=ResultFigures(throughput_bytes_per_second=throughput))
         store.finish_matrix(run_id, "complete")
     finally:
         store.close()

@@ -31,7 +31,7 @@ from tests.integration.exporter_process import ExporterProcess
 from tests.integration.prometheus import Prometheus
 from tests.integration.kernel import Kernel, TxgWriter
 from tests.bench.configs import configuration
-from zfsnas.bench.store import Store
+from zfsnas.bench.store import ResultFigures, Store
 
 ROOT = Path(__file__).resolve().parents[2]
 NAS = "nas1"  # both jobs carry the same instance, as deploy/prometheus/prometheus.yml sets it
@@ -60,8 +60,8 @@ def store_result(db: Path, throughput: float, finished: float, running: bool = F
         result = store.start_result(run_id, 0, configuration(**{**BENCH, **config}), 0, "tank/bench/c0",
                                     started=finished - 30)
         if not running:
-            store.finish_result(result, "complete", finished=finished, throughput_bytes_per_second=throughput,
-                                compressratio=1.9, cpu_busy_ratio=0.4, duration_seconds=30.0)
+            store.finish_result(result, "complete", finished=finished, figures=ResultFigures(
+                throughput_bytes_per_second=throughput, compressratio=1.9, cpu_busy_ratio=0.4, duration_seconds=30.0))
             store.finish_matrix(run_id, "complete")
     finally:
         store.close()

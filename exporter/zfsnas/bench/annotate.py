@@ -175,19 +175,19 @@ class Annotator:
         sent = failed = 0
         token = self.client.token if self.client else None
         for row in self.store.pending_annotations():
-            client = GrafanaClient(url or row["url"], token, self.client.timeout if self.client else TIMEOUT)
-            payload = json.loads(row["payload"])
+            client = GrafanaClient(url or row.url, token, self.client.timeout if self.client else TIMEOUT)
+            payload = json.loads(row.payload)
             try:
-                if row["method"] == "POST":
+                if row.method == "POST":
                     annotation_id = client.post(payload)
-                    if row["result_id"] is not None:
-                        self.store.set_annotation(row["result_id"], annotation_id)
+                    if row.result_id is not None:
+                        self.store.set_annotation(row.result_id, annotation_id)
                 else:
-                    client.request(row["method"], row["path"], payload)
+                    client.request(row.method, row.path, payload)
             except AnnotationError as exc:
-                self.store.annotation_failed(row["id"], str(exc))
+                self.store.annotation_failed(row.id, str(exc))
                 failed += 1
                 continue
-            self.store.annotation_sent(row["id"])
+            self.store.annotation_sent(row.id)
             sent += 1
         return sent, failed

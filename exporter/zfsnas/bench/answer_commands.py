@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from . import charts, compare, crystaldiskmark, html, tables
 from .axes import SelectorError, parse_selector
-from .config import Configuration, differs_text, look_alikes
+from .config import differs_text, look_alikes
 from .options import OutputError, check_chart_dir, check_output_file, fraction, weight, write_output
 from .recommend import RecommendError, parse_throughput, recommend
 from .recommend import render as render_recommendation
@@ -93,18 +93,18 @@ def cmd_list(args: argparse.Namespace) -> int:
     rows = store.results(status=None)
     if not args.all:
         rows = rows[-50:]
-    configs = {r["config_id"]: Configuration.from_json(r["config"]) for r in rows}
+    configs = {r.config_id: r.configuration for r in rows}
     alikes = look_alikes(list(configs.values()))
     print("id\tstarted (UTC)\tstatus\tmatrix\tworkload\tconfig\tcompression\trecordsize\tencryption\tsize\tpool"
           "\tMB/s\tratio\tdiffers")
     for r in rows:
-        labels = configs[r["config_id"]].labels
-        mbs = "" if r["throughput_bytes_per_second"] is None else f"{r['throughput_bytes_per_second'] / 1e6:.1f}"
-        ratio = "" if r["compressratio"] is None else f"{r['compressratio']:.2f}"
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r["started"]))
-        print(f"{r['id']}\t{when}\t{r['status']}\t{r['matrix']}\t{r['workload']}\t{r['config_id']}"
-              f"\t{labels['compression']}\t{labels['recordsize']}\t{labels['encryption']}\t{r['size']}\t{r['pool']}"
-              f"\t{mbs}\t{ratio}\t{differs_text(alikes[r['config_id']])}")
+        labels = configs[r.config_id].labels
+        mbs = "" if r.throughput_bytes_per_second is None else f"{r.throughput_bytes_per_second / 1e6:.1f}"
+        ratio = "" if r.compressratio is None else f"{r.compressratio:.2f}"
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r.started))
+        print(f"{r.id}\t{when}\t{r.status}\t{r.matrix}\t{r.workload}\t{r.config_id}"
+              f"\t{labels['compression']}\t{labels['recordsize']}\t{labels['encryption']}\t{r.size}\t{r.pool}"
+              f"\t{mbs}\t{ratio}\t{differs_text(alikes[r.config_id])}")
     if not rows:
         print(f"(no results in {store.path})", file=sys.stderr)
     return 0
@@ -168,7 +168,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             try:
                 comparisons.append(compare.compare_by(section, args.by, args.baseline))
             except compare.CompareError as exc:
-                if len({r["matrix"] for r in rows}) == 1:
+                if len({r.matrix for r in rows}) == 1:
                     raise
                 log.info("%s", exc)
         if not comparisons:

@@ -1,8 +1,8 @@
 """`zfsnas-bench`: init, plan, run, restore, annotate --retry; list, report, recommend, compare
 (answer_commands.py); watch, import (client_commands.py).
 
-Owns the command line and wiring (flags, environment, defaults); the work is done by the
-planner, runner, store, annotate and report modules.
+Owns the command line and wiring (flags, environment, defaults) and what is printed; the work is
+done by the planner, session (a run's housekeeping), runner, store, annotate and report modules.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import logging
 import os
 import platform
 import re
-import shutil
 import sys
 import sysconfig
 import time
@@ -27,12 +26,13 @@ from . import answer_commands, client_commands
 from .annotate import Annotator, GrafanaClient, load_token
 from .childenv import take_secrets
 from .fio import fio_version, pattern_warning
-from .guard import GuardError, check_dataset_name
-from .matrix import MatrixError, load_matrix
+from .guard import Cleared, GuardError, check_dataset_name
+from .matrix import Matrix, MatrixError, load_matrix
 from .options import OneLineParser, key_value, positive, positive_int
 from .parameters import FreeBsdParameters, LinuxParameters, Parameters, restore_pending
 from .planner import PlanOptions, plan_matrix, render_plan
-from .runner import RunError, RunLock, Runner, RunSettings, clean_up_dead_runs, make_key_file, new_run_id, results_dir
+from .runner import RunError, RunLock, RunSettings, new_run_id
+from .session import RunSession, results_dir
 from .store import DEFAULT_DB, Store, StoreError
 from .zfs import ZfsOps
 
@@ -124,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _zfs(args) -> ZfsOps:
+def _zfs(args: argparse.Namespace) -> ZfsOps:
     return ZfsOps(CommandRunner(args.command_prefix, args.command_timeout), args.procfs, args.sysfs)
 
 
@@ -132,20 +132,20 @@ def _freebsd() -> bool:
     return platform.system() == "FreeBSD"
 
 
-def _parameters(args) -> Parameters:
+def _parameters(args: argparse.Namespace) -> Parameters:
     if _freebsd():
         return FreeBsdParameters(CommandRunner(args.command_prefix, args.command_timeout).run)
     return LinuxParameters(args.sysfs, args.procfs)
 
 
-def _client(args) -> GrafanaClient | None:
+def _client(args: argparse.Namespace) -> GrafanaClient | None:
     if not args.grafana_url:
         return None
     token = load_token(args.grafana_token, args.grafana_token_file, args.secrets)
     return GrafanaClient(args.grafana_url, token, args.grafana_timeout)
 
 
-def cmd_init(args) -> int:
+def cmd_init(args: argparse.Namespace) -> int:
     check_dataset_name(args.dataset)
     zfs = _zfs(args)
     if not zfs.get(args.dataset, "type"):  # before asking: a typo is not worth a "yes"
@@ -164,8 +164,37 @@ def cmd_init(args) -> int:
     return 0
 
 
-def cmd_run(args) -> int:
+def cmd_run(args: argparse.Namespace) -> int:
+    """`plan` and `run`: print the plan, or run it (session.py does everything around the cells)."""
     jobs_dir = args.jobs_dir or default_jobs_dir()
+    matrix = _run_matrix(args, jobs_dir)
+    scratch = args.dataset or matrix.dataset
+    check_dataset_name(scratch)
+    zfs, params = _zfs(args), _parameters(args)
+    dry = args.command == "plan" or args.dry_run
+    # Refuse an unmarked dataset before anything else, whatever the flags; only plan/--dry-run skip the guard.
+    cleared = None if dry else zfs.scratch(scratch)
+    opts = _plan_options(args, matrix, jobs_dir, scratch, zfs, params, cleared)
+    plans = plan_matrix(matrix, opts)  # checks every parameter value against its range and RAM
+    if dry:
+        sys.stdout.write(render_plan(matrix, plans, params, tuple(args.labels)))
+        return 0
+    version_text = _check_before_run(args, matrix, jobs_dir)
+    store = Store(args.db)
+    if cleared is None:  # only `plan`/`--dry-run` skip the guard, and they returned above
+        raise GuardError(f"{scratch}: not checked by the guard: refused")
+    settings = RunSettings(matrix.name, scratch, opts.run_id, procfs=args.procfs, sysfs=args.sysfs,
+                           fio_version=version_text, keep=args.keep, freebsd=_freebsd(), labels=tuple(args.labels))
+    session = RunSession(store, zfs, params, cleared, settings, f"{args.db}.lock", lambda: _client(args))
+    status = session.run(matrix, opts, encrypted=any(c.encryption != "off" for c in matrix.cells))
+    log.info("run %s %s; results in %s", opts.run_id, status, args.db)
+    if session.stopped_by:
+        return 2
+    return {"complete": 0, "aborted": 130}.get(status, 1)
+
+
+def _run_matrix(args: argparse.Namespace, jobs_dir: Path) -> Matrix:
+    """The matrix to plan or run, with --corpus applied; a time-based job needs the matrix's runtime."""
     matrix = load_matrix(resolve_matrix(args.matrix, jobs_dir), job_names(jobs_dir))
     if args.corpus:
         matrix = dataclasses.replace(matrix, cells=tuple(dataclasses.replace(c, corpus=args.corpus)
@@ -173,31 +202,28 @@ def cmd_run(args) -> int:
     for job in {c.workload for c in matrix.cells if c.workload != "copy" and not c.runtime}:
         if re.search(r"^\s*time_based", (jobs_dir / f"{job}.fio").read_text(), re.M):
             raise MatrixError(f"job {job} is time based: the matrix must give runtime = <seconds>")
-    scratch = args.dataset or matrix.dataset
-    check_dataset_name(scratch)
-    zfs = _zfs(args)
-    dry = args.command == "plan" or args.dry_run
-    mountpoint = args.mountpoint
-    cleared = None
-    if not dry:  # refuse an unmarked dataset before anything else, whatever the flags
-        cleared = zfs.scratch(scratch)
-        mountpoint = mountpoint or cleared.props["mountpoint"].value
+    return matrix
+
+
+def _plan_options(args: argparse.Namespace, matrix: Matrix, jobs_dir: Path, scratch: str, zfs: ZfsOps,
+                  params: Parameters, cleared: Cleared | None) -> PlanOptions:
+    """The flags, the scratch dataset's mountpoint (--mountpoint, else the cleared dataset's) and the
+    host's figures a plan needs; a new run id."""
+    mountpoint = args.mountpoint or (cleared.props["mountpoint"].value if cleared is not None else "")
     run_id = new_run_id()
-    outputs = results_dir(run_id)
     dirty = args.dirty_data_max or zfs.dirty_data_max()
-    encrypted = any(c.encryption != "off" for c in matrix.cells)
-    params = _parameters(args)
     changing = any(c.parameters for c in matrix.cells)
-    opts = PlanOptions(scratch=scratch, run_id=run_id, jobs_dir=jobs_dir, results_dir=outputs,
+    return PlanOptions(scratch=scratch, run_id=run_id, jobs_dir=jobs_dir, results_dir=results_dir(run_id),
                        mountpoint=mountpoint, dirty_data_max=dirty, size_scale=args.size_scale,
                        time_scale=args.time_scale, keep=args.keep, direct=args.direct, zvol_root=args.zvol_root,
                        fio=args.fio, ram=params.ram() if changing else None,
                        ioengine="posixaio" if _freebsd() else "libaio")
-    plans = plan_matrix(matrix, opts)  # checks every parameter value against its range and RAM
-    if dry:
-        sys.stdout.write(render_plan(matrix, plans, params, tuple(args.labels)))
-        return 0
-    if changing and not args.allow_parameters:
+
+
+def _check_before_run(args: argparse.Namespace, matrix: Matrix, jobs_dir: Path) -> str:
+    """What refuses a run before it changes anything (module parameters without --allow-parameters, a
+    missing corpus) and warns about fio's patterns; fio's version line."""
+    if any(c.parameters for c in matrix.cells) and not args.allow_parameters:
         names = sorted({name for c in matrix.cells for name, _ in c.parameters})
         raise MatrixError(f"matrix {matrix.name} changes host-wide ZFS module parameters ({', '.join(names)}): "
                           f"pass --allow-parameters (see `zfsnas-bench plan` for every change and its restore)")
@@ -208,38 +234,10 @@ def cmd_run(args) -> int:
     for job in {c.workload for c in matrix.cells if c.workload != "copy"}:
         if warning := pattern_warning(version, (jobs_dir / f"{job}.fio").read_text()):
             log.warning("%s: %s", job, warning)
-    store = Store(args.db)
-    if cleared is None:  # only `plan`/`--dry-run` skip the guard, and they returned above
-        raise GuardError(f"{scratch}: not checked by the guard: refused")
-    with RunLock(f"{args.db}.lock"):  # the same lock for every command on this database
-        for line in clean_up_dead_runs(store, zfs, params, cleared, args.procfs):
-            log.warning("%s", line)
-        key_file = make_key_file(run_id) if encrypted else ""
-        outputs.mkdir(mode=0o700)
-        try:
-            plans = plan_matrix(matrix, dataclasses.replace(opts, key_file=key_file))
-            annotator = Annotator(store, _client(args))
-            if annotator.client is not None:  # what earlier runs could not send, to today's Grafana
-                sent, failed = annotator.retry(annotator.client.url)
-                if sent or failed:
-                    log.info("queued annotations: %d sent, %d still queued", sent, failed)
-            runner = Runner(zfs, store, annotator, RunSettings(matrix.name, scratch, run_id, procfs=args.procfs,
-                                                                sysfs=args.sysfs, fio_version=version_text,
-                                                                keep=args.keep, freebsd=_freebsd(),
-                                                                labels=tuple(args.labels)), params, cleared)
-            log.info("run %s: matrix %s, %d cells on %s", run_id, matrix.name, len(plans), scratch)
-            status = runner.run(plans)
-        finally:
-            shutil.rmtree(outputs, ignore_errors=True)
-            if key_file:
-                os.unlink(key_file)
-    log.info("run %s %s; results in %s", run_id, status, args.db)
-    if runner.stopped_by:
-        return 2
-    return {"complete": 0, "aborted": 130}.get(status, 1)
+    return version_text
 
 
-def cmd_restore(args) -> int:
+def cmd_restore(args: argparse.Namespace) -> int:
     if not Path(args.db).exists():   # nothing recorded, nothing to restore: create no database for it
         print(f"no database at {args.db}: no parameter change was recorded, nothing to restore", file=sys.stderr)
         return 0
@@ -252,7 +250,7 @@ def cmd_restore(args) -> int:
     return 0
 
 
-def cmd_annotate(args) -> int:
+def cmd_annotate(args: argparse.Namespace) -> int:
     if not Path(args.db).exists():
         print(f"no database at {args.db}: no annotation is queued", file=sys.stderr)
         return 0

@@ -21,6 +21,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from ..sources.benchschema import ResultFigures
 from ..sources.commands import CommandRunner
 from ..sources.model import SourceError
 from .annotate import Annotator, GrafanaClient, load_token
@@ -155,18 +156,19 @@ def _watch(args: argparse.Namespace, store: Store, run_id: str, watcher: Watcher
         if target.first is None:
             seconds = time.time() - started
             error = f"no byte reached {identity.dataset} in the {seconds:.0f} s watched ({watched.stopped_by})"
-            store.finish_result(result_id, "failed", error=error)
-            annotator.finish(result_id, _annotation(store, result_id), int(started * 1000), int(time.time() * 1000),
+            store.finish_result(result_id, "failed", figures=ResultFigures(error=error))
+            annotator.finish(result_id, store.annotation_id(result_id), int(started * 1000), int(time.time() * 1000),
                              config, run_id, f"zfsnas-bench watch {identity.dataset}: {error}")
             log.error("%s", error)
             status = "failed"
             continue
         after = zfs.space(("zfs", "get", "-Hp", "-o", "property,value", "used,logicalused", identity.dataset))
         values = figures(watched, target, disks[identity.pool], before, after, dirty)
-        window = values["details"]["window"]
-        store.finish_result(result_id, "complete", finished=window[1], started=window[0], **values)
+        assert values.details is not None   # figures() always says what the watch saw
+        window = values.details["window"]
+        store.finish_result(result_id, "complete", finished=window[1], figures=values, started=window[0])
         line = summary(identity.dataset, values)
-        annotator.finish(result_id, _annotation(store, result_id), round(window[0] * 1000), round(window[1] * 1000),
+        annotator.finish(result_id, store.annotation_id(result_id), round(window[0] * 1000), round(window[1] * 1000),
                          config, run_id, f"zfsnas-bench watch {line}", move_start=True)
         print(line)
     store.finish_matrix(run_id, status)
@@ -174,21 +176,18 @@ def _watch(args: argparse.Namespace, store: Store, run_id: str, watcher: Watcher
     return 0 if status == "complete" else 1
 
 
-def _annotation(store: Store, result_id: int) -> int | None:
-    row = store.db.execute("SELECT annotation_id FROM results WHERE id=?", (result_id,)).fetchone()
-    return row["annotation_id"] if row else None
-
-
-def summary(dataset: str, values: dict[str, Any]) -> str:
-    d = values["details"]
-    ratio = values.get("compressratio")
+def summary(dataset: str, values: ResultFigures) -> str:
+    """The line a watch prints per dataset; `values` as `watch.figures` made them (all set but ratio)."""
+    d = values.details or {}
+    ratio = values.compressratio
     peak = d.get("peak_dirty_bytes")
-    return (f"{dataset}: {values['bytes']} bytes in {values['duration_seconds']:.2f} s: "
-            f"{values['throughput_bytes_per_second'] / 1e6:.1f} MB/s ({values['throughput_bytes_per_second'] / 2**20:.1f}"
-            f" MiB/s), {values['iops']:.1f} IOPS; written {d['written_bytes']}, read {d['read_bytes']}; compression "
+    throughput = values.throughput_bytes_per_second or 0.0
+    return (f"{dataset}: {values.bytes} bytes in {values.duration_seconds or 0.0:.2f} s: "
+            f"{throughput / 1e6:.1f} MB/s ({throughput / 2**20:.1f}"
+            f" MiB/s), {values.iops or 0.0:.1f} IOPS; written {d['written_bytes']}, read {d['read_bytes']}; compression "
             f"{'unknown' if ratio is None else f'{ratio:.2f}x'}; peak dirty "
             f"{'unknown' if peak is None else f'{peak / 2**20:.1f} MiB'}; {d['txgs_synced']} txg(s) synced; "
-            f"CPU busy {values['cpu_busy_ratio'] * 100:.1f} %")
+            f"CPU busy {(values.cpu_busy_ratio or 0.0) * 100:.1f} %")
 
 
 # --- import -----------------------------------------------------------------------------------------

@@ -27,11 +27,11 @@ import sys
 import sysconfig
 import time
 import tomllib
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..sources.benchschema import ResultRow
 from .axes import SelectorError, axes, keys_named, matches, parse_selector, readable, short_name, workload_text
 from .config import Configuration, differences
 from .report import Section, Stat, Summary, sections, summarise
@@ -93,38 +93,38 @@ def is_regression(newest: float, previous_median: float, drop: float) -> bool:
     return previous_median > 0 and newest / previous_median <= 1 - drop
 
 
-def _order(row: Mapping[str, Any]) -> tuple[float, int]:
+def _order(row: ResultRow) -> tuple[float, int]:
     # The exporter's order (sources/benchdb.py): by finish time, then id.
-    return (float(row["finished"] or 0), int(row["id"]))
+    return (float(row.finished or 0), int(row.id))
 
 
 # --- what A and B are ---------------------------------------------------------------------------------
 
-def resolve(store: Any, ref: str) -> list[dict[str, Any]]:
+def resolve(store: Any, ref: str) -> list[ResultRow]:
     """The complete results `ref` names: a run, a configuration (id or unique prefix), a matrix, or
     `MATRIX:NAME=VALUE,...` / `NAME=VALUE,...` (configurations matching the selector)."""
-    rows = [dict(r) for r in store.results("complete")]
-    if found := [r for r in rows if r["run_id"] == ref] or [r for r in rows if r["config_id"] == ref]:
+    rows: list[ResultRow] = store.results("complete")
+    if found := [r for r in rows if r.run_id == ref] or [r for r in rows if r.config_id == ref]:
         return found
-    matrices = list(dict.fromkeys(r["matrix"] for r in rows))
+    matrices = list(dict.fromkeys(r.matrix for r in rows))
     if ref in matrices:
-        return [r for r in rows if r["matrix"] == ref]
+        return [r for r in rows if r.matrix == ref]
     matrix, sep, rest = ref.partition(":")
     if "=" in ref:
-        scope = [r for r in rows if r["matrix"] == matrix] if sep else rows
+        scope = [r for r in rows if r.matrix == matrix] if sep else rows
         if sep and not scope:
             raise CompareError(f"{ref}: no matrix {matrix!r} (matrices: {', '.join(matrices) or 'none'})")
         try:
             selector = parse_selector(rest if sep else ref)
         except SelectorError as exc:
             raise CompareError(str(exc)) from None
-        found = [r for r in scope if matches(Configuration.from_json(r["config"]), selector)]
+        found = [r for r in scope if matches(r.configuration, selector)]
         if not found:
             raise CompareError(f"{ref}: no complete result matches (`zfsnas-bench report` shows each matrix's axes)")
         return found
-    prefixed = {r["config_id"] for r in rows if len(ref) >= 4 and r["config_id"].startswith(ref)}
+    prefixed = {r.config_id for r in rows if len(ref) >= 4 and r.config_id.startswith(ref)}
     if len(prefixed) == 1:
-        return [r for r in rows if r["config_id"] in prefixed]
+        return [r for r in rows if r.config_id in prefixed]
     hint = f"; {len(prefixed)} configurations start with it" if len(prefixed) > 1 else ""
     raise CompareError(f"{ref}: no complete results of a run, configuration or matrix with this name{hint} "
                        f"(`zfsnas-bench list` shows ids; matrices: {', '.join(matrices) or 'none'})")
@@ -153,30 +153,30 @@ class Change:
         return self.newest / self.previous_median
 
 
-def _stat(rows: list[dict[str, Any]], key: str) -> Stat | None:
-    return Stat.of(r[key] for r in rows)
+def _throughput(rows: list[ResultRow]) -> Stat | None:
+    return Stat.of(r.throughput_bytes_per_second for r in rows)
 
 
-def _cpu(rows: list[dict[str, Any]]) -> float | None:
+def _cpu(rows: list[ResultRow]) -> float | None:
     shares = []
     for r in rows:
-        parts = [r.get(f"cpu_{k}_seconds") for k in ("user", "system", "iowait", "idle")]
-        if all(p is not None for p in parts) and sum(parts):  # type: ignore[arg-type]
-            shares.append((parts[0] + parts[1]) / sum(parts) * 100)  # type: ignore[operator,arg-type]
+        total = r.cpu_seconds
+        if total and r.cpu_user_seconds is not None and r.cpu_system_seconds is not None:
+            shares.append((r.cpu_user_seconds + r.cpu_system_seconds) / total * 100)
     stat = Stat.of(shares)
     return None if stat is None else stat.median
 
 
-def regression(config: Configuration, a: list[dict[str, Any]], b: list[dict[str, Any]], rule: Rule) -> Change:
+def regression(config: Configuration, a: list[ResultRow], b: list[ResultRow], rule: Rule) -> Change:
     """B's newest result of `config` against every earlier one in A and B (the alert's rule)."""
     if not a and len(b) > 1:   # a configuration against itself: its newest run against the runs before
         b = sorted(b, key=_order)
         a, b = b[:-1], b[-1:]
     newest = max(b, key=_order)
     earlier = [r for r in a + b if _order(r) < _order(newest)]
-    previous = Stat.of(r["throughput_bytes_per_second"] for r in earlier)
-    sa, sb = _stat(a, "throughput_bytes_per_second"), _stat(b, "throughput_bytes_per_second")
-    tp = newest["throughput_bytes_per_second"]
+    previous = _throughput(earlier)
+    sa, sb = _throughput(a), _throughput(b)
+    tp = newest.throughput_bytes_per_second
     detail = ""
     dropped = tp is not None and previous is not None and is_regression(tp, previous.median, rule.max_drop)
     if not earlier:
@@ -186,7 +186,7 @@ def regression(config: Configuration, a: list[dict[str, Any]], b: list[dict[str,
         detail = f"{len(earlier)} earlier run(s)"
     elif dropped:
         verdict = "regression"
-        age = (time.time() - float(newest["finished"] or 0)) / 86400
+        age = (time.time() - float(newest.finished or 0)) / 86400
         if age > rule.max_age_days:
             detail = f"the newest run is {age:.0f} days old: the alert resolved after {rule.max_age_days:g}"
     elif sa is None or sb is None or (sa.n < 2 and sb.n < 2):
@@ -195,7 +195,7 @@ def regression(config: Configuration, a: list[dict[str, Any]], b: list[dict[str,
         verdict = "within noise"
     else:
         verdict = "slower" if sb.median < sa.median else "faster"
-    ra, rb = _stat(a, "compressratio"), _stat(b, "compressratio")
+    ra, rb = Stat.of(r.compressratio for r in a), Stat.of(r.compressratio for r in b)
     return Change(config, verdict, sa, sb, tp, None if previous is None else previous.median,
                   ra.median if ra else None, rb.median if rb else None, _cpu(a), _cpu(b), detail)
 
@@ -237,7 +237,7 @@ def _values(configs: list[Configuration], key: str) -> str:
     return ", ".join(dict.fromkeys(readable(key, c.flat().get(key, "(none)")) for c in configs))
 
 
-def pair(a_rows: list[dict[str, Any]], b_rows: list[dict[str, Any]]) -> Comparison:
+def pair(a_rows: list[ResultRow], b_rows: list[ResultRow]) -> Comparison:
     """Each configuration of B beside the one of A equal to it in everything but what tells the
     sides apart; what has no twin stands alone."""
     sa, sb = summarise(a_rows), summarise(b_rows)
@@ -260,23 +260,23 @@ def pair(a_rows: list[dict[str, Any]], b_rows: list[dict[str, Any]]) -> Comparis
     return out
 
 
-def compare(a_rows: list[dict[str, Any]], b_rows: list[dict[str, Any]], rule: Rule | float) -> Comparison:
+def compare(a_rows: list[ResultRow], b_rows: list[ResultRow], rule: Rule | float) -> Comparison:
     """Regression verdicts for the configurations both sides have, A vs B for the rest. `rule`: the
     alert's (a bare number is its drop, with the default number of earlier runs and age)."""
     if not isinstance(rule, Rule):
         rule = Rule(float(rule))
-    a_ids = list(dict.fromkeys(r["config_id"] for r in a_rows))
-    if len(a_ids) == 1 and any(r["config_id"] == a_ids[0] for r in b_rows):  # one configuration against a run
-        b_rows = [r for r in b_rows if r["config_id"] == a_ids[0]]
-    same = [cid for cid in dict.fromkeys(r["config_id"] for r in b_rows) if cid in a_ids]
+    a_ids = list(dict.fromkeys(r.config_id for r in a_rows))
+    if len(a_ids) == 1 and any(r.config_id == a_ids[0] for r in b_rows):  # one configuration against a run
+        b_rows = [r for r in b_rows if r.config_id == a_ids[0]]
+    same = [cid for cid in dict.fromkeys(r.config_id for r in b_rows) if cid in a_ids]
     out = Comparison()
-    b_ids = {r["id"] for r in b_rows}
+    b_ids = {r.id for r in b_rows}
     for cid in same:
-        b = [r for r in b_rows if r["config_id"] == cid]
-        a = [r for r in a_rows if r["config_id"] == cid and r["id"] not in b_ids]
-        out.changes.append(regression(Configuration.from_json(b[0]["config"]), a, b, rule))
-    a_rest = [r for r in a_rows if r["config_id"] not in same]
-    b_rest = [r for r in b_rows if r["config_id"] not in same]
+        b = [r for r in b_rows if r.config_id == cid]
+        a = [r for r in a_rows if r.config_id == cid and r.id not in b_ids]
+        out.changes.append(regression(b[0].configuration, a, b, rule))
+    a_rest = [r for r in a_rows if r.config_id not in same]
+    b_rest = [r for r in b_rows if r.config_id not in same]
     if a_rest and b_rest:
         paired = pair(a_rest, b_rest)
         paired.changes = out.changes
@@ -426,12 +426,12 @@ def tables(comparison: Comparison, rule: Rule | float) -> list[Table]:
     return out
 
 
-def describe_sides(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[str]:
+def describe_sides(a: list[ResultRow], b: list[ResultRow]) -> list[str]:
     """What each side is, for the head of the output: its matrices and configurations."""
     out = []
     for name, rows in (("A", a), ("B", b)):
-        matrices = ", ".join(dict.fromkeys(r["matrix"] for r in rows))
-        out.append(f"{name}: {len(rows)} result(s) of {len({r['config_id'] for r in rows})} configuration(s) "
+        matrices = ", ".join(dict.fromkeys(r.matrix for r in rows))
+        out.append(f"{name}: {len(rows)} result(s) of {len({r.config_id for r in rows})} configuration(s) "
                    f"in {matrices}")
     return out
 

@@ -219,22 +219,12 @@ def parse(text: str) -> Parsed:
         if m := _V78.match(line):
             if not direction:
                 raise CdmError(f"{where}: a test line outside a [Read]/[Write] section")
-            kind = "SEQ" if m["kind"] in ("SEQ", "Sequential") else "RND"
-            kib = int(m["size"]) * (1024 if m["unit"] == "MiB" else 1)
             style = style or ("8" if m["kind"] in ("SEQ", "RND") else "7")
-            tests.append(CdmTest(kind, kib, int(m["q"]), int(m["t"]), direction, _float(m[6], where),
-                              _float(m[7], where), _float(m[8], where)))
+            tests.append(_v78_test(m, where, direction))
             continue
         if m := _V56.match(line):
-            kind = "SEQ" if m["kind"] == "Sequential" else "RND"
-            queues = int(m["q"]) if m["q"] else 1
-            if kind == "SEQ":
-                kib = 128 if m["q"] else 1024   # 5.x/6.x: Seq Q32T1 uses 128 KiB blocks, Seq (T= 1) 1 MiB
-            else:
-                kib = int(m["size"] or 4)
             style = style or "5"
-            iops = _float(m[7], where) if m[7] else None
-            tests.append(CdmTest(kind, kib, queues, int(m["t"]), m["dir"].lower(), _float(m[6], where), iops, None))
+            tests.append(_v56_test(m, where))
             continue
         if _LOOKS_LIKE_TEST.match(line):
             raise CdmError(f"{where}: a test line that cannot be read (truncated or altered?): {stripped[:80]!r}")
@@ -242,17 +232,45 @@ def parse(text: str) -> Parsed:
     if not tests:
         raise CdmError("no CrystalDiskMark test line (e.g. `  SEQ    1MiB (Q=  8, T= 1): ... MB/s`, "
                        "`   Sequential Read (Q= 32,T= 1) : ... MB/s`)")
-    if style == "5" and version and version[0] not in ("5", "6"):
-        raise CdmError(f"CrystalDiskMark {version} with 5.x/6.x test lines: the file is not one program's output")
-    parsed.version = version or ("8" if style == "8" else "7" if style == "7" else "5")
-    if not version and style == "5" and any((t.kind, t.block_kib, t.queues, t.threads) == ("RND", 4, 8, 8) for t in tests):
-        parsed.version = "6"      # 6.x's Q8T8 random test
+    parsed.version = _version(version, style, tests)
     seen: set[str] = set()
     for t in tests:
         if t.workload in seen:
             raise CdmError(f"test {t.workload} appears twice: one result per file")
         seen.add(t.workload)
     return parsed
+
+
+def _v78_test(m: re.Match[str], where: str, direction: str) -> CdmTest:
+    """A 7.x/8.x test line (`  SEQ    1MiB (Q=  8, T= 1):  ... MB/s [ ... IOPS] < ... us>`)."""
+    kind = "SEQ" if m["kind"] in ("SEQ", "Sequential") else "RND"
+    kib = int(m["size"]) * (1024 if m["unit"] == "MiB" else 1)
+    return CdmTest(kind, kib, int(m["q"]), int(m["t"]), direction, _float(m[6], where), _float(m[7], where),
+                   _float(m[8], where))
+
+
+def _v56_test(m: re.Match[str], where: str) -> CdmTest:
+    """A 5.x/6.x test line (`   Sequential Read (Q= 32,T= 1) :   ... MB/s`), its block size as the version implied."""
+    kind = "SEQ" if m["kind"] == "Sequential" else "RND"
+    queues = int(m["q"]) if m["q"] else 1
+    if kind == "SEQ":
+        kib = 128 if m["q"] else 1024   # 5.x/6.x: Seq Q32T1 uses 128 KiB blocks, Seq (T= 1) 1 MiB
+    else:
+        kib = int(m["size"] or 4)
+    iops = _float(m[7], where) if m[7] else None
+    return CdmTest(kind, kib, queues, int(m["t"]), m["dir"].lower(), _float(m[6], where), iops, None)
+
+
+def _version(banner: str, style: str, tests: list[CdmTest]) -> str:
+    """The banner's version, else the one the test lines' style tells; a banner that disagrees with
+    the lines is refused."""
+    if style == "5" and banner and banner[0] not in ("5", "6"):
+        raise CdmError(f"CrystalDiskMark {banner} with 5.x/6.x test lines: the file is not one program's output")
+    if banner:
+        return banner
+    if style == "5" and any((t.kind, t.block_kib, t.queues, t.threads) == ("RND", 4, 8, 8) for t in tests):
+        return "6"      # 6.x's Q8T8 random test
+    return "8" if style == "8" else "7" if style == "7" else "5"
 
 
 def _footer(line: str, parsed: Parsed) -> None:

@@ -12,16 +12,16 @@ figures; the text formats themselves are crystaldiskmark.py's; nothing here writ
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass
 from typing import Any
 
+from ..sources.benchschema import ResultFigures
 from . import crystaldiskmark
 from .config import UNKNOWN, Configuration
 from .identity import DatasetIdentity, configuration
-
-Figures = dict[str, Any]
 
 
 class ImportFormatError(ValueError):
@@ -31,7 +31,7 @@ class ImportFormatError(ValueError):
 @dataclass(frozen=True)
 class Imported:
     source: str                                   # "crystaldiskmark 8.0.4", "fio-3.33"
-    results: list[tuple[Configuration, Figures]]
+    results: list[tuple[Configuration, ResultFigures]]
     measured_at: float | None                     # epoch seconds, when the input says
     details: dict[str, Any]
 
@@ -52,12 +52,8 @@ def crystaldiskmark_results(data: bytes, matrix: str, identity: DatasetIdentity 
     results = []
     for test in parsed.tests:
         config = configuration(matrix, test.workload, size, data_keys, identity, settings, label)
-        figures: Figures = {"throughput_bytes_per_second": None if test.mb_per_s is None else test.mb_per_s * 1e6}
-        if test.iops is not None:
-            figures["iops"] = test.iops
-        if test.latency_us is not None:
-            figures["latency_us"] = test.latency_us
-        figures["details"] = {"source": source}
+        figures = ResultFigures(throughput_bytes_per_second=None if test.mb_per_s is None else test.mb_per_s * 1e6,
+                                iops=test.iops, latency_us=test.latency_us, details={"source": source})
         results.append((config, figures))
     measured = None
     if parsed.date:
@@ -78,7 +74,7 @@ def _number(job: str, path: str, value: Any) -> float:
     return float(value)
 
 
-def _job_figures(job: dict[str, Any], name: str) -> tuple[Figures, str]:
+def _job_figures(job: dict[str, Any], name: str) -> tuple[ResultFigures, str]:
     bw = iops = 0.0
     io_bytes = 0
     runtime = 0.0
@@ -102,10 +98,8 @@ def _job_figures(job: dict[str, Any], name: str) -> tuple[Figures, str]:
             clat[key] = max(clat.get(key, 0.0), _number(name, f"{direction}.clat_ns.percentile.{key}", ns))
     if not io_bytes:
         raise ImportFormatError(f"fio job {name!r} moved no data (no read, write or trim io_bytes)")
-    figures: Figures = {"throughput_bytes_per_second": bw, "iops": iops, "bytes": io_bytes,
-                        "duration_seconds": runtime}
-    if clat:
-        figures["clat_ns"] = clat
+    figures = ResultFigures(throughput_bytes_per_second=bw, iops=iops, bytes=io_bytes, duration_seconds=runtime,
+                            clat_ns=dict(clat) if clat else None)
     return figures, str(job.get("error", 0))
 
 
@@ -142,9 +136,8 @@ def fio_results(text: str, matrix: str, identity: DatasetIdentity | None, settin
         config = configuration(matrix, name, options.get("size", UNKNOWN), data_keys, identity, settings, label,
                                direct=options.get("direct", UNKNOWN))
         one = {"fio version": version, "global options": global_options, "jobs": [job]}
-        figures["fio_json"] = json.dumps(one, sort_keys=True)
-        figures["details"] = {"source": version}
-        results.append((config, figures))
+        results.append((config, dataclasses.replace(figures, fio_json=json.dumps(one, sort_keys=True),
+                                                    details={"source": version})))
     measured = data.get("timestamp")
     return Imported(version, results, float(measured) if isinstance(measured, (int, float)) else None,
                     {"source": version, "time": str(data.get("time", ""))})

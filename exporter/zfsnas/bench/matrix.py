@@ -15,8 +15,10 @@ from __future__ import annotations
 import itertools
 import re
 import tomllib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 AXES = ("workload", "compression", "recordsize", "encryption", "size", "compressibility")
 ALIASES = {"job": "workload"}    # matrices written before `workload` replaced `job`
@@ -83,7 +85,7 @@ def parse_size(text: str, dirty_data_max: int | None = None) -> int:
     raise MatrixError(f"size {text!r}: expected a number with K/M/G/T or '<n>x dirty'")
 
 
-def _list(where: str, key: str, value) -> list[str]:
+def _list(where: str, key: str, value: object) -> list[str]:
     items = value if isinstance(value, list) else [value]
     if not items:
         raise MatrixError(f"{where}: {key} is empty")
@@ -100,7 +102,7 @@ def _list(where: str, key: str, value) -> list[str]:
     return out
 
 
-def _properties(where: str, table) -> tuple[tuple[str, str], ...]:
+def _properties(where: str, table: object) -> tuple[tuple[str, str], ...]:
     if not isinstance(table, dict):
         raise MatrixError(f"{where}: properties must be a table")
     out = []
@@ -140,7 +142,7 @@ DEFAULTS = {"workload": None, "compression": ["lz4"], "recordsize": ["128K"], "e
             "direct": True}
 
 
-def _parameters(where: str, table) -> tuple[tuple[str, list[str]], ...]:
+def _parameters(where: str, table: object) -> tuple[tuple[str, list[str]], ...]:
     """`[parameters]`: module parameter name -> the values to sweep (sizes like "4G" allowed)."""
     if not isinstance(table, dict):
         raise MatrixError(f"{where}: parameters must be a table (name = [values])")
@@ -176,39 +178,51 @@ def parse_matrix(text: str, where: str = "matrix", job_names: set[str] | None = 
         extra = properties + _properties(here, sweep.get("properties", {}))
         params = dict(_parameters(where, data.get("parameters", {})))
         params.update(_parameters(here, sweep.get("parameters", {})))
-        for key in ("workload", "size"):
-            if not settings[key]:
-                raise MatrixError(f"{here}: no {key} given")
-        if settings["kind"] not in KINDS:
-            raise MatrixError(f"{here}: kind must be one of {', '.join(KINDS)}")
-        if settings["repeats"] < 1:
-            raise MatrixError(f"{here}: repeats must be at least 1")
-        for job in settings["workload"]:
-            if job_names is not None and job not in job_names:
-                raise MatrixError(f"{here}: unknown job {job!r} (known: {', '.join(sorted(job_names))})")
-            if job == "copy" and not settings["corpus"]:
-                raise MatrixError(f"{here}: job 'copy' needs corpus = '<directory of your own files>'")
-        for size in settings["size"]:
-            if size == "all":
-                if settings["workload"] != ["copy"]:
-                    raise MatrixError(f"{here}: size 'all' (the whole corpus) is for the copy job only")
-            elif not _DIRTY.match(size):
-                parse_size(size)
-        names = sorted(params)
-        for (job, compression, recordsize, encryption, size, compress), values in itertools.product(
-                itertools.product(*(settings[axis] for axis in AXES)),
-                itertools.product(*(params[n] for n in names))):
-            for repeat in range(1, settings["repeats"] + 1):
-                cell = Cell(workload=job, compression=compression, recordsize=recordsize, encryption=encryption,
-                            size=size, repeat=repeat, kind=settings["kind"], runtime=float(settings["runtime"]),
-                            ramp_time=float(settings["ramp_time"]), corpus=settings["corpus"],
-                            compressibility=int(compress), properties=extra, direct=settings["direct"],
-                            parameters=tuple(zip(names, values)))
-                if cell not in seen:  # sweeps may share a configuration (e.g. zstd-1 at 1M)
-                    seen.add(cell)
-                    cells.append(cell)
+        _check_sweep(here, settings, job_names)
+        for cell in _sweep_cells(settings, extra, params):
+            if cell not in seen:  # sweeps may share a configuration (e.g. zstd-1 at 1M)
+                seen.add(cell)
+                cells.append(cell)
     return Matrix(name=name, description=str(data.get("description", "")), dataset=dataset,
                   cells=tuple(cells), path=where, properties=properties)
+
+
+def _check_sweep(here: str, settings: dict[str, Any], job_names: set[str] | None) -> None:
+    """Refuse a sweep that misses its workload or size, or gives a kind, repeat count, job or size
+    that cannot run."""
+    for key in ("workload", "size"):
+        if not settings[key]:
+            raise MatrixError(f"{here}: no {key} given")
+    if settings["kind"] not in KINDS:
+        raise MatrixError(f"{here}: kind must be one of {', '.join(KINDS)}")
+    if settings["repeats"] < 1:
+        raise MatrixError(f"{here}: repeats must be at least 1")
+    for job in settings["workload"]:
+        if job_names is not None and job not in job_names:
+            raise MatrixError(f"{here}: unknown job {job!r} (known: {', '.join(sorted(job_names))})")
+        if job == "copy" and not settings["corpus"]:
+            raise MatrixError(f"{here}: job 'copy' needs corpus = '<directory of your own files>'")
+    for size in settings["size"]:
+        if size == "all":
+            if settings["workload"] != ["copy"]:
+                raise MatrixError(f"{here}: size 'all' (the whole corpus) is for the copy job only")
+        elif not _DIRTY.match(size):
+            parse_size(size)
+
+
+def _sweep_cells(settings: dict[str, Any], extra: tuple[tuple[str, str], ...],
+                 params: dict[str, list[str]]) -> Iterator[Cell]:
+    """Every cell of one sweep: the product of its axes and its parameter values, each repeat."""
+    names = sorted(params)
+    for (job, compression, recordsize, encryption, size, compress), values in itertools.product(
+            itertools.product(*(settings[axis] for axis in AXES)),
+            itertools.product(*(params[n] for n in names))):
+        for repeat in range(1, settings["repeats"] + 1):
+            yield Cell(workload=job, compression=compression, recordsize=recordsize, encryption=encryption,
+                       size=size, repeat=repeat, kind=settings["kind"], runtime=float(settings["runtime"]),
+                       ramp_time=float(settings["ramp_time"]), corpus=settings["corpus"],
+                       compressibility=int(compress), properties=extra, direct=settings["direct"],
+                       parameters=tuple(zip(names, values)))
 
 
 def load_matrix(path: str | Path, job_names: set[str] | None = None) -> Matrix:

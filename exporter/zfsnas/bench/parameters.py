@@ -13,9 +13,13 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .config import IDENTITY_PARAMETERS
 from .matrix import MatrixError, parse_size
+
+if TYPE_CHECKING:
+    from .store import Store
 
 log = logging.getLogger("zfsnas.bench")
 MiB, GiB = 1 << 20, 1 << 30
@@ -195,7 +199,7 @@ def changes(cell_parameters: tuple[tuple[str, str], ...], ram: int | None) -> li
 class ParameterSwitch:
     """Applies a cell's changes and undoes them; each original value is in the store before the write."""
 
-    def __init__(self, params: Parameters, store, run_id: str):
+    def __init__(self, params: Parameters, store: Store, run_id: str):
         self.params, self.store, self.run_id = params, store, run_id
 
     def apply(self, wanted: list[Change]) -> None:
@@ -212,13 +216,13 @@ class ParameterSwitch:
         return restore_pending(self.params, self.store, self.run_id)
 
 
-def restore_pending(params: Parameters, store, run_id: str | None = None) -> list[str]:
+def restore_pending(params: Parameters, store: Store, run_id: str | None = None) -> list[str]:
     """Write back every original value still pending (of one run, or of every run of this host),
     newest change first so the oldest original wins; returns what was restored, readable."""
     done = []
     for row in store.pending_parameters(run_id):
-        params.write(row["name"], row["original"])
-        store.parameter_restored(row["id"])
-        done.append(f"{row['name']} {row['value']} -> {row['original']}")
-        log.info("parameter %s restored to %s", row["name"], row["original"])
+        params.write(row.name, row.original)
+        store.parameter_restored(row.id)
+        done.append(f"{row.name} {row.value} -> {row.original}")
+        log.info("parameter %s restored to %s", row.name, row.original)
     return done

@@ -11,17 +11,15 @@ these summaries. Reads the store's rows, writes nothing.
 from __future__ import annotations
 
 import json
-import sqlite3
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
 
+from ..sources.benchschema import ResultRow
 from .axes import Axis, axes
 from .config import UNKNOWN, Configuration, differs_text, look_alikes
 
-ResultRow = sqlite3.Row | Mapping[str, Any]   # what Store.results returns, or its dict
 GIB = 2**30
 MIB = 2**20
 # The dataset properties a user chooses between (recommend's candidates, the compression x
@@ -54,12 +52,12 @@ class Stat:
         return self.low <= other.high and other.low <= self.high
 
 
-def _cpu_share(row: Mapping[str, Any], key: str) -> float | None:
-    """`key`'s seconds as a share of all CPU time (user+system+iowait+idle) of the measured step."""
-    parts = [row.get(f"cpu_{k}_seconds") for k in ("user", "system", "iowait", "idle")]
-    if row.get(key) is None or any(p is None for p in parts) or not sum(parts):  # type: ignore[arg-type]
+def _cpu_share(row: ResultRow, seconds: float | None) -> float | None:
+    """`seconds` of the row's CPU time as a share of all of it (user+system+iowait+idle) of the measured step."""
+    total = row.cpu_seconds
+    if seconds is None or not total:
         return None
-    return float(row[key]) / float(sum(parts))  # type: ignore[arg-type]
+    return float(seconds) / float(total)
 
 
 def mean_latency_us(fio_json: str | None) -> float | None:
@@ -87,16 +85,16 @@ def mean_latency_us(fio_json: str | None) -> float | None:
 
 # A figure of a result row: name -> function of the row. Units are the stored ones (bytes, seconds,
 # ratios); tables and charts scale them for reading.
-FIGURES: dict[str, Any] = {
-    "throughput": lambda r: r.get("throughput_bytes_per_second"),
-    "seconds": lambda r: r.get("duration_seconds"),
-    "ratio": lambda r: r.get("compressratio"),
-    "used": lambda r: r.get("used_bytes"),
-    "logical": lambda r: r.get("logicalused_bytes"),
-    "cpu_user": lambda r: _cpu_share(r, "cpu_user_seconds"),
-    "cpu_system": lambda r: _cpu_share(r, "cpu_system_seconds"),
-    "iops": lambda r: r.get("iops"),
-    "latency_us": lambda r: r["latency_us"] if r.get("latency_us") is not None else mean_latency_us(r.get("fio_json")),
+FIGURES: dict[str, Callable[[ResultRow], float | None]] = {
+    "throughput": lambda r: r.throughput_bytes_per_second,
+    "seconds": lambda r: r.duration_seconds,
+    "ratio": lambda r: r.compressratio,
+    "used": lambda r: r.used_bytes,
+    "logical": lambda r: r.logicalused_bytes,
+    "cpu_user": lambda r: _cpu_share(r, r.cpu_user_seconds),
+    "cpu_system": lambda r: _cpu_share(r, r.cpu_system_seconds),
+    "iops": lambda r: r.iops,
+    "latency_us": lambda r: r.latency_us if r.latency_us is not None else mean_latency_us(r.fio_json),
 }
 
 
@@ -235,14 +233,13 @@ def _same_except(a: Configuration, b: Configuration, *keys: str) -> bool:
     return all(fa.get(k) == fb.get(k) for k in set(fa) | set(fb) if k not in keys)
 
 
-def group_by_configuration(results: Iterable[ResultRow]) -> dict[str, tuple[Configuration, list[dict[str, Any]]]]:
+def group_by_configuration(results: Iterable[ResultRow]) -> dict[str, tuple[Configuration, list[ResultRow]]]:
     """{config id: (configuration, its rows)} in first-run order: the only grouping of results."""
-    groups: dict[str, tuple[Configuration, list[dict[str, Any]]]] = {}
-    for r in results:
-        row = dict(r)
-        if row["config_id"] not in groups:
-            groups[row["config_id"]] = (Configuration.from_json(row["config"]), [])
-        groups[row["config_id"]][1].append(row)
+    groups: dict[str, tuple[Configuration, list[ResultRow]]] = {}
+    for row in results:
+        if row.config_id not in groups:
+            groups[row.config_id] = (row.configuration, [])
+        groups[row.config_id][1].append(row)
     return groups
 
 
@@ -253,8 +250,8 @@ def summarise(results: Iterable[ResultRow]) -> list[Summary]:
     out = []
     for cid, (config, rows) in groups.items():
         figures = {name: stat for name, get in FIGURES.items() if (stat := Stat.of(get(r) for r in rows))}
-        out.append(Summary(config, min(int(r["cell"]) for r in rows), len(rows),
-                           tuple(dict.fromkeys(str(r["run_id"]) for r in rows)), figures,
+        out.append(Summary(config, min(int(r.cell) for r in rows), len(rows),
+                           tuple(dict.fromkeys(str(r.run_id) for r in rows)), figures,
                            tuple((oid, tuple(diff)) for oid, diff in alikes[cid])))
     return out
 

@@ -1,11 +1,11 @@
 """Runs a plan: per cell parameters -> create -> prefill -> job -> sync -> space -> destroy ->
 restore, measuring and storing each.
 
-Owns the order of a run, the housekeeping after a run that died (`clean_up_dead_runs`), the
-lock (two matrices never run at once), the signal handling
-(SIGINT/SIGTERM stop fio, destroy our child, restore module parameters, record `aborted`), the
-scratch check before every cell (a mark removed mid-run stops the run before the next cell, as
-`aborted` with the reason) and the progress line. A Runner is built from the guard's `Cleared`.
+Owns the order of a run, the lock (two matrices never run at once; session.py takes it and does
+the housekeeping before and after a run), the signal handling (SIGINT/SIGTERM stop fio, destroy
+our child, restore module parameters, record `aborted`), the scratch check before every cell (a
+mark removed mid-run stops the run before the next cell, as `aborted` with the reason) and the
+progress line. A Runner is built from the guard's `Cleared`.
 Only the measured step is timed and probed: the prefill and its sync are figures of their own.
 Every zfs command goes through zfs.py (which asks guard.py); every module parameter through
 parameters.py; every figure goes to store.py.
@@ -18,26 +18,24 @@ import logging
 import os
 import platform
 import secrets
-import shutil
 import signal
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import TextIO
+from typing import Any, TextIO
 
+from ..sources.benchschema import ResultFigures
 from ..sources.zfs_datasets import parse_compressratio
 from . import probes
 from .annotate import Annotator
 from .config import Configuration
 from .copy import copy_corpus
 from .fio import FioProcess, parse_fio_json
-from .fiowatch import stop_leftovers
 from .guard import Cleared, GuardError
-from .parameters import Parameters, ParameterSwitch, restore_pending
+from .parameters import Parameters, ParameterSwitch
 from .planner import CellPlan, Environment, Step, cell_text, configuration, varying_fields
 from .store import Store
 from .zfs import ZfsOps
@@ -217,7 +215,7 @@ class Runner:
         log.error("before cell %d: %s", plan.index, reason)
         result_id = self.store.start_result(self.s.run_id, plan.index, self.configuration(plan), plan.cell.repeat,
                                             plan.child, time.time())
-        self.store.finish_result(result_id, "aborted", error=reason)
+        self.store.finish_result(result_id, "aborted", figures=ResultFigures(error=reason))
 
     def _check_space(self, plans: list[CellPlan], available: int) -> None:
         sizes = [p.size_bytes for p in plans]
@@ -234,56 +232,66 @@ class Runner:
         started_ms = int(started * 1000)
         self.annotator.start(result_id, started_ms, config, self.s.run_id,
                              f"zfsnas-bench {self.s.matrix}: {_describe(plan)} running")
-        figures: dict = {"properties": dict(plan.properties)}
-        status, created = "complete", False
+        cell = _CellState({"properties": dict(plan.properties)})
+        status = self._steps(plan, cell)
+        ended = time.time()
+        figures = ResultFigures.of(cell.figures)
+        self.store.finish_result(result_id, status, ended, figures=figures)
+        self.annotator.finish(result_id, self.store.annotation_id(result_id), started_ms, int(ended * 1000), config,
+                              self.s.run_id, _headline(self.s.matrix, plan, status, figures))
+        return status
+
+    def _steps(self, plan: CellPlan, cell: _CellState) -> str:
+        """Run the cell's steps, gathering their figures; the cell's status. A child the cell created
+        and did not destroy is destroyed when the cell did not complete (unless --keep)."""
+        status = "complete"
         try:
             self.switch.apply(list(plan.changes))
             for step in plan.steps:
                 if self.stop.is_set():
                     raise Aborted()
-                if step.kind == "create":
-                    self.zfs.create(self.cleared, step.argv)
-                    created = True
-                    self._prepare_target(plan)
-                elif step.kind == "prefill":
-                    figures["prefill_seconds"] = self._prefill(step)
-                elif step.kind == "settle":
-                    figures["prefill_seconds"] = figures.get("prefill_seconds", 0.0) + self.zfs.sync(self.cleared, plan.pool)
-                elif step.kind in ("fio", "copy"):
-                    figures.update(self._job(plan, step))
-                elif step.kind == "sync":
-                    figures["sync_seconds"] = self.zfs.sync(self.cleared, plan.pool)
-                elif step.kind == "space":
-                    space = self.zfs.space(step.argv)
-                    figures["compressratio"] = _compressratio_or_none(space.get("compressratio"))
-                    figures["used_bytes"] = _int(space.get("used"))
-                    figures["logicalused_bytes"] = _int(space.get("logicalused"))
-                elif step.kind == "destroy":
-                    self.zfs.destroy(self.cleared, plan.child, self.s.run_id)
-                    created = False
+                self._step(plan, step, cell)
             if self.stop.is_set():
                 raise Aborted()
         except Aborted:
             status = "aborted"
         except (GuardError, RunError, OSError, ValueError, RuntimeError) as exc:
-            if self.stop.is_set():  # the job broke off because we stopped it
-                status = "aborted"
-            else:
-                status = "failed"
-            figures["error"] = str(exc)
+            status = "aborted" if self.stop.is_set() else "failed"   # aborted: the job broke off because we stopped it
+            cell.figures["error"] = str(exc)
             log.error("cell %d (%s) failed: %s", plan.index, _describe(plan), exc)
-        if created and status != "complete" and not self.s.keep:
-            try:
-                self.zfs.destroy(self.cleared, plan.child, self.s.run_id)
-            except Exception as exc:  # keep the record honest even if cleanup fails
-                figures["error"] = (figures.get("error", "") + f"; cleanup failed: {exc}").lstrip("; ")
-                log.error("could not destroy %s: %s", plan.child, exc)
-        ended = time.time()
-        self.store.finish_result(result_id, status, ended, **figures)
-        row = self.store.db.execute("SELECT annotation_id FROM results WHERE id=?", (result_id,)).fetchone()
-        self.annotator.finish(result_id, row["annotation_id"], started_ms, int(ended * 1000), config, self.s.run_id,
-                              _headline(self.s.matrix, plan, status, figures))
+        if cell.created and status != "complete" and not self.s.keep:
+            self._destroy_child(plan, cell)
         return status
+
+    def _step(self, plan: CellPlan, step: Step, cell: _CellState) -> None:
+        figures = cell.figures
+        if step.kind == "create":
+            self.zfs.create(self.cleared, step.argv)
+            cell.created = True
+            self._prepare_target(plan)
+        elif step.kind == "prefill":
+            figures["prefill_seconds"] = self._prefill(step)
+        elif step.kind == "settle":
+            figures["prefill_seconds"] = figures.get("prefill_seconds", 0.0) + self.zfs.sync(self.cleared, plan.pool)
+        elif step.kind in ("fio", "copy"):
+            figures.update(self._job(plan, step))
+        elif step.kind == "sync":
+            figures["sync_seconds"] = self.zfs.sync(self.cleared, plan.pool)
+        elif step.kind == "space":
+            space = self.zfs.space(step.argv)
+            figures["compressratio"] = _compressratio_or_none(space.get("compressratio"))
+            figures["used_bytes"] = _int(space.get("used"))
+            figures["logicalused_bytes"] = _int(space.get("logicalused"))
+        elif step.kind == "destroy":
+            self.zfs.destroy(self.cleared, plan.child, self.s.run_id)
+            cell.created = False
+
+    def _destroy_child(self, plan: CellPlan, cell: _CellState) -> None:
+        try:
+            self.zfs.destroy(self.cleared, plan.child, self.s.run_id)
+        except Exception as exc:  # keep the record honest even if cleanup fails
+            cell.figures["error"] = (cell.figures.get("error", "") + f"; cleanup failed: {exc}").lstrip("; ")
+            log.error("could not destroy %s: %s", plan.child, exc)
 
     def _run_fio(self, step: Step) -> tuple[int, str, str]:
         self.fio = FioProcess(list(step.argv), dict(step.env), self.cleared, self.s.run_id)
@@ -319,11 +327,11 @@ class Runner:
             raise RunError(f"{plan.child} is mounted at {got}, not {expected} (set the scratch dataset's mountpoint "
                            f"or pass --mountpoint): refused")
 
-    def _job(self, plan: CellPlan, step: Step) -> dict[str, object]:
+    def _job(self, plan: CellPlan, step: Step) -> dict[str, Any]:
         sysctl = self.zfs.sysctl if self.s.freebsd else None
         before = probes.snapshot(self.s.procfs, self.s.sysfs, sysctl)
         started = time.monotonic()
-        figures: dict = {}
+        figures: dict[str, Any] = {}
         if step.kind == "copy":
             result = copy_corpus(step.argv[1], step.argv[2], self.stop, int(step.argv[3]))
             seconds = time.monotonic() - started
@@ -343,6 +351,13 @@ class Runner:
         after = probes.snapshot(self.s.procfs, self.s.sysfs, sysctl)
         figures.update(duration_seconds=seconds, **probes.deltas(before, after).figures())
         return figures
+
+
+@dataclass
+class _CellState:
+    """What a cell has gathered so far: its figures (by ResultFigures field) and whether its child exists."""
+    figures: dict[str, Any]
+    created: bool = False
 
 
 class _Ticker:
@@ -368,16 +383,16 @@ def _describe(plan: CellPlan) -> str:
     return cell_text(plan)
 
 
-def _headline(matrix: str, plan: CellPlan, status: str, f: dict) -> str:
+def _headline(matrix: str, plan: CellPlan, status: str, f: ResultFigures) -> str:
     parts = [f"zfsnas-bench {matrix}: {_describe(plan)} {status}"]
-    if f.get("throughput_bytes_per_second") is not None:
-        parts.append(f"{f['throughput_bytes_per_second'] / 1e6:.1f} MB/s")
-    if f.get("duration_seconds") is not None:
-        parts.append(f"{f['duration_seconds']:.1f} s")
-    if f.get("compressratio") is not None:
-        parts.append(f"ratio {f['compressratio']:.2f}")
-    if f.get("cpu_busy_ratio") is not None:
-        parts.append(f"CPU {100 * f['cpu_busy_ratio']:.0f}%")
+    if f.throughput_bytes_per_second is not None:
+        parts.append(f"{f.throughput_bytes_per_second / 1e6:.1f} MB/s")
+    if f.duration_seconds is not None:
+        parts.append(f"{f.duration_seconds:.1f} s")
+    if f.compressratio is not None:
+        parts.append(f"ratio {f.compressratio:.2f}")
+    if f.cpu_busy_ratio is not None:
+        parts.append(f"CPU {100 * f.cpu_busy_ratio:.0f}%")
     return ", ".join(parts)
 
 
@@ -395,44 +410,3 @@ def _int(text: str | None) -> int | None:
         return int(text) if text is not None else None
     except ValueError:
         return None
-
-
-def results_dir(run_id: str) -> Path:
-    """Where a run's fio writes its JSON (0700, removed at the run's end, or by the next run's
-    housekeeping when it died)."""
-    return Path(tempfile.gettempdir()) / f"zfsnas-bench-{run_id}"
-
-
-def clean_up_dead_runs(store: Store, zfs: ZfsOps, params: Parameters, cleared: Cleared, procfs: str) -> list[str]:
-    """What a run that died (kill -9, a power cut) left, put right before the next one starts; the
-    caller holds the run lock, so no other run of this database is alive. Returns one line per
-    thing done: fio processes stopped, module parameters restored, `running` rows marked
-    `incomplete`, the children of dead runs destroyed (each through the guard with its own run
-    id), their fio output directories and encryption key files removed."""
-    done = [f"stopped a process left by a run that died: {line}"
-            for line in stop_leftovers({r["id"] for r in store.matrix_runs()}, procfs)]
-    done += [f"parameter restored before this run: {line}" for line in restore_pending(params, store)]
-    if stale := store.mark_stale(holding_lock=True):
-        done.append(f"{stale} result(s) left running by a run that died were marked incomplete")
-    dead = store.dead_runs()
-    done += [f"destroyed {child}, left behind by a run that died" for child in zfs.destroy_leftovers(cleared, dead)]
-    for run_id in sorted(dead):
-        leftovers = [results_dir(run_id), *Path(tempfile.gettempdir()).glob(f"zfsnas-bench-key-{run_id}-*")]
-        for path in leftovers:
-            if path.is_dir():
-                shutil.rmtree(path, ignore_errors=True)
-                done.append(f"removed {path}, the fio outputs of run {run_id} that died")
-            elif path.exists():
-                path.unlink()
-                done.append(f"removed {path}, the encryption key file of run {run_id} that died")
-    return done
-
-
-def make_key_file(run_id: str = "") -> str:
-    """A random hex key for encrypted cells, readable by root only, removed at exit by the caller
-    (or, named after the run, by the next run's housekeeping when it died)."""
-    fd, path = tempfile.mkstemp(prefix=f"zfsnas-bench-key-{run_id}-" if run_id else "zfsnas-bench-key-")
-    os.write(fd, secrets.token_hex(32).encode())
-    os.close(fd)
-    os.chmod(path, 0o600)
-    return path

@@ -1,14 +1,16 @@
 """The results database (SQLite, WAL, synchronous=FULL): every run kept, none half-written.
 
-Owns the schema (defined once, in TABLES, with the migration of older databases) and every
-write. A result row is inserted as `running` in one transaction and
-finished as `complete`, `aborted` or `failed` in another, so a power cut leaves a `running` row
-whose pid is gone: the next `zfsnas-bench` start marks it `incomplete`. Annotations that could
-not reach Grafana wait in `annotation_queue`. No Grafana token is ever written here.
+Owns the migration of older databases to the schema and every write. The schema and the typed
+rows read back are defined once in `zfsnas.sources.benchschema`, which the exporter's reader
+shares. A result row is inserted as `running` in one transaction and finished as `complete`,
+`aborted` or `failed` in another, so a power cut leaves a `running` row whose pid is gone: the
+next `zfsnas-bench` start marks it `incomplete`. Annotations that could not reach Grafana wait in
+`annotation_queue`. No Grafana token is ever written here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import json
 import os
@@ -18,61 +20,33 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
+from ..sources.benchschema import (
+    FINAL,
+    INDEXES,
+    NO_FIGURES,
+    RENAMED,
+    RESULT_FIELDS,
+    SCHEMA_VERSION,
+    TABLES,
+    MatrixRun,
+    ParameterChange,
+    QueuedAnnotation,
+    ResultFigures,
+    ResultRow,
+    parameter_change,
+    queued_annotation,
+    read_matrix_runs,
+    read_results,
+    select,
+)
 from .config import Configuration, legacy_configuration
 
+# The schema's names the bench wing and its tests import from the store.
+__all__ = ["DEFAULT_DB", "RESULT_FIELDS", "SCHEMA_VERSION", "TABLES", "MatrixRun", "ParameterChange",
+           "QueuedAnnotation", "ReadOnlyStore", "ResultFigures", "ResultRow", "Store", "StoreError"]
+
 DEFAULT_DB = "/var/lib/zfsnas/bench.sqlite"
-SCHEMA_VERSION = 1
-# The schema, defined once: CREATE builds it on a new database and `_migrate` adds to an older one
-# whatever of it is missing. Columns added after the first release must be nullable.
-TABLES = {
-    "matrix_runs": (
-        "id TEXT PRIMARY KEY", "matrix TEXT NOT NULL", "dataset TEXT NOT NULL", "pool TEXT NOT NULL",
-        "host TEXT NOT NULL", "pid INTEGER NOT NULL", "started REAL NOT NULL", "finished REAL",
-        "status TEXT NOT NULL", "zfs_version TEXT", "fio_version TEXT", "kernel TEXT", "pool_layout TEXT",
-        "cells INTEGER NOT NULL DEFAULT 0",
-        "parameters TEXT"),                 # every module parameter at run start (JSON)
-    "results": (
-        "id INTEGER PRIMARY KEY AUTOINCREMENT", "run_id TEXT NOT NULL REFERENCES matrix_runs(id)",
-        "cell INTEGER NOT NULL", "matrix TEXT NOT NULL", "workload TEXT NOT NULL", "compression TEXT NOT NULL",
-        "recordsize TEXT NOT NULL", "size TEXT NOT NULL", "pool TEXT NOT NULL", "encryption TEXT NOT NULL",
-        "repeat INTEGER NOT NULL", "dataset TEXT NOT NULL", "host TEXT NOT NULL", "pid INTEGER NOT NULL",
-        "started REAL NOT NULL", "finished REAL", "status TEXT NOT NULL",
-        "throughput_bytes_per_second REAL", "iops REAL", "bytes INTEGER", "duration_seconds REAL",
-        "sync_seconds REAL", "cpu_busy_ratio REAL", "cpu_iowait_ratio REAL", "compressratio REAL",
-        "used_bytes INTEGER", "logicalused_bytes INTEGER", "properties TEXT", "clat_ns TEXT", "disks TEXT",
-        "dmu_tx TEXT", "fio_json TEXT", "error TEXT", "annotation_id INTEGER",
-        "config_id TEXT", "config TEXT",    # bench/config.py: the id and the canonical configuration
-        "cpu_user_seconds REAL", "cpu_system_seconds REAL", "cpu_iowait_seconds REAL", "cpu_idle_seconds REAL",
-        "prefill_seconds REAL",
-        "latency_us REAL",                  # mean latency where it was given, not computed from fio_json (imports)
-        "details TEXT"),                    # what a result says beyond its figures (JSON: watch, import source)
-    "annotation_queue": (
-        "id INTEGER PRIMARY KEY AUTOINCREMENT", "result_id INTEGER", "url TEXT NOT NULL", "method TEXT NOT NULL",
-        "path TEXT NOT NULL", "payload TEXT NOT NULL", "created REAL NOT NULL",
-        "attempts INTEGER NOT NULL DEFAULT 0", "last_error TEXT", "sent REAL"),
-    # Module parameters a run changed: the original is committed before the change is written.
-    "parameter_changes": (
-        "id INTEGER PRIMARY KEY AUTOINCREMENT", "run_id TEXT NOT NULL", "host TEXT NOT NULL",
-        "name TEXT NOT NULL", "original TEXT NOT NULL", "value TEXT NOT NULL", "changed REAL NOT NULL",
-        "restored REAL"),
-}
-RENAMED = {("results", "job"): "workload"}   # release 0 -> 1: `job` collided with Prometheus's label
-INDEXES = ("CREATE INDEX IF NOT EXISTS results_config_id ON results(config_id, status)",
-           "CREATE INDEX IF NOT EXISTS parameter_changes_pending ON parameter_changes(host, restored)")
-FINAL = ("complete", "aborted", "failed")
-RESULT_FIELDS = ("throughput_bytes_per_second", "iops", "bytes", "duration_seconds", "sync_seconds",
-                 "cpu_busy_ratio", "cpu_iowait_ratio", "compressratio", "used_bytes", "logicalused_bytes",
-                 "properties", "clat_ns", "disks", "dmu_tx", "fio_json", "error", "cpu_user_seconds",
-                 "cpu_system_seconds", "cpu_iowait_seconds", "cpu_idle_seconds", "prefill_seconds", "latency_us",
-                 "details")
-
-
-def _check_fields(values: dict) -> None:
-    unknown = set(values) - set(RESULT_FIELDS)
-    if unknown:
-        raise ValueError(f"unknown result fields {sorted(unknown)}")
 
 
 def pid_alive(pid: int) -> bool:
@@ -227,14 +201,13 @@ class Store:
                  time.time() if started is None else started, config.id, config.to_json()))
             return _rowid(cur)
 
-    def finish_result(self, result_id: int, status: str, finished: float | None = None, started: float | None = None,
-                      **values) -> None:
+    def finish_result(self, result_id: int, status: str, finished: float | None = None,
+                      figures: ResultFigures = NO_FIGURES, started: float | None = None) -> None:
         """One transaction: every figure and the final status land together or not at all.
         `started` moves the row's start (a watch's result starts at its first byte, not at its start)."""
         if status not in FINAL:
             raise ValueError(f"status {status!r} is not one of {FINAL}")
-        _check_fields(values)
-        encoded = {k: json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v for k, v in values.items()}
+        encoded = figures.columns()
         if started is not None:
             encoded = {"started": started, **encoded}
         columns = ", ".join(f"{k}=?" for k in encoded)
@@ -243,32 +216,29 @@ class Store:
                        (status, time.time() if finished is None else finished, *encoded.values(), result_id))
 
     def record_result(self, run_id: str, cell: int, config: Configuration, repeat: int = 1, dataset: str = "",
-                      started: float | None = None, finished: float | None = None, **values: Any) -> int:
+                      started: float | None = None, finished: float | None = None,
+                      figures: ResultFigures = NO_FIGURES) -> int:
         """A finished `complete` result in one call (imports, published figures, tests): the same two
         transactions as a run's start_result/finish_result, so it reads back like any measured row."""
-        _check_fields(values)   # before the row exists: a bad call leaves nothing behind
         result_id = self.start_result(run_id, cell, config, repeat, dataset or f"{config.pool}/imported",
                                       started=started)
-        self.finish_result(result_id, "complete", finished=finished, **values)
+        self.finish_result(result_id, "complete", finished=finished, figures=figures)
         return result_id
 
-    def import_results(self, run_id: str, matrix: str, dataset: str, results: list[tuple[Configuration, dict]],
+    def import_results(self, run_id: str, matrix: str, dataset: str, results: list[tuple[Configuration, ResultFigures]],
                        started: float, finished: float, details: dict | None = None) -> list[int]:
         """Results measured elsewhere (`zfsnas-bench import`), with their matrix run, in ONE
         transaction: a bad value or a full disk stores none of them. `results`: (configuration,
         figures) in file order; each row is `complete` from `started` to `finished`."""
-        for _config, values in results:
-            _check_fields(values)
         ids = []
         with self.tx() as db:
             db.execute("INSERT INTO matrix_runs (id, matrix, dataset, pool, host, pid, started, finished, status,"
                        " cells, parameters) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                        (run_id, matrix, dataset, dataset.split("/")[0], self.host, os.getpid(), started, finished,
                         "complete", len(results), json.dumps(details or {}, sort_keys=True)))
-            for cell, (config, values) in enumerate(results, 1):
+            for cell, (config, figures) in enumerate(results, 1):
                 labels = config.labels
-                encoded = {k: json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v
-                           for k, v in values.items()}
+                encoded = figures.columns()
                 columns = ["run_id", "cell", "matrix", "workload", "compression", "recordsize", "size", "pool",
                            "encryption", "repeat", "dataset", "host", "pid", "started", "finished", "status",
                            "config_id", "config", *encoded]
@@ -284,15 +254,20 @@ class Store:
         with self.tx() as db:
             db.execute("UPDATE results SET annotation_id=? WHERE id=?", (annotation_id, result_id))
 
-    def results(self, status: str | None = "complete", matrix: str | None = None) -> list[sqlite3.Row]:
-        query, args = "SELECT * FROM results WHERE 1=1", []
+    def annotation_id(self, result_id: int) -> int | None:
+        """The Grafana annotation a result's start created, if any."""
+        row = self.db.execute("SELECT annotation_id FROM results WHERE id=?", (result_id,)).fetchone()
+        return row["annotation_id"] if row else None
+
+    def results(self, status: str | None = "complete", matrix: str | None = None) -> list[ResultRow]:
+        where, args = ["1=1"], []
         if status:
-            query += " AND status=?"
+            where.append("status=?")
             args.append(status)
         if matrix:
-            query += " AND matrix=?"
+            where.append("matrix=?")
             args.append(matrix)
-        return list(self.db.execute(query + " ORDER BY started, id", args))
+        return read_results(self.db, " AND ".join(where), args)
 
     def configurations(self) -> dict[str, Configuration]:
         """Every stored configuration by id."""
@@ -306,13 +281,13 @@ class Store:
                              " VALUES (?,?,?,?,?,?)", (run_id, self.host, name, original, value, time.time()))
             return _rowid(cur)
 
-    def pending_parameters(self, run_id: str | None = None) -> list[sqlite3.Row]:
+    def pending_parameters(self, run_id: str | None = None) -> list[ParameterChange]:
         """Changes of this host not yet restored, newest first (so the oldest original is written last)."""
         query, args = "SELECT * FROM parameter_changes WHERE host=? AND restored IS NULL", [self.host]
         if run_id is not None:
             query += " AND run_id=?"
             args.append(run_id)
-        return list(self.db.execute(query + " ORDER BY id DESC", args))
+        return [parameter_change(r) for r in select(self.db, query + " ORDER BY id DESC", args)]
 
     def parameter_restored(self, change_id: int) -> None:
         with self.tx() as db:
@@ -323,8 +298,8 @@ class Store:
         rows = self.db.execute("SELECT id FROM matrix_runs WHERE host=? AND status='incomplete'", (self.host,))
         return {row["id"] for row in rows}
 
-    def matrix_runs(self) -> list[sqlite3.Row]:
-        return list(self.db.execute("SELECT * FROM matrix_runs ORDER BY started"))
+    def matrix_runs(self) -> list[MatrixRun]:
+        return read_matrix_runs(self.db)
 
     # Annotation queue
     def queue_annotation(self, result_id: int | None, url: str, method: str, path: str, payload: dict,
@@ -335,8 +310,8 @@ class Store:
                              (result_id, url, method, path, json.dumps(payload, sort_keys=True), time.time(), error))
             return _rowid(cur)
 
-    def pending_annotations(self) -> list[sqlite3.Row]:
-        return list(self.db.execute("SELECT * FROM annotation_queue WHERE sent IS NULL ORDER BY id"))
+    def pending_annotations(self) -> list[QueuedAnnotation]:
+        return [queued_annotation(r) for r in select(self.db, "SELECT * FROM annotation_queue WHERE sent IS NULL ORDER BY id")]
 
     def update_queued(self, queue_id: int, payload: dict) -> None:
         with self.tx() as db:
@@ -355,8 +330,8 @@ class ReadOnlyStore:
     """The database as the read-only commands see it: opened read-only (immutable when no writer
     has a WAL open), never migrated or written. Rows of an older schema are read as they are: a
     `job` column reads as `workload`, a row without a configuration gets it from
-    `config.legacy_configuration`, as the writer's migration would, in memory only. A `running`
-    row whose process on this host is gone reads `incomplete` (the next run records it so)."""
+    `legacy_configuration` (`benchschema.result_row`), as the writer's migration would, in memory
+    only. A `running` row whose process on this host is gone reads `incomplete` (the next run records it so)."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -376,31 +351,24 @@ class ReadOnlyStore:
         if "results" not in tables or "matrix_runs" not in tables:
             raise StoreError(f"{self.path} is an SQLite database but not zfsnas-bench's (no results table)")
         self.host = socket.gethostname()
-        self._rows: list[dict] | None = None
+        self._rows: list[ResultRow] | None = None
 
     def close(self) -> None:
         self.db.close()
 
-    def _all(self) -> list[dict]:
+    def _all(self) -> list[ResultRow]:
         if self._rows is None:
             try:
-                runs = {r["id"]: dict(r) for r in self.db.execute("SELECT * FROM matrix_runs")}
-                rows = [dict(r) for r in self.db.execute("SELECT * FROM results ORDER BY started, id")]
+                rows = read_results(self.db)
             except sqlite3.Error as exc:
                 raise StoreError(f"{self.path}: {exc}") from None
-            for row in rows:
-                if "workload" not in row and "job" in row:
-                    row["workload"] = row.pop("job")
-                if not row.get("config"):
-                    config = legacy_configuration(row, runs.get(row["run_id"]))
-                    row["config"], row["config_id"] = config.to_json(), config.id
-                if row["status"] == "running" and row.get("host") == self.host and (
-                        not self._run_in_progress() or not pid_alive(int(row["pid"]))):
-                    row["status"] = "incomplete"
-                for column in RESULT_FIELDS:
-                    row.setdefault(column, None)
-            self._rows = rows
+            self._rows = [dataclasses.replace(row, status="incomplete") if self._stale(row) else row for row in rows]
         return self._rows
+
+    def _stale(self, row: ResultRow) -> bool:
+        """A `running` row of this host whose run is gone (no run holds the lock, or its pid is dead)."""
+        return row.status == "running" and row.host == self.host and (
+            not self._run_in_progress() or not pid_alive(int(row.pid)))
 
     def _run_in_progress(self) -> bool:
         """Whether a run holds the runner's lock beside the database (tried with a shared lock on a
@@ -417,18 +385,18 @@ class ReadOnlyStore:
             os.close(fd)
         return False
 
-    def results(self, status: str | None = "complete", matrix: str | None = None) -> list[dict]:
-        return [r for r in self._all() if (not status or r["status"] == status) and (not matrix or r["matrix"] == matrix)]
+    def results(self, status: str | None = "complete", matrix: str | None = None) -> list[ResultRow]:
+        return [r for r in self._all() if (not status or r.status == status) and (not matrix or r.matrix == matrix)]
 
     def matrices(self) -> list[str]:
         """Matrices with complete results, in first-run order."""
-        return list(dict.fromkeys(r["matrix"] for r in self._all() if r["status"] == "complete"))
+        return list(dict.fromkeys(r.matrix for r in self._all() if r.status == "complete"))
 
-    def matrix_runs(self) -> list[dict]:
-        return [dict(r) for r in self.db.execute("SELECT * FROM matrix_runs ORDER BY started")]
+    def matrix_runs(self) -> list[MatrixRun]:
+        return read_matrix_runs(self.db)
 
     def configurations(self) -> dict[str, Configuration]:
-        return {r["config_id"]: Configuration.from_json(r["config"]) for r in self._all()}
+        return {r.config_id: r.configuration for r in self._all()}
 
 
 def _rowid(cur: sqlite3.Cursor) -> int:

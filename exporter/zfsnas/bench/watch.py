@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..sources.benchschema import ResultFigures
 from ..sources.kstat import parse_named_kstat
 from ..sources.model import SourceError
 from . import probes
@@ -269,7 +270,7 @@ def _bracket(samples: list[Sample], start: float, end: float) -> tuple[Sample, S
 
 
 def figures(watched: Watched, target: Target, disks: list[str], space_before: dict[str, str],
-            space_after: dict[str, str], dirty_data_max: int | None) -> dict[str, Any]:
+            space_after: dict[str, str], dirty_data_max: int | None) -> ResultFigures:
     """The store's figures of one watched dataset (see the module docstring for each)."""
     start, end = target.window()
     seconds = max(end - start, 1e-6)
@@ -299,12 +300,13 @@ def figures(watched: Watched, target: Target, disks: list[str], space_before: di
         "pool_written_bytes": sum(v["written_bytes"] for v in disk_bytes.values()),
         "compression": "growth of logicalused / growth of used (zfs get -p, before and after the last txg)",
     }
-    return {"bytes": total, "duration_seconds": seconds, "throughput_bytes_per_second": total / seconds,
-            "iops": (moved["writes"] + moved["reads"]) / seconds,
-            "compressratio": logical / used if used and logical and used > 0 else None,
-            "used_bytes": used, "logicalused_bytes": logical, "sync_seconds": watched.settle_seconds,
-            "disks": disk_bytes, "dmu_tx": closing.dmu_tx, "details": details,
-            **{k: v for k, v in cpu.figures().items() if k not in ("disks", "dmu_tx")}}
+    return ResultFigures.of({
+        "bytes": total, "duration_seconds": seconds, "throughput_bytes_per_second": total / seconds,
+        "iops": (moved["writes"] + moved["reads"]) / seconds,
+        "compressratio": logical / used if used and logical and used > 0 else None,
+        "used_bytes": used, "logicalused_bytes": logical, "sync_seconds": watched.settle_seconds,
+        "disks": disk_bytes, "dmu_tx": closing.dmu_tx, "details": details,
+        **{k: v for k, v in cpu.figures().items() if k not in ("disks", "dmu_tx")}})
 
 
 def watched_step(watched: Watched) -> float:

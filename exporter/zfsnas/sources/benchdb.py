@@ -1,11 +1,12 @@
 """Reader of the benchmark database (`zfsnas-bench`'s SQLite file), opened read-only.
 
 Owns turning the stored results into one `BenchConfig` per configuration id (the one definition
-of a configuration is `zfsnas.bench.config`, pure and imported from there): the latest complete
+of a configuration is `benchconfig.py`, the schema and its typed rows `benchschema.py`, which the
+runner's store writes through; nothing here comes from the bench wing above): the latest complete
 run's figures, the median throughput of the earlier complete runs of the *same* configuration
 (what the regression alert compares against), the count of complete runs, and whether a run of
 it is in progress. A database written by an older runner (no configuration ids yet) is read with
-`legacy_configuration`, as the runner's migration would. It never writes to the database; a
+`benchschema.result_row`, as the runner's migration would. It never writes to the database; a
 missing file is not an error (no benchmark has run yet).
 """
 
@@ -20,10 +21,11 @@ from .model import SourceError
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from ..bench.config import Configuration
+    from .benchconfig import Configuration
+    from .benchschema import ResultRow
 
-# The configuration module (hashlib, json), pathlib and sqlite3 are imported only when there is a
-# database to read: the `bench` collector is on by default and most exporters never see one.
+# The schema and configuration modules (hashlib, json), pathlib and sqlite3 are imported only when
+# there is a database to read: the `bench` collector is on by default and most exporters never see one.
 
 DEFAULT_BENCH_DB = "/var/lib/zfsnas/bench.sqlite"
 
@@ -41,19 +43,13 @@ class BenchConfig:
     previous_median_throughput: float | None    # median over the complete runs before the latest
 
 
-def _configuration(row: dict, runs: dict[str, dict]) -> Configuration:
-    from ..bench.config import Configuration, legacy_configuration
-
-    if row.get("config"):
-        return Configuration.from_json(row["config"])
-    return legacy_configuration(row, runs.get(row["run_id"]))
-
-
 def read_bench_db(path: str | Path) -> list[BenchConfig]:
     if not os.path.exists(path):
         return []
     import sqlite3
     from pathlib import Path
+
+    from .benchschema import read_results
 
     path = Path(path)
 
@@ -68,33 +64,32 @@ def read_bench_db(path: str | Path) -> list[BenchConfig]:
     except (OSError, sqlite3.Error) as exc:
         raise SourceError(f"{path}: {exc}") from None
     try:
-        db.row_factory = sqlite3.Row
-        rows = [dict(r) for r in db.execute(
-            "SELECT * FROM results WHERE status IN ('complete', 'running') ORDER BY finished, id")]
-        runs = {r["id"]: dict(r) for r in db.execute("SELECT * FROM matrix_runs")} if rows else {}
+        rows = read_results(db, "status IN ('complete', 'running')", order="finished, id")
     except sqlite3.Error as exc:
         raise SourceError(f"{path}: {exc}") from None
     finally:
         db.close()
-    groups: dict[str, tuple[Configuration, list]] = {}
+    groups: dict[str, tuple[Configuration, list[ResultRow]]] = {}
     for row in rows:
-        config = _configuration(row, runs)
+        config = row.configuration
         groups.setdefault(config.id, (config, []))[1].append(row)
-    configs = []
-    for _cid, (config, group) in sorted(groups.items()):
-        done = [r for r in group if r["status"] == "complete"]
-        latest = done[-1] if done else None
-        earlier = [r["throughput_bytes_per_second"] for r in done[:-1] if r["throughput_bytes_per_second"] is not None]
-        configs.append(BenchConfig(
-            labels=config.labels, running=any(r["status"] == "running" for r in group),
-            runs=len(done),
-            throughput_bytes_per_second=latest["throughput_bytes_per_second"] if latest else None,
-            compressratio=latest["compressratio"] if latest else None,
-            cpu_busy_ratio=latest["cpu_busy_ratio"] if latest else None,
-            duration_seconds=latest["duration_seconds"] if latest else None,
-            last_run_timestamp=latest["finished"] if latest else None,
-            previous_median_throughput=median(earlier) if earlier else None))
-    return configs
+    return [_bench_config(config, group) for _cid, (config, group) in sorted(groups.items())]
+
+
+def _bench_config(config: Configuration, group: list[ResultRow]) -> BenchConfig:
+    """One configuration's series from its rows (in finishing order)."""
+    done = [r for r in group if r.status == "complete"]
+    latest = done[-1] if done else None
+    earlier = [r.throughput_bytes_per_second for r in done[:-1] if r.throughput_bytes_per_second is not None]
+    return BenchConfig(
+        labels=config.labels, running=any(r.status == "running" for r in group),
+        runs=len(done),
+        throughput_bytes_per_second=latest.throughput_bytes_per_second if latest else None,
+        compressratio=latest.compressratio if latest else None,
+        cpu_busy_ratio=latest.cpu_busy_ratio if latest else None,
+        duration_seconds=latest.duration_seconds if latest else None,
+        last_run_timestamp=latest.finished if latest else None,
+        previous_median_throughput=median(earlier) if earlier else None)
 
 
 def median(values: list[float]) -> float:
