@@ -29,7 +29,8 @@ KSTAT_ONLY = ("--no-collector.datasets", "--no-collector.pools", "--no-collector
               "--no-collector.smart")
 
 # Our modules a start loads: the wiring and the collectors' registry (every collector's flags are
-# in --help, declared as typed settings), the kstat sources, the scrape and the server. Only the enabled collectors' sources come on top.
+# in --help, declared as typed settings), the kstat sources, the scrape and the server. Only the
+# enabled collectors' sources come on top.
 OURS = {"zfsnas", "zfsnas.cli", "zfsnas.collectors", "zfsnas.collectors.arc", "zfsnas.collectors.base",
         "zfsnas.collectors.bench", "zfsnas.collectors.datasets", "zfsnas.collectors.disks",
         "zfsnas.collectors.objset", "zfsnas.collectors.pools", "zfsnas.collectors.poolstats", "zfsnas.collectors.smart",
@@ -41,7 +42,7 @@ OURS = {"zfsnas", "zfsnas.cli", "zfsnas.collectors", "zfsnas.collectors.arc", "z
 
 SCRIPT = """
 import sys
-from zfsnas.wiring import build_exporter, build_parser
+from zfsnas.cli import build_exporter, build_parser  # what the daemon's start imports
 from zfsnas.server import make_server
 args = build_parser().parse_args(sys.argv[1:])
 exporter = build_exporter(args)

@@ -233,12 +233,17 @@ def parse(text: str) -> Parsed:
         raise CdmError("no CrystalDiskMark test line (e.g. `  SEQ    1MiB (Q=  8, T= 1): ... MB/s`, "
                        "`   Sequential Read (Q= 32,T= 1) : ... MB/s`)")
     parsed.version = _version(version, style, tests)
+    _check_each_once(tests)
+    return parsed
+
+
+def _check_each_once(tests: list[CdmTest]) -> None:
+    """One result per test in a file."""
     seen: set[str] = set()
     for t in tests:
         if t.workload in seen:
             raise CdmError(f"test {t.workload} appears twice: one result per file")
         seen.add(t.workload)
-    return parsed
 
 
 def _v78_test(m: re.Match[str], where: str, direction: str) -> CdmTest:
