@@ -217,8 +217,10 @@ def test_failing_device_faulted_with_errors_and_vdev_roles(failures, record):
         assert cap.served("zfs_vdev_size_bytes", pool="lab", vdev=vdev, role=role) == int(listed[vdev][0])
         if role != "cache":   # the L2ARC feed thread writes to the cache device every second: it moves
             assert cap.served("zfs_vdev_allocated_bytes", pool="lab", vdev=vdev, role=role) == int(listed[vdev][1])
+    # what the L2ARC holds depends on whether its feed thread found anything to write yet (0 on a
+    # run where it had not: 2.3.2 under load): served, and within the device's size
     cache = cap.served("zfs_vdev_allocated_bytes", pool="lab", vdev=dev["labC"], role="cache")
-    assert 0 < cache <= int(listed[dev["labC"]][0])
+    assert 0 <= cache <= int(listed[dev["labC"]][0])
     assert cap.served("zfs_vdev_allocated_bytes", pool="lab", vdev=dev["labS"], role="special") > 0
     events = {labels["class"]: v for labels, v in cap.series("zfs_pool_events_total", pool="lab")}
     assert events.get("io", 0) >= 1 and events.get("statechange", 0) >= 1, events
