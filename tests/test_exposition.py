@@ -18,9 +18,8 @@ from zfsnas.exposition import (
     ClientCollector,
     Families,
     Family,
-    FrozenFamily,
+    FieldLayout,
     RenderIssues,
-    TextFamilies,
     format_le,
     format_value,
     render,
@@ -82,9 +81,9 @@ def test_label_values_made_valid_utf8_and_bounded():
 
 
 def test_frozen_family_counts_its_problems_on_every_render():
-    family = FrozenFamily("zfs_test", "help", "gauge", ("x",))
+    family = Family("zfs_test", "help", "gauge", ("x",))
     family.samples = [("", ("a",), "bad"), ("", ("b",), 1)]
-    family.freeze()
+    family = family.frozen()
     for _ in range(3):
         problems = RenderIssues()
         assert render([family], problems).endswith('zfs_test{x="b"} 1\n')
@@ -118,19 +117,21 @@ def test_scrape_counts_drops_per_collector_and_reason_and_logs_once(caplog):
 
 
 class Written(Collector):
-    """A collector that writes its families' text itself (as arc does), and counts the builds."""
+    """A collector whose families are laid out as text once (as arc's are), and counts the builds."""
     name = "written"
     needs_zfs = False
     builds = 0
 
     def collect(self, report):
-        return TextFamilies('# HELP zfs_a A.\n# TYPE zfs_a gauge\nzfs_a{k="v"} 7\n', self.build, 7)
+        families = Families()
+        families.add_fields(Counted([(("zfs_a", "A.", "gauge", ("k",)), ("v",), 1)]), [7])
+        return families
 
-    def build(self, value):
+
+class Counted(FieldLayout):
+    def families_of(self, numbers):
         Written.builds += 1
-        family = Family("zfs_a", "A.", "gauge", ("k",))
-        family.samples.append(("", ("v",), value))
-        return [family]
+        return super().families_of(numbers)
 
 
 def test_a_collectors_own_text_is_served_as_it_is_and_its_families_built_only_when_asked_for():
@@ -143,8 +144,9 @@ def test_a_collectors_own_text_is_served_as_it_is_and_its_families_built_only_wh
     families = scrape.scrape()  # the generic path (prometheus_client) gets the families themselves
     assert [(f.name, f.samples) for f in families if f.name == "zfs_a"] == [("zfs_a", [("", ("v",), 7)])]
     assert Written.builds == 1
-    written = TextFamilies("x", Written(Context(kstat=None, commands=None)).build, 3)
-    assert len(written) == 1 and list(written)[0].samples == [("", ("v",), 3)] and Written.builds == 2  # built once
+    written = Written(Context(kstat=None, commands=None)).collect(None)
+    assert [f.samples for f in written] == [f.samples for f in written] == [[("", ("v",), 7)]]
+    assert Written.builds == 2  # built once per collect, however often iterated
 
 
 def test_log_lines_are_capped(caplog):
@@ -308,10 +310,19 @@ def test_cached_lines_serve_each_scrape_its_own_values():
         assert problems.dropped == ({} if text else {("zfs_x", "not_a_number"): 1})
 
 
+def test_frozen_families_render_once_and_keep_their_samples():
+    families = Families()
+    families.gauge("zfs_pool_size_bytes", "Total size.", {"pool": "tank"}, 2**60)
+    [family] = families.frozen()
+    assert family.text == '# HELP zfs_pool_size_bytes Total size.\n# TYPE zfs_pool_size_bytes gauge\n' \
+                          'zfs_pool_size_bytes{pool="tank"} 1152921504606846976\n'
+    assert family.samples == [("", ("tank",), 2**60)] and render([family]) == family.text
+
+
 def test_frozen_text_is_rendered_once():
-    family = FrozenFamily("zfs_x", "help", "gauge", ("pool",))
+    family = Family("zfs_x", "help", "gauge", ("pool",))
     family.samples = [("", ("tank",), 1)]
-    family.freeze()
+    family = family.frozen()
     family.samples.append(("", ("late",), 2))  # after freezing: not served
     assert render([family]) == '# HELP zfs_x help\n# TYPE zfs_x gauge\nzfs_x{pool="tank"} 1\n'
     assert family.problems is None

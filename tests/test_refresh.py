@@ -318,18 +318,6 @@ def test_a_child_holds_no_descriptor_of_the_parent_but_its_own():
     assert len(open_in_child) <= 5  # stdin, stdout, stderr, its result pipe, the listing itself
 
 
-def test_frozen_families_render_once_and_keep_their_samples():
-    from zfsnas.exposition import Families, render
-    from zfsnas.refresh import frozen
-
-    families = Families()
-    families.gauge("zfs_pool_size_bytes", "Total size.", {"pool": "tank"}, 2**60)
-    [family] = frozen(families)
-    assert family.text == '# HELP zfs_pool_size_bytes Total size.\n# TYPE zfs_pool_size_bytes gauge\n' \
-                          'zfs_pool_size_bytes{pool="tank"} 1152921504606846976\n'
-    assert family.samples == [("", ("tank",), 2**60)] and render([family]) == family.text
-
-
 def test_a_child_runs_at_a_lower_priority_than_the_exporter():
     from zfsnas.refresh import CHILD_NICENESS, ForkedWork
 

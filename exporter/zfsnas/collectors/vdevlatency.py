@@ -18,8 +18,8 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from ..exposition import Families, Family, FrozenFamily
-from ..refresh import BackgroundRefresher, frozen
+from ..exposition import Families, Family
+from ..refresh import BackgroundRefresher
 from ..sources.model import Dropped, SourceError
 from .base import Context, RefreshingCollector, Report
 
@@ -70,10 +70,10 @@ class VdevLatencyCollector(RefreshingCollector):
         self.refresher.count_dropped(dropped)
         return latency, queues
 
-    def _fetch(self) -> list[FrozenFamily]:
+    def _fetch(self) -> list[Family]:
         """Thousands of bucket samples that change once a refresh: built and rendered here, in the
         refresh thread, so a scrape only copies their text."""
-        return frozen(self._families(*self._read()))
+        return self._families(*self._read()).frozen()
 
     def sources(self) -> Sequence[BackgroundRefresher]:
         return (self.refresher,)
