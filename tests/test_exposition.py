@@ -356,3 +356,78 @@ def test_embedding_as_readme_shows(tmp_path):
     assert value(data, "zfs_arc_size_bytes") == 11_811_160_064
     assert value(data, "zfs_pool_size_bytes", pool="tank") == 47971736518656
     assert value(data, "zfs_exporter_collector_success", collector="pools") == 1
+
+
+# --- the fast paths a collector declares: the same bytes as its plain samples ------------------
+
+
+def _columns(values):
+    return _COLUMNS[len(values)]
+
+
+_COLUMNS = {n: tuple((i, f"zfs_t{i}_total", f"T{i}.", "counter", 0.5 if i == 1 else 1) for i in range(n)) for n in (2, 3)}
+
+
+def test_a_row_table_keeps_a_rows_lines_while_its_values_stay_the_same():
+    table = exposition.RowTable(("dev",), _columns)
+    sda, sdb = (1, 3), (10, 30)
+    kept: dict = {}
+    for rows in ([(("sda",), sda), (("sdb",), sdb)], [(("sda",), sda), (("sdb",), (11, 31))], [(("sdb",), (11, 31))]):
+        families = Families()
+        families.add_rows(table, rows)
+        assert [type(part) for part in families._parts()] == [exposition._TextPart]
+        plain = [Family(f.name, f.documentation, f.kind, f.labelnames) for f in families]
+        for copy, family in zip(plain, families):
+            copy.samples = list(family.samples)
+        assert render(families) == render(plain)
+        if ("sda",) in kept and ("sda",) in table._kept:
+            assert table._kept[("sda",)] is kept[("sda",)]  # the same values: its lines not made again
+            assert table._kept[("sdb",)] is not kept[("sdb",)]
+        kept = dict(table._kept)
+    assert 'zfs_t1_total{dev="sdb"} 15.5\n' in render(families) and list(table._kept) == [("sdb",)]
+
+
+@pytest.mark.parametrize("rows, reason", [
+    ([(("sda",), (1, 2)), (("sdb",), (1, 2, 3))], None),             # rows of other columns
+    ([(("caf\udce9",), (1, 2))], "invalid_utf8"),                      # a label value to rewrite
+    ([(("sda",), ("x", 2))], "not_a_number"),                          # a value that cannot be written
+])
+def test_what_a_row_table_cannot_say_exactly_goes_through_the_renderer(rows, reason):
+    families = Families()
+    families.add_rows(exposition.RowTable(("dev",), _columns), rows)
+    assert not any(isinstance(part, exposition._TextPart) for part in families._parts())
+    problems = RenderIssues()
+    text = render(families, problems)
+    assert 'zfs_t1_total{dev="' in text and (reason is None) == (not problems)
+    if reason:
+        assert {r for _, r in [*problems.dropped, *problems.rewritten]} == {reason}
+
+
+def test_laid_out_fields_keep_their_place_among_plain_families():
+    layout = FieldLayout([(("zfs_b", "B.", "gauge", ("k",)), ("x",), 1), (("zfs_b", "B.", "gauge", ("k",)), ("y",), 2)])
+    families = Families()
+    families.gauge("zfs_a", "A.", {}, 1)
+    families.add_fields(layout, [3, 4])
+    families.gauge("zfs_c", "C.", {}, 5)
+    assert [f.name for f in families] == ["zfs_a", "zfs_b", "zfs_c"]
+    assert render(families) == ('# HELP zfs_a A.\n# TYPE zfs_a gauge\nzfs_a 1\n# HELP zfs_b B.\n# TYPE zfs_b gauge\n'
+                                'zfs_b{k="x"} 3\nzfs_b{k="y"} 8\n# HELP zfs_c C.\n# TYPE zfs_c gauge\nzfs_c 5\n')
+    plain = Families()
+    plain.add_fields(layout, [3, 4.5])  # not all integers: plain samples, the same text
+    assert render(plain) == render(layout.families_of([3, 4.5]))
+    assert not any(isinstance(part, exposition._TextPart) for part in plain._parts())
+
+
+def test_frozen_within_merges_chunks_up_to_the_limit_and_travels_as_text():
+    import pickle
+
+    def chunk(*pools):
+        family = Family("zfs_x", "X.", "gauge", ("pool",))
+        family.samples = [("", (pool,), 1) for pool in pools]
+        return [family]
+
+    families, taken = exposition.frozen_within(iter([chunk("a"), chunk("b"), chunk("c" * 100)]), 120)
+    assert taken == 2 and render(families) == render(chunk("a", "b"))
+    back = pickle.loads(pickle.dumps(families[0]))
+    assert back._samples is None and back.samples == [("", ("a",), 1), ("", ("b",), 1)]
+    assert render([back]) == render(families)
