@@ -136,7 +136,7 @@ def _layout(fields: tuple[str, ...]) -> FieldLayout:
     is laid out once per field list."""
     specs = [arc_metric(field) for field in fields]
     return FieldLayout(((spec.name, spec.help, spec.kind, tuple(k for k, _ in spec.labels)),
-                   tuple(v for _, v in spec.labels), spec.scale) for spec in specs)
+                        tuple(v for _, v in spec.labels), spec.scale) for spec in specs)
 
 
 def arc_families(values: dict[str, int]) -> Families:

@@ -118,7 +118,7 @@ def tx_assign_buckets(raw: list[tuple[int, int]]) -> list[tuple[float, int]]:
 def _dmu_tx_layout(fields: tuple[str, ...]) -> FieldLayout:
     """A counter per dmu_tx field (the same fields on every read), laid out once."""
     return FieldLayout(((f"zfs_{field}_total", f"Transaction assignment events (dmu_tx {field}).", "counter", ()), (), 1)
-                  for field in fields)
+                       for field in fields)
 
 
 class TxgCollector(Collector):
