@@ -145,8 +145,8 @@ def collected(collector) -> list:
 
 
 def rendered_from_samples(families) -> str:
-    """What the renderer writes from the families' samples: what a collector's own text (a
-    `TextFamily`) must equal."""
+    """What the renderer writes from the families' samples: what text kept for them (frozen, laid
+    out, a row table's) must equal."""
     from zfsnas.exposition import Family, render
 
     plain = []

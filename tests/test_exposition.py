@@ -18,9 +18,8 @@ from zfsnas.exposition import (
     ClientCollector,
     Families,
     Family,
-    FrozenFamily,
+    FieldLayout,
     RenderIssues,
-    TextFamilies,
     format_le,
     format_value,
     render,
@@ -82,9 +81,9 @@ def test_label_values_made_valid_utf8_and_bounded():
 
 
 def test_frozen_family_counts_its_problems_on_every_render():
-    family = FrozenFamily("zfs_test", "help", "gauge", ("x",))
+    family = Family("zfs_test", "help", "gauge", ("x",))
     family.samples = [("", ("a",), "bad"), ("", ("b",), 1)]
-    family.freeze()
+    family = family.frozen()
     for _ in range(3):
         problems = RenderIssues()
         assert render([family], problems).endswith('zfs_test{x="b"} 1\n')
@@ -118,19 +117,21 @@ def test_scrape_counts_drops_per_collector_and_reason_and_logs_once(caplog):
 
 
 class Written(Collector):
-    """A collector that writes its families' text itself (as arc does), and counts the builds."""
+    """A collector whose families are laid out as text once (as arc's are), and counts the builds."""
     name = "written"
     needs_zfs = False
     builds = 0
 
     def collect(self, report):
-        return TextFamilies('# HELP zfs_a A.\n# TYPE zfs_a gauge\nzfs_a{k="v"} 7\n', self.build, 7)
+        families = Families()
+        families.add_fields(Counted([(("zfs_a", "A.", "gauge", ("k",)), ("v",), 1)]), [7])
+        return families
 
-    def build(self, value):
+
+class Counted(FieldLayout):
+    def families_of(self, numbers):
         Written.builds += 1
-        family = Family("zfs_a", "A.", "gauge", ("k",))
-        family.samples.append(("", ("v",), value))
-        return [family]
+        return super().families_of(numbers)
 
 
 def test_a_collectors_own_text_is_served_as_it_is_and_its_families_built_only_when_asked_for():
@@ -143,8 +144,9 @@ def test_a_collectors_own_text_is_served_as_it_is_and_its_families_built_only_wh
     families = scrape.scrape()  # the generic path (prometheus_client) gets the families themselves
     assert [(f.name, f.samples) for f in families if f.name == "zfs_a"] == [("zfs_a", [("", ("v",), 7)])]
     assert Written.builds == 1
-    written = TextFamilies("x", Written(Context(kstat=None, commands=None)).build, 3)
-    assert len(written) == 1 and list(written)[0].samples == [("", ("v",), 3)] and Written.builds == 2  # built once
+    written = Written(Context(kstat=None, commands=None)).collect(None)
+    assert [f.samples for f in written] == [f.samples for f in written] == [[("", ("v",), 7)]]
+    assert Written.builds == 2  # built once per collect, however often iterated
 
 
 def test_log_lines_are_capped(caplog):
@@ -308,10 +310,19 @@ def test_cached_lines_serve_each_scrape_its_own_values():
         assert problems.dropped == ({} if text else {("zfs_x", "not_a_number"): 1})
 
 
+def test_frozen_families_render_once_and_keep_their_samples():
+    families = Families()
+    families.gauge("zfs_pool_size_bytes", "Total size.", {"pool": "tank"}, 2**60)
+    [family] = families.frozen()
+    assert family.text == '# HELP zfs_pool_size_bytes Total size.\n# TYPE zfs_pool_size_bytes gauge\n' \
+                          'zfs_pool_size_bytes{pool="tank"} 1152921504606846976\n'
+    assert family.samples == [("", ("tank",), 2**60)] and render([family]) == family.text
+
+
 def test_frozen_text_is_rendered_once():
-    family = FrozenFamily("zfs_x", "help", "gauge", ("pool",))
+    family = Family("zfs_x", "help", "gauge", ("pool",))
     family.samples = [("", ("tank",), 1)]
-    family.freeze()
+    family = family.frozen()
     family.samples.append(("", ("late",), 2))  # after freezing: not served
     assert render([family]) == '# HELP zfs_x help\n# TYPE zfs_x gauge\nzfs_x{pool="tank"} 1\n'
     assert family.problems is None
@@ -345,3 +356,78 @@ def test_embedding_as_readme_shows(tmp_path):
     assert value(data, "zfs_arc_size_bytes") == 11_811_160_064
     assert value(data, "zfs_pool_size_bytes", pool="tank") == 47971736518656
     assert value(data, "zfs_exporter_collector_success", collector="pools") == 1
+
+
+# --- the fast paths a collector declares: the same bytes as its plain samples ------------------
+
+
+def _columns(values):
+    return _COLUMNS[len(values)]
+
+
+_COLUMNS = {n: tuple((i, f"zfs_t{i}_total", f"T{i}.", "counter", 0.5 if i == 1 else 1) for i in range(n)) for n in (2, 3)}
+
+
+def test_a_row_table_keeps_a_rows_lines_while_its_values_stay_the_same():
+    table = exposition.RowTable(("dev",), _columns)
+    sda, sdb = (1, 3), (10, 30)
+    kept: dict = {}
+    for rows in ([(("sda",), sda), (("sdb",), sdb)], [(("sda",), sda), (("sdb",), (11, 31))], [(("sdb",), (11, 31))]):
+        families = Families()
+        families.add_rows(table, rows)
+        assert [type(part) for part in families._parts()] == [exposition._TextPart]
+        plain = [Family(f.name, f.documentation, f.kind, f.labelnames) for f in families]
+        for copy, family in zip(plain, families):
+            copy.samples = list(family.samples)
+        assert render(families) == render(plain)
+        if ("sda",) in kept and ("sda",) in table._kept:
+            assert table._kept[("sda",)] is kept[("sda",)]  # the same values: its lines not made again
+            assert table._kept[("sdb",)] is not kept[("sdb",)]
+        kept = dict(table._kept)
+    assert 'zfs_t1_total{dev="sdb"} 15.5\n' in render(families) and list(table._kept) == [("sdb",)]
+
+
+@pytest.mark.parametrize("rows, reason", [
+    ([(("sda",), (1, 2)), (("sdb",), (1, 2, 3))], None),             # rows of other columns
+    ([(("caf\udce9",), (1, 2))], "invalid_utf8"),                      # a label value to rewrite
+    ([(("sda",), ("x", 2))], "not_a_number"),                          # a value that cannot be written
+])
+def test_what_a_row_table_cannot_say_exactly_goes_through_the_renderer(rows, reason):
+    families = Families()
+    families.add_rows(exposition.RowTable(("dev",), _columns), rows)
+    assert not any(isinstance(part, exposition._TextPart) for part in families._parts())
+    problems = RenderIssues()
+    text = render(families, problems)
+    assert 'zfs_t1_total{dev="' in text and (reason is None) == (not problems)
+    if reason:
+        assert {r for _, r in [*problems.dropped, *problems.rewritten]} == {reason}
+
+
+def test_laid_out_fields_keep_their_place_among_plain_families():
+    layout = FieldLayout([(("zfs_b", "B.", "gauge", ("k",)), ("x",), 1), (("zfs_b", "B.", "gauge", ("k",)), ("y",), 2)])
+    families = Families()
+    families.gauge("zfs_a", "A.", {}, 1)
+    families.add_fields(layout, [3, 4])
+    families.gauge("zfs_c", "C.", {}, 5)
+    assert [f.name for f in families] == ["zfs_a", "zfs_b", "zfs_c"]
+    assert render(families) == ('# HELP zfs_a A.\n# TYPE zfs_a gauge\nzfs_a 1\n# HELP zfs_b B.\n# TYPE zfs_b gauge\n'
+                                'zfs_b{k="x"} 3\nzfs_b{k="y"} 8\n# HELP zfs_c C.\n# TYPE zfs_c gauge\nzfs_c 5\n')
+    plain = Families()
+    plain.add_fields(layout, [3, 4.5])  # not all integers: plain samples, the same text
+    assert render(plain) == render(layout.families_of([3, 4.5]))
+    assert not any(isinstance(part, exposition._TextPart) for part in plain._parts())
+
+
+def test_frozen_within_merges_chunks_up_to_the_limit_and_travels_as_text():
+    import pickle
+
+    def chunk(*pools):
+        family = Family("zfs_x", "X.", "gauge", ("pool",))
+        family.samples = [("", (pool,), 1) for pool in pools]
+        return [family]
+
+    families, taken = exposition.frozen_within(iter([chunk("a"), chunk("b"), chunk("c" * 100)]), 120)
+    assert taken == 2 and render(families) == render(chunk("a", "b"))
+    back = pickle.loads(pickle.dumps(families[0]))
+    assert back._samples is None and back.samples == [("", ("a",), 1), ("", ("b",), 1)]
+    assert render([back]) == render(families)

@@ -219,16 +219,6 @@ def test_a_running_follower_is_healthy_and_stops_with_its_command():
     assert follower.state().success is False and follower.state().age_seconds >= 0.09
 
 
-def test_frozen_families_render_once_and_keep_their_samples():
-    from zfsnas.exposition import Families, render
-    from zfsnas.refresh import frozen
-
-    families = Families()
-    families.gauge("zfs_pool_size_bytes", "Total size.", {"pool": "tank"}, 2**60)
-    [family] = frozen(families)
-    assert family.text == '# HELP zfs_pool_size_bytes Total size.\n# TYPE zfs_pool_size_bytes gauge\n' \
-                          'zfs_pool_size_bytes{pool="tank"} 1152921504606846976\n'
-    assert family.samples == [("", ("tank",), 2**60)] and render([family]) == family.text
 
 
 def test_rendered_once_builds_once_per_objects_and_keeps_the_last_ones():

@@ -1,18 +1,29 @@
 """Metric families as plain data (the collector contract), and a fast renderer of the Prometheus
 text format (0.0.4).
 
-Owns `Family` (what every collector returns: name, help, type, label names and samples), the
-`Families` builder collectors fill sample by sample, the renderer, and `ClientCollector`, the one
-adapter to prometheus_client for anyone who embeds our collectors in a prometheus_client registry.
+The collector contract is this module's public collector API, and nothing else of it: `Family`
+(name, help, type, label names and samples: what every collector returns, as an iterable), the
+`Families` builder collectors fill sample by sample and return as it is, and the optional fast
+paths a collector declares without writing any text itself: `Family.frozen` /
+`Families.frozen` (render once in a refresh thread, copy the text on every scrape),
+`frozen_within` (the same for a page built in chunks up to a size limit), `FieldLayout` with
+`Families.add_fields` (a fixed field list read as numbers every scrape, laid out once) and
+`RowTable` with `Families.add_rows` (one sample per row and column, a row's lines kept while its
+values stay the same). How they keep their text is private here; the scrape hands whatever a
+collector returned to `settle` and `render_pieces`. `ClientCollector` is the one adapter to
+prometheus_client, for anyone who embeds our collectors in a prometheus_client registry: it gets
+every family with its samples, built from kept text where only text was kept.
 
 Owns how samples become text, and that the text always parses: metric and label names are
 checked, values are numbers float64 can hold (or the format's +Inf/-Inf/NaN), label values are
 valid UTF-8, escaped and at most MAX_LABEL_VALUE characters. A sample that cannot be written is
 dropped alone and reported in a `RenderIssues` (the scrape loop counts it in
 `zfs_exporter_samples_dropped_total`); whatever a source read, one bad field never costs its
-family or the page. prometheus_client's generic renderer costs several microseconds
-a sample; on a NAS with thousands of datasets that decides whether a scrape takes tens or
-hundreds of milliseconds, so families built by collectors are rendered here directly.
+family or the page. Kept text is made only where it is exactly what rendering the samples would
+write; anything else goes through the renderer, which counts it. prometheus_client's generic
+renderer costs several microseconds a sample; on a NAS with thousands of datasets that decides
+whether a scrape takes tens or hundreds of milliseconds, so families built by collectors are
+rendered here directly.
 """
 
 from __future__ import annotations
@@ -39,9 +50,10 @@ Sample = tuple[str, tuple[str, ...], float]  # (name suffix, label values, value
 
 
 class Family:
-    """One metric family, what a collector returns: `kind` is gauge, counter or histogram;
-    `samples` are (name suffix, label values, value), the suffix "" for gauges and counters and
-    `_bucket`/`_count`/`_sum` for histograms, whose bucket samples carry `le` as a last label value."""
+    """One metric family, the one type every collector returns (a `Families` builder holds them):
+    `kind` is gauge, counter or histogram; `samples` are (name suffix, label values, value), the
+    suffix "" for gauges and counters and `_bucket`/`_count`/`_sum` for histograms, whose bucket
+    samples carry `le` as a last label value."""
 
     __slots__ = ("name", "documentation", "kind", "labelnames", "samples")
 
@@ -52,20 +64,30 @@ class Family:
         self.labelnames = tuple(labelnames)
         self.samples: list[Sample] = []
 
+    def frozen(self) -> Family:
+        """The family as it is now, its text rendered once (in a refresh thread, not on the scrape
+        path): every scrape then copies that text (60,000 dataset samples cost a string copy, not
+        60,000 formattings) and counts again what rendering it had to drop or rewrite. Samples
+        added to this family afterwards are not served."""
+        return _frozen(self)
+
 
 class Families:
-    """Families built up sample by sample, in first-use order; iterating yields each `Family`, so a
-    collector can return a `Families` as it is. Label names come from the first sample's dict."""
+    """The builder collectors fill: families in first-use order; iterating yields each `Family`, so
+    a collector returns a `Families` as it is. Label names come from the first sample's dict.
+    `add_fields` and `add_rows` take whole reads at once and keep their text laid out in the
+    builder's page, where it stands; `extend` adds families already made (e.g. frozen ones)."""
 
     def __init__(self) -> None:
-        self._families: dict[str, Family] = {}
+        # name -> its Family; a text part or an added family is its own key (page order is insertion order)
+        self._families: dict[object, Family | _TextPart] = {}
 
     def family(self, kind: str, name: str, documentation: str, labelnames: Iterable[str]) -> Family:
         """The family itself, for hot loops that append (suffix, label values, value) samples directly."""
         family = self._families.get(name)
         if family is None:
             family = self._families[name] = Family(name, documentation, kind, labelnames)
-        return family
+        return family  # type: ignore[return-value]  # a name's entry is always a Family
 
     def gauge(self, name: str, documentation: str, labels: dict[str, str], value: float) -> None:
         self.family("gauge", name, documentation, labels).samples.append(("", tuple(labels.values()), value))
@@ -88,11 +110,47 @@ class Families:
         if total is not None:
             samples.append(("_sum", values, total))
 
+    def add_fields(self, layout: FieldLayout, numbers: list[Any]) -> None:
+        """One read of the layout's fields, `numbers` in its entry order (arc's 113 families from one
+        arcstats read): the page's text is the layout's with the numbers filled in."""
+        text = layout.text(numbers)
+        if text is None:
+            for family in layout.families_of(numbers):
+                self.family(family.kind, family.name, family.documentation, family.labelnames).samples += family.samples
+        else:
+            part = _TextPart([text], layout.families_of, numbers)
+            self._families[part] = part
+
+    def add_rows(self, table: RowTable, rows: Sequence[tuple[tuple[str, ...], Any]]) -> None:
+        """Rows of (label values, values) as the table's families, each row's lines kept by the
+        table while its values stay the same."""
+        part = table._part(rows)
+        if part is None:
+            table._add_samples(self, rows)
+        else:
+            self._families[part] = part
+
+    def extend(self, families: Iterable[Family]) -> None:
+        """Families already made, each kept as it is (a frozen one serves its text), after those so far."""
+        for family in (families._families.values() if isinstance(families, Families) else families):
+            self._families[family] = family
+
+    def frozen(self) -> list[Family]:
+        """Every family, frozen (`Family.frozen`)."""
+        return [family.frozen() for family in self]
+
     def families(self) -> list[Family]:
-        return list(self._families.values())
+        return list(self)
+
+    def _parts(self) -> Iterable[Family | _TextPart]:
+        return self._families.values()
 
     def __iter__(self) -> Iterator[Family]:
-        return iter(self._families.values())
+        for part in self._families.values():
+            if type(part) is _TextPart:
+                yield from part.families()
+            else:
+                yield part  # type: ignore[misc]
 
 
 class Unrepresentable(ValueError):
@@ -229,7 +287,7 @@ def _escape_help(text: str) -> str:
 
 def format_labels(keys: tuple[str, ...], values: tuple[str, ...], issues: list[str] | None = None) -> str:
     """Label text (`{k="v",...}`); a value that is not short, valid UTF-8 text is fixed and noted in
-    `issues`. Public for collectors that keep their own sample lines (objset)."""
+    `issues`."""
     for value in values:
         if type(value) is not str or len(value) > MAX_LABEL_VALUE or not value.isascii():
             if issues is None:
@@ -366,111 +424,111 @@ def _sample_line(family: Family, suffix: str, values: tuple[str, ...], value: fl
     return f"{line}{value_text}\n"
 
 
-class FrozenFamily(Family):
-    """A family whose samples no longer change (built by a background refresh): `freeze` renders its
-    text once, outside the scrape path, and every scrape reuses it. 60,000 dataset samples then cost
-    a string copy per scrape instead of 60,000 formattings. What freezing had to drop or rewrite is
-    kept in `problems` and counted again on every scrape that serves the text."""
+class _Frozen(Family):
+    """A family whose text is kept (`Family.frozen`, `frozen_within`): every render copies `text`
+    and counts again what making it had to drop or rewrite (`problems`). Its samples are the ones
+    it was rendered from or, when only the text was kept (a family back from a parse child,
+    families merged within a page limit), parsed back from the text when something asks for them
+    (prometheus_client, tests). Pickled as its text alone: 60,000 sample tuples would cost a parse
+    child's pipe and the exporter's memory."""
 
-    __slots__ = ("text", "problems")
-
-    def __init__(self, name: str, documentation: str, kind: str, labelnames: Iterable[str]):
-        super().__init__(name, documentation, kind, labelnames)
-        self.text: str | None = None
-        self.problems: RenderIssues | None = None
-
-    def freeze(self) -> FrozenFamily:
-        out: list[str] = []
-        problems = RenderIssues()
-        render_family(self, out, problems, cache=None)  # rendered once: no point keeping its texts
-        self.text = "".join(out)
-        self.problems = problems or None
-        return self
-
-
-class TextFamily(FrozenFamily):
-    """A family its collector wrote as text, exactly as `render_family` would have (the scrape
-    serves `text`), whose samples are built only when something asks for them (prometheus_client,
-    tests): `build(arg)` returns them. For collectors that keep sample lines between scrapes or lay
-    out a fixed field list once (objset, disks; arc uses `TextFamilies`); whatever such text cannot say exactly (a name or
-    value `render_family` would drop or rewrite) they leave to plain families."""
-
-    __slots__ = ("_samples", "_build", "_arg")
+    __slots__ = ("text", "problems", "_samples")
 
     def __init__(self, name: str, documentation: str, kind: str, labelnames: tuple[str, ...], text: str,
-                 build: Callable[[Any], list[Sample]], arg: Any):
-        # The slots are set directly: a collector makes one per family per scrape (arc: 113).
+                 problems: RenderIssues | None, samples: list[Sample] | None = None):
+        # The slots are set directly: Family.__init__ would make a samples list only to drop it.
         self.name, self.documentation, self.kind, self.labelnames = name, documentation, kind, labelnames
-        self._samples: list[Sample] | None = None
-        self._build, self._arg = build, arg
-        self.text: str | None = text
-        self.problems = None
+        self.text = text
+        self.problems = problems
+        self._samples = samples
 
     @property
     def samples(self) -> list[Sample]:
         if self._samples is None:
-            self._samples = self._build(self._arg)
+            self._samples = samples_of_text((self.name, self.labelnames, self.text))
         return self._samples
 
     @samples.setter
     def samples(self, samples: list[Sample]) -> None:
         self._samples = samples
 
+    def frozen(self) -> Family:
+        return self
 
-class TextFamilies:
-    """Several families one collector wrote as a single text, exactly as `render` would have
-    written them (the scrape serves `text`, and counts `problems`: what rendering a plain part had
-    to drop or rewrite); the families themselves are built only when something iterates them
-    (prometheus_client, tests). For fixed field lists laid out once (`Layout`: arc's 113 families
-    from one arcstats read), where a `TextFamily` per family would cost more to make than its text.
-    A collector returns it in place of its list of families; `joined` makes one of several parts."""
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _Frozen, (self.name, self.documentation, self.kind, self.labelnames, self.text, self.problems)
 
-    __slots__ = ("text", "problems", "_families", "_build", "_arg")
 
-    def __init__(self, text: str, build: Callable[[Any], list[Family]], arg: Any,
-                 problems: RenderIssues | None = None):
-        self.text = text
-        self.problems = problems
-        self._families: list[Family] | None = None
+def _frozen(family: Family) -> _Frozen:
+    out: list[str] = []
+    problems = RenderIssues()
+    render_family(family, out, problems, cache=None)  # rendered once: no point keeping its texts
+    return _Frozen(family.name, family.documentation, family.kind, family.labelnames, "".join(out), problems or None,
+                   family.samples)
+
+
+def frozen_within(chunks: Iterable[Iterable[Family]], max_chars: int) -> tuple[list[Family], int]:
+    """The families of successive chunks (each a part of one page, e.g. 256 datasets' families),
+    frozen and merged by family, until their text would pass `max_chars`: (the merged families, how
+    many chunks they hold). The chunk that would pass the limit is the last one taken from `chunks`.
+    Only the text is kept: samples are parsed back from it if something asks for them."""
+    kept: dict[str, tuple[_Frozen, list[str], RenderIssues]] = {}
+    total = taken = 0
+    for chunk in chunks:
+        built = [_frozen(family) for family in chunk]
+        size = sum(len(family.text) for family in built)
+        if total + size > max_chars:
+            break
+        total += size
+        taken += 1
+        for family in built:
+            known = kept.get(family.name)
+            if known is None:
+                known = kept[family.name] = (family, [], RenderIssues())
+                known[1].append(family.text)
+            else:
+                known[1].append(family.text[len(_header_text(*_spec(family)) or ""):])
+            if family.problems:
+                known[2].add(family.problems)
+    return [_Frozen(*_spec(family), "".join(pieces), problems or None) for family, pieces, problems in kept.values()], taken
+
+
+def _spec(family: Family) -> tuple[str, str, str, tuple[str, ...]]:
+    return family.name, family.documentation, family.kind, family.labelnames
+
+
+class _TextPart:
+    """Families a `Families` holds as text alone (`add_fields`, `add_rows`), in its page position,
+    exactly as `render_family` would write them: the page copies `pieces`; the families themselves
+    are built (`build(arg)`) only when something iterates them (prometheus_client, tests)."""
+
+    __slots__ = ("pieces", "_build", "_arg", "_families")
+
+    def __init__(self, pieces: list[str], build: Callable[[Any], list[Family]], arg: Any):
+        self.pieces = pieces
         self._build, self._arg = build, arg
+        self._families: list[Family] | None = None
 
     def families(self) -> list[Family]:
         if self._families is None:
             self._families = self._build(self._arg)
         return self._families
 
-    def __iter__(self) -> Iterator[Family]:
-        return iter(self.families())
 
-    def __len__(self) -> int:
-        return len(self.families())
+Entry = tuple[tuple[str, str, str, tuple[str, ...]], tuple[str, ...], float]  # (family spec, label values, scale)
 
 
-def _flat(parts: list[Family | TextFamilies]) -> list[Family]:
-    return [family for part in parts for family in (part if isinstance(part, TextFamilies) else (part,))]
-
-
-def joined(parts: Iterable[Family | TextFamilies]) -> TextFamilies:
-    """Plain families and `TextFamilies`, in page order, as one `TextFamilies`: the plain ones are
-    rendered now (what they had to lose is kept in its `problems`)."""
-    items = list(parts)
-    problems = RenderIssues()
-    return TextFamilies(render(items, problems), _flat, items, problems or None)
-
-
-class Layout:
-    """A fixed list of fields, read as numbers in the same order on every scrape (a named kstat),
-    laid out once as families and as text. Each entry is a field's family (name, help, kind, label
-    names), label values and scale; entries naming one family are its samples, in entry order, and
-    families come in first-use order (as `Families` builds them). `template` is the page with a
-    hole for each value (odd positions: every field's line up to its value, its family's HELP and
-    TYPE lines before the first of its family). `text_ok` is False where `render_family` would drop
-    or rewrite something (a name that makes no valid metric or label name, a label value to fix):
-    such a layout is always rendered the plain way, which counts it."""
+class FieldLayout:
+    """A fixed list of fields, read as numbers in the same order on every read (a named kstat), for
+    `Families.add_fields`. Each entry is a field's family (name, help, kind, label names), its label
+    values and scale; entries naming one family are its samples, in entry order, and families come
+    in first-use order. Laid out once as text, a hole for each value: the builder fills the holes
+    where every value is an integer the format holds (always, from a kernel), else it adds plain
+    samples. Make one per field list and keep it (e.g. `functools.lru_cache`): laying out costs."""
 
     __slots__ = ("families", "fields", "order", "template", "scaled", "text_ok")
 
-    def __init__(self, entries: Iterable[tuple[tuple[str, str, str, tuple[str, ...]], tuple[str, ...], float]]):
+    def __init__(self, entries: Iterable[Entry]):
         index: dict[str, int] = {}
         self.families: list[tuple[str, str, str, tuple[str, ...]]] = []
         self.fields: list[tuple[int, tuple[str, ...], float]] = []
@@ -480,9 +538,14 @@ class Layout:
                 self.families.append(spec)
             self.fields.append((index[spec[0]], labels, scale))
         self.order = sorted(range(len(self.fields)), key=lambda i: (self.fields[i][0], i))
-        headers = [header_text(*family) for family in self.families]
+        headers = [_header_text(*family) for family in self.families]
+        # False where render_family would drop or rewrite something (a name that makes no valid
+        # metric or label name, a label value to fix): such a layout is always rendered the plain
+        # way, which counts it.
         self.text_ok = None not in headers
         self.scaled = [(at, self.fields[i][2]) for at, i in enumerate(self.order) if self.fields[i][2] != 1]
+        # The page with a hole for each value (odd positions: every field's line up to its value,
+        # its family's HELP and TYPE lines before the first of its family).
         self.template: list[str] = []
         for at, i in enumerate(self.order):
             family, labels, _ = self.fields[i]
@@ -506,60 +569,154 @@ class Layout:
             families[at].samples.append(("", labels, value if scale == 1 else value * scale))
         return families
 
-    def page(self, numbers: list[Any]) -> TextFamilies | list[Family]:
-        """One read's families (`numbers` in entry order): written as text where every value is an
-        integer the format holds (always, from a kernel), else as plain samples for the renderer."""
-        if (self.text_ok and numbers and len(numbers) == len(self.fields) and set(map(type, numbers)) == {int}
+    def text(self, numbers: list[Any]) -> str | None:
+        """One read's page (`numbers` in entry order), or None where only the renderer writes it exactly."""
+        if not (self.text_ok and numbers and len(numbers) == len(self.fields) and set(map(type, numbers)) == {int}
                 and -INT_LIMIT <= min(numbers) and max(numbers) <= INT_LIMIT):
-            ordered: list[int | str] = [numbers[i] for i in self.order]
+            return None
+        ordered: list[int | str] = [numbers[i] for i in self.order]
+        try:
+            for at, scale in self.scaled:
+                ordered[at] = format_value(ordered[at] * scale)  # type: ignore[operator]
+        except Unrepresentable:
+            return None
+        page = self.template.copy()
+        page[1::2] = map(str, ordered)
+        return "".join(page)
+
+
+Column = tuple[Any, str, str, str, float]  # (where a row holds the value, family name, help, kind, scale)
+
+
+class _Row:
+    """One row's lines (one per column), the columns and values they show, and its label text."""
+
+    __slots__ = ("columns", "values", "labels", "lines")
+
+    def __init__(self, columns: tuple[Column, ...], values: Any, labels: str, lines: tuple[str, ...]):
+        self.columns, self.values, self.labels, self.lines = columns, values, labels, lines
+
+
+class RowTable:
+    """Families of one sample per row and column, for `Families.add_rows`: rows are (label values,
+    values), `values[key]` being the row's value in the column `key` (a dict by field name, a
+    tuple by position). `columns_of(values)` says which columns a row has, in page order, as one
+    object per shape (keep them, e.g. `functools.lru_cache`): a column is (key, family name, help,
+    kind, scale). A row's lines are kept while its values are the same object or equal (an idle
+    dataset of thousands costs a lookup), its label text while the row lasts; only the last
+    call's rows are kept, so keep one table per collector. Where the text could say something
+    other than `render_family` would (rows of different columns, a label value to rewrite, a value
+    or name that cannot be written) the rows become plain samples, which the renderer counts."""
+
+    def __init__(self, labelnames: tuple[str, ...], columns_of: Callable[[Any], tuple[Column, ...]]):
+        self.labelnames = labelnames
+        self.columns_of = columns_of
+        self._kept: dict[tuple[str, ...], _Row] = {}
+        self._columns: tuple[Column, ...] = ()
+        self._headers: list[str | None] = []
+
+    def _part(self, rows: Sequence[tuple[tuple[str, ...], Any]]) -> _TextPart | None:
+        """The rows as text, or None where `render_family` must write them (the kept lines then start over)."""
+        kept, self._kept = self._kept, {}
+        if not rows:
+            return None
+        columns = self.columns_of(rows[0][1])
+        if columns is not self._columns:
+            self._columns = columns
+            self._headers = [_header_text(name, help_text, kind, self.labelnames) for _, name, help_text, kind, _ in columns]
+        if None in self._headers:
+            return None
+        lines = []
+        for labels, values in rows:
+            last = kept.get(labels)
+            if last is None or last.columns is not columns or (last.values is not values and last.values != values):
+                last = self._lines(columns, labels, values, last)
+                if last is None:
+                    self._kept = {}
+                    return None
+            self._kept[labels] = last
+            lines.append(last.lines)
+        return _TextPart([f"{header}{''.join(column)}" for header, column in zip(self._headers, zip(*lines))],
+                         self._families, rows)
+
+    def _lines(self, columns: tuple[Column, ...], labels: tuple[str, ...], values: Any, last: _Row | None) -> _Row | None:
+        """The row's lines, or None where `render_family` must write them."""
+        if self.columns_of(values) is not columns or len(labels) != len(self.labelnames):
+            return None
+        if last is not None:
+            text = last.labels
+        else:
+            issues: list[str] = []
             try:
-                for at, scale in self.scaled:
-                    ordered[at] = format_value(ordered[at] * scale)  # type: ignore[operator]
+                text = format_labels(self.labelnames, labels, issues)
             except Unrepresentable:
-                pass
-            else:
-                page = self.template.copy()
-                page[1::2] = map(str, ordered)
-                return TextFamilies("".join(page), self.families_of, numbers)
-        return self.families_of(numbers)
+                return None
+            if issues:  # rewritten label values are counted at every render: render_family does that
+                return None
+        lines = []
+        try:
+            for key, name, _, _, scale in columns:
+                value = values[key] if scale == 1 else values[key] * scale
+                if type(value) is int and -INT_LIMIT <= value <= INT_LIMIT:
+                    lines.append(f"{name}{text} {value}\n")
+                else:
+                    lines.append(f"{name}{text} {format_value(value)}\n")
+        except Unrepresentable:
+            return None
+        return _Row(columns, values, text, tuple(lines))
+
+    def _add_samples(self, families: Families, rows: Sequence[tuple[tuple[str, ...], Any]]) -> None:
+        """Each row's values as plain samples of their columns' families, in the order of the rows."""
+        samples_of: dict[str, list[Sample]] = {}  # family name -> its sample list
+        for labels, values in rows:
+            for key, name, help_text, kind, scale in self.columns_of(values):
+                samples = samples_of.get(name)
+                if samples is None:
+                    samples = samples_of[name] = families.family(kind, name, help_text, self.labelnames).samples
+                samples.append(("", labels, values[key] if scale == 1 else values[key] * scale))
+
+    def _families(self, rows: Sequence[tuple[tuple[str, ...], Any]]) -> list[Family]:
+        families = Families()
+        self._add_samples(families, rows)
+        return families.families()
 
 
-def header_text(name: str, documentation: str, kind: str, labelnames: tuple[str, ...]) -> str | None:
+def _header_text(name: str, documentation: str, kind: str, labelnames: tuple[str, ...]) -> str | None:
     """The HELP and TYPE lines `render_family` writes for such a family; None when it would drop the
     family's samples (a metric or label name that cannot be written)."""
     return _FamilyText(name, documentation, kind, labelnames).header
 
 
-def render(families: Iterable[Family | TextFamilies], problems: RenderIssues | None = None) -> str:
-    """Text exposition of families, or of `TextFamilies` standing for them all or for some of them;
-    what had to be dropped or rewritten is added to `problems`."""
-    if isinstance(families, TextFamilies):
-        if families.problems:
-            (RenderIssues() if problems is None else problems).add(families.problems)
-        return families.text
+def settle(returned: Iterable[Family]) -> Iterable[Family]:
+    """A collector's return value as the scrape keeps it until the page is rendered: a `Families`
+    as it is (it may hold text laid out for the page), anything else as a list (a generator runs
+    now, within the collector's guard)."""
+    return returned if isinstance(returned, Families) else list(returned)
+
+
+def render(families: Iterable[Family], problems: RenderIssues | None = None) -> str:
+    """Text exposition of families (a `Families` or any iterable of them); what had to be dropped
+    or rewritten is added to `problems`."""
     out: list[str] = []
     render_pieces(families, out, problems)
     return "".join(out)
 
 
-def render_pieces(families: Iterable[Family | TextFamilies], out: list[str],
-                  problems: RenderIssues | None = None) -> None:
+def render_pieces(families: Iterable[Family], out: list[str], problems: RenderIssues | None = None) -> None:
     """`render`, its pieces appended to `out` rather than joined: a frozen family's text (tens of MB
     on a NAS of thousands of datasets) is then sent as it is kept, never copied into a page."""
     if problems is None:
         problems = RenderIssues()
-    if isinstance(families, TextFamilies):
-        if families.problems:
-            problems.add(families.problems)
-        out.append(families.text)
-        return
-    for family in families:
-        if isinstance(family, (FrozenFamily, TextFamilies)) and family.text is not None:
-            out.append(family.text)
-            if family.problems:
-                problems.add(family.problems)
+    items: Iterable[Family | _TextPart] = families._parts() if isinstance(families, Families) else families
+    for item in items:
+        if type(item) is _Frozen:
+            out.append(item.text)
+            if item.problems:
+                problems.add(item.problems)
+        elif type(item) is _TextPart:
+            out += item.pieces  # exact text: nothing to count
         else:
-            render_family(family, out, problems)
+            render_family(item, out, problems)  # type: ignore[arg-type]
 
 
 def samples_of_text(spec: tuple[str, tuple[str, ...], str]) -> list[Sample]:

@@ -22,7 +22,6 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from .exposition import Family, FrozenFamily
 from .sources.model import Explained, NotRecorded, SourceIncomplete
 
 if TYPE_CHECKING:
@@ -366,17 +365,6 @@ class RenderedOnce:
     def put(self, values: tuple[object, ...], result: Any) -> None:
         """Keep `result` for these objects (e.g. what a refresh built before publishing them)."""
         self._kept = [*self._kept[max(0, len(self._kept) - self.keep + 1):], (values, result)]  # one list swap: thread-safe
-
-
-def frozen(families: Iterable[Family]) -> list[FrozenFamily]:
-    """Families rendered to text now, in a refresh thread, for every scrape until the next refresh
-    to copy (`exposition.FrozenFamily`)."""
-    out = []
-    for family in families:
-        copy = FrozenFamily(family.name, family.documentation, family.kind, family.labelnames)
-        copy.samples = family.samples
-        out.append(copy.freeze())
-    return out
 
 
 def stop_all(refreshers: Iterable[Source], timeout: float = 5.0) -> None:

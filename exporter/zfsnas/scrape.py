@@ -18,7 +18,7 @@ from contextlib import ExitStack
 from typing import TYPE_CHECKING
 
 from .collectors.base import Collector, Report, one_line
-from .exposition import Families, Family, RenderIssues, TextFamilies, render_family, render_pieces
+from .exposition import Families, Family, RenderIssues, render_family, render_pieces, settle
 
 if TYPE_CHECKING:
     from .sources.model import KstatSource
@@ -250,9 +250,7 @@ class ScrapeCollector:
                     return outcomes  # the watchdog answered without us
                 else:
                     with report.guard("collect"):
-                        returned = collector.collect(report)
-                        # kept as it is when it holds its own text (TextFamilies): rendering copies that
-                        result = returned if isinstance(returned, TextFamilies) else list(returned)
+                        result = settle(collector.collect(report))
                     if job is not None and not job.finish(collector.name):
                         self._blocked.pop(collector.name, None)  # it has returned: run it again from now on
                         return outcomes

@@ -8,7 +8,8 @@ from prometheus_client import generate_latest
 
 from tests.collectors.test_kstat_collectors import _exporter
 from tests.conftest import collected, copy_tree, rendered_from_samples, samples, types, value
-from zfsnas.exposition import FrozenFamily, render
+from zfsnas.collectors.base import Report
+from zfsnas.exposition import _TextPart, render
 
 MEDIA = ("tank", "tank/media files")
 
@@ -19,6 +20,14 @@ def _rewrite(path, old, new):
     path.write_text(text.replace(old, new, 1))
 
 
+
+
+def collect_kept(collector):
+    """One collect, as the collector returned it (what `collected` lists); every read must have succeeded."""
+    report = Report(collector.name)
+    families = collector.collect(report)
+    assert report.ok, report.errors
+    return families
 
 
 @pytest.fixture
@@ -41,11 +50,11 @@ def test_text_is_the_rendering_of_the_samples_scrape_after_scrape(tree):
     kept = {}
     for what, change in steps:
         change()
-        families = collected(collector)
-        assert families and all(isinstance(f, FrozenFamily) and f.text for f in families), what
+        families = collect_kept(collector)
+        assert [type(part) for part in families._parts()] == [_TextPart], what  # served as the table's text
         text = render(families)
         assert text == rendered_from_samples(families), what
-        now = dict(collector._text._kept)
+        now = dict(collector._rows._kept)
         if what == "a later read of the same rows":
             assert all(now[key] is kept[key] for key in now), "unchanged datasets were rendered again"
         if what == "media written to":
@@ -56,7 +65,7 @@ def test_text_is_the_rendering_of_the_samples_scrape_after_scrape(tree):
     assert value(text, "zfs_dataset_reads_total", pool="backup", dataset="backup/archive") == 3_221_225_472 // 131_072 + 3
     served = {dict(labels)["dataset"] for name, labels in samples(text) if name == "zfs_dataset_written_bytes_total"}
     assert served == {"tank", "tank/media files", "tank/backups/ünïcode-ß", "backup", "backup/archive"}  # vm/disk0 gone
-    assert len(collector._text._kept) == 5  # and not kept
+    assert len(collector._rows._kept) == 5  # and not kept
     assert types(text)["zfs_dataset_unlinked_total"] == "counter"
 
 

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from ..exposition import Family, Layout
+from ..exposition import Families, Family, FieldLayout
 from .base import Collector, Report
 
 
@@ -131,18 +131,19 @@ demand_hit_prescient_prefetch demand_iohit_prescient_prefetch l2_evict_l1cached
 
 
 @functools.lru_cache(maxsize=8)
-def _layout(fields: tuple[str, ...]) -> Layout:
+def _layout(fields: tuple[str, ...]) -> FieldLayout:
     """arcstats has the same fields in the same order on every read of a loaded module: its page
     is laid out once per field list."""
     specs = [arc_metric(field) for field in fields]
-    return Layout(((spec.name, spec.help, spec.kind, tuple(k for k, _ in spec.labels)),
-                   tuple(v for _, v in spec.labels), spec.scale) for spec in specs)
+    return FieldLayout(((spec.name, spec.help, spec.kind, tuple(k for k, _ in spec.labels)),
+                        tuple(v for _, v in spec.labels), spec.scale) for spec in specs)
 
 
-def arc_families(values: dict[str, int]) -> Iterable[Family]:
-    """The families of one arcstats read, written as one text in the layout's order where every
-    value is an integer the format holds (always, from a kernel), else built as plain samples."""
-    return _layout(tuple(values)).page(list(values.values()))
+def arc_families(values: dict[str, int]) -> Families:
+    """The families of one arcstats read."""
+    families = Families()
+    families.add_fields(_layout(tuple(values)), list(values.values()))
+    return families
 
 
 class ArcCollector(Collector):

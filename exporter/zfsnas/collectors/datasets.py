@@ -16,7 +16,7 @@ the scrape path: source `zfs_datasets` refreshes every `--datasets.refresh-inter
 disables it). The `zfs list` output is parsed and its families rendered to text in a forked child
 process (`forked.ForkedWork`, see docs/performance.md): 5,000 datasets are 400 ms of CPU that,
 in a thread, would hold the GIL against the scrape. The snapshot families are built in the refresh
-threads too, whenever either source changes. A scrape only copies text (`exposition.FrozenFamily`).
+threads too, whenever either source changes. A scrape only copies text (`Family.frozen`).
 
 Memory is bounded by design, whatever `zfs` prints: both listings stream from the command into the
 child (never held whole, in either process); the child keeps at most `--datasets.max-page-bytes`
@@ -34,7 +34,7 @@ from contextlib import closing
 from itertools import islice
 from typing import BinaryIO, ClassVar
 
-from ..exposition import Family, FrozenFamily, RenderIssues, TextFamily, header_text, samples_of_text
+from ..exposition import Family, frozen_within
 from ..forked import ForkedWork
 from ..refresh import RenderedOnce, return_big_blocks
 from ..settings import Settings, flag, interval
@@ -91,12 +91,12 @@ UNLISTED_DATASETS = 10_000  # datasets whose snapshots are counted before any da
 
 def build_families(datasets: list[Dataset]) -> list[Family]:
     """Every dataset family at once: done in the refresh thread, not at scrape time."""
-    families: dict[str, FrozenFamily] = {}
+    families: dict[str, Family] = {}
 
     def family(name: str, documentation: str, labels: tuple[str, ...] = LABELS) -> list:
         fam = families.get(name)
         if fam is None:
-            fam = families[name] = FrozenFamily(name, documentation, "gauge", labels)
+            fam = families[name] = Family(name, documentation, "gauge", labels)
         return fam.samples
 
     for ds in datasets:
@@ -118,57 +118,28 @@ def build_families(datasets: list[Dataset]) -> list[Family]:
         if (loaded := KEY_STATES.get(settings.get("keystatus", ""))) is not None:
             family("zfs_dataset_key_loaded", "1 if the encryption key of the dataset is loaded, 0 while it is locked "
                    "(zfs keystatus; encrypted datasets only).").append(("", key, loaded))
-    return [family.freeze() for family in families.values()]
+    return list(families.values())
 
 
-def build_families_within(datasets: Iterable[Dataset], max_bytes: int) -> tuple[list[str], list[FrozenFamily], int]:
-    """`build_families` of `datasets`, CHUNK at a time, until their text would pass `max_bytes`:
-    (the names kept, their families (text only: samples are not kept), how many datasets of the
-    chunk that would pass the limit were left out). Nothing after that chunk is read."""
-    names: list[str] = []
-    kept: dict[str, tuple[FrozenFamily, list[str]]] = {}
-    total = left_out = 0
-    each = iter(datasets)
-    while chunk := list(islice(each, CHUNK)):
-        built = build_families(chunk)
-        size = sum(len(f.text or "") for f in built if isinstance(f, FrozenFamily))
-        if total + size > max_bytes:
-            left_out = len(chunk)  # the caller counts the lines after it, unparsed
-            break
-        total += size
-        names.extend(ds.name for ds in chunk)
-        for family in built:
-            assert isinstance(family, FrozenFamily)
-            family.samples = []
-            known = kept.get(family.name)
-            if known is None:
-                kept[family.name] = (family, [family.text or ""])
-                continue
-            header = header_text(family.name, family.documentation, family.kind, family.labelnames) or ""
-            known[1].append((family.text or "")[len(header):])
-            if family.problems:
-                if known[0].problems is None:
-                    known[0].problems = RenderIssues()
-                known[0].problems.add(family.problems)
-    families = []
-    for family, pieces in kept.values():
-        family.text = "".join(pieces)
-        families.append(family)
+def build_families_within(datasets: Iterable[Dataset], max_bytes: int) -> tuple[list[str], list[Family], int]:
+    """`build_families` of `datasets`, CHUNK at a time, frozen, until their text would pass
+    `max_bytes`: (the names kept, their families (text only: samples are parsed back from it if
+    something asks), how many datasets of the chunk that would pass the limit were left out).
+    Nothing after that chunk is read. Frozen families travel from the parse child as their text
+    alone: 60,000 sample tuples would cost memory in the exporter and 20 ms of unpickling that
+    holds the GIL."""
+    chunks: list[list[Dataset]] = []
+
+    def built() -> Iterator[list[Family]]:
+        each = iter(datasets)
+        while chunk := list(islice(each, CHUNK)):
+            chunks.append(chunk)
+            yield build_families(chunk)
+
+    families, taken = frozen_within(built(), max_bytes)
+    names = [ds.name for chunk in chunks[:taken] for ds in chunk]
+    left_out = sum(map(len, chunks[taken:]))  # the caller counts the lines after it, unparsed
     return names, families, left_out
-
-
-# What the parse child sends back per family: name, help, type, label names, text, render problems.
-Rendered = tuple[str, str, str, tuple[str, ...], str, RenderIssues | None]
-
-
-def text_family(rendered: Rendered) -> TextFamily:
-    """A family as its text (rendered in the parse child); its samples are parsed back from that
-    text only if something asks (the prometheus_client adapter): 60,000 sample tuples would cost
-    memory in the exporter and 20 ms of unpickling that holds the GIL."""
-    name, documentation, kind, labelnames, text, problems = rendered
-    family = TextFamily(name, documentation, kind, labelnames, text, samples_of_text, (name, labelnames, text))
-    family.problems = problems
-    return family
 
 
 class DatasetsSettings(Settings):
@@ -238,12 +209,11 @@ class DatasetsCollector(RefreshingCollector):
         with closing(listing), self._render_lock:
             snapshots = self._latest_snapshots
             if self.parse_in_child:
-                names, rendered, snapshot_rendered, dropped, left_out = self.forked.run(
+                names, families, snapshot_rendered, dropped, left_out = self.forked.run(
                     lambda fed: self._render(fed, snapshots), "parsing zfs list", feed=listing)
-                families: list[Family] = [text_family(r) for r in rendered]
             else:
-                names, frozen_families, dropped, left_out = self._families(listing)
-                families, snapshot_rendered = list(frozen_families), None
+                names, families, dropped, left_out = self._families(listing)
+                snapshot_rendered = None
             self._latest_names = names
             if snapshots is not None:
                 self._keep_snapshot_families(names, snapshots, snapshot_rendered)
@@ -255,7 +225,7 @@ class DatasetsCollector(RefreshingCollector):
                                    "raise it or leave datasets out with --datasets.exclude", (names, families))
         return names, families
 
-    def _families(self, chunks: Iterable[bytes]) -> tuple[list[str], list[FrozenFamily], Dropped, int]:
+    def _families(self, chunks: Iterable[bytes]) -> tuple[list[str], list[Family], Dropped, int]:
         """Parse a `zfs list` stream, keep the selected datasets' families within the page limit:
         (names, families, what was dropped, how many datasets were left out)."""
         dropped = Dropped()
@@ -281,11 +251,11 @@ class DatasetsCollector(RefreshingCollector):
         return names, families, dropped, left_out
 
     def _render(self, fed: BinaryIO, snapshots: dict[str, Snapshots] | None
-                ) -> tuple[list[str], list[Rendered], list[Rendered], Dropped, int]:
+                ) -> tuple[list[str], list[Family], tuple[Family, ...] | None, Dropped, int]:
         """In the parse child: dataset names, their families' text and that of the snapshot families."""
         names, families, dropped, left_out = self._families(_read_chunks(fed))
-        snapshot_families = self._build_snapshot_families(names, snapshots) if snapshots is not None else ()
-        return names, _rendered(families), _rendered(snapshot_families), dropped, left_out
+        snapshot_families = self._build_snapshot_families(names, snapshots) if snapshots is not None else None
+        return names, families, snapshot_families, dropped, left_out
 
     def _read_snapshots(self) -> dict[str, Snapshots]:
         # Counted for the datasets zfs list printed (and this collector kept): nothing else is served.
@@ -308,18 +278,18 @@ class DatasetsCollector(RefreshingCollector):
         return snapshots
 
     def _summarise(self, fed: BinaryIO, names: list[str] | None
-                   ) -> tuple[dict[str, Snapshots], list[Rendered] | None, Dropped]:
+                   ) -> tuple[dict[str, Snapshots], tuple[Family, ...] | None, Dropped]:
         """In the parse child: the snapshot summary of the lines fed, and the snapshot families' text."""
         dropped = Dropped()
         snapshots = _summary(_read_chunks(fed), names, dropped)
-        return snapshots, None if names is None else _rendered(self._build_snapshot_families(names, snapshots)), dropped
+        return snapshots, None if names is None else self._build_snapshot_families(names, snapshots), dropped
 
     def _keep_snapshot_families(self, names: list[str], snapshots: dict[str, Snapshots],
-                                rendered: list[Rendered] | None) -> None:
+                                rendered: tuple[Family, ...] | None) -> None:
         """What a parse child rendered for this (datasets, snapshots) pair, for the scrapes to serve
         (without a child: built on the scrape that first asks)."""
         if rendered is not None:
-            self._snapshot_rendered.put((names, snapshots), tuple(text_family(r) for r in rendered))
+            self._snapshot_rendered.put((names, snapshots), rendered)
 
     def stop(self) -> None:
         self.forked.close()  # a parse still running is killed, not waited for
@@ -345,23 +315,17 @@ class DatasetsCollector(RefreshingCollector):
 
     @staticmethod
     def _build_snapshot_families(names: list[str], snapshots: dict[str, Snapshots]) -> tuple[Family, ...]:
-        count = FrozenFamily("zfs_dataset_snapshots", "Number of snapshots of the dataset (refreshed on a slower "
-                             "interval).", "gauge", LABELS)
-        newest = FrozenFamily("zfs_dataset_newest_snapshot_timestamp_seconds", "Creation time of the newest snapshot "
-                              "of the dataset, Unix seconds (refreshed with the snapshot count).", "gauge", LABELS)
+        count = Family("zfs_dataset_snapshots", "Number of snapshots of the dataset (refreshed on a slower "
+                       "interval).", "gauge", LABELS)
+        newest = Family("zfs_dataset_newest_snapshot_timestamp_seconds", "Creation time of the newest snapshot "
+                        "of the dataset, Unix seconds (refreshed with the snapshot count).", "gauge", LABELS)
         for name in names:
             key = (name.split("/", 1)[0], name)
             found = snapshots.get(name)
             count.samples.append(("", key, found.count if found else 0))
             if found and found.newest is not None:
                 newest.samples.append(("", key, found.newest))
-        return (count.freeze(), newest.freeze()) if newest.samples else (count.freeze(),)
-
-
-def _rendered(families: Iterable[Family]) -> list[Rendered]:
-    """Frozen families as the parse child sends them back: everything but their samples."""
-    return [(f.name, f.documentation, f.kind, f.labelnames, f.text or "", f.problems)
-            for f in families if isinstance(f, FrozenFamily)]
+        return (count.frozen(), newest.frozen()) if newest.samples else (count.frozen(),)
 
 
 def _read_chunks(fed: BinaryIO) -> Iterator[bytes]:

@@ -22,21 +22,24 @@ disk is, which pool) are kept until the device list or `zpool status` changes; o
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 from collections import Counter
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..exposition import INT_LIMIT, Families, Family, Sample, TextFamily, format_labels, format_value, header_text
+from ..exposition import Families, Family, RowTable
 from ..forked import ForkedWork
-from ..refresh import RenderedOnce, frozen
+from ..refresh import RenderedOnce
 from ..settings import Settings, flag, interval
 from ..sources.diskstats import SECTOR_BYTES, DiskStats, read_diskstats
 from .base import Context, RefreshingCollector, Report
 from .filters import DeviceFilter
 
 if TYPE_CHECKING:
-    from ..sources.blockdevices import DiskIdentity
+    from collections.abc import Sequence
+
+    from ..sources.blockdevices import BlockDevice, DiskIdentity
 
 MS = 0.001
 INFO_LABELS = ("device", "serial", "model", "wwn", "by_id", "rotational", "pool", "vdev_guid")
@@ -98,10 +101,10 @@ class DisksCollector(RefreshingCollector):
         self._context: Any = None
         # (device list generation, zpool status value) -> identities, whole disk names, known names
         self._identified: tuple[tuple[int, Any], list[DiskIdentity], set[str], set[str]] = ((-1, None), [], set(), set())
-        self._text = _CounterText()
+        self._counters = RowTable(("device",), counter_columns)
         self._identities_rendered = RenderedOnce(2)
 
-    def _scan(self):
+    def _scan(self) -> list[BlockDevice]:
         # pyudev is imported (and its context made) here, never in the child: a child that imports
         # a module another thread was importing when it forked waits for that module's lock forever.
         context = self._pyudev_context() if self.live else None
@@ -109,7 +112,7 @@ class DisksCollector(RefreshingCollector):
             return self.forked.run(lambda: self._scan_here(context), "scanning block devices")
         return self._scan_here(context)
 
-    def _scan_here(self, context: Any):
+    def _scan_here(self, context: Any) -> list[BlockDevice]:
         # blockdevices is already loaded (by __init__): this import only looks it up, in the child too
         from ..sources.blockdevices import scan_pyudev, scan_sysfs
 
@@ -117,7 +120,7 @@ class DisksCollector(RefreshingCollector):
             return scan_pyudev(context, self.udev_data)
         return scan_sysfs(self.sysfs, self.udev_data)
 
-    def _pyudev_context(self):
+    def _pyudev_context(self) -> Any:
         if self._context is None:
             import pyudev  # type: ignore[import-untyped]  # pyudev ships no type information
             self._context = pyudev.Context()
@@ -135,7 +138,7 @@ class DisksCollector(RefreshingCollector):
         self.forked.close()  # a scan still running is killed, not waited for
         super().stop()
 
-    def identities(self, devices=None) -> list[DiskIdentity]:
+    def identities(self, devices: Sequence[BlockDevice] | None = None) -> list[DiskIdentity]:
         devices = self.inventory.devices() if devices is None else devices
         from ..sources.blockdevices import identify
 
@@ -170,7 +173,6 @@ class DisksCollector(RefreshingCollector):
         identities: list[DiskIdentity] = []
         whole: set[str] = set()
         known: set[str] = set()
-        counters: list[Family] = []
         with report.guard("identifying disks"):
             identities, whole, known = self._current_identities()
         with report.guard("reading diskstats"):
@@ -188,14 +190,9 @@ class DisksCollector(RefreshingCollector):
                 return device in listed
 
             rows = read_diskstats(self.procfs, counted) or []
-            text = self._text.families(rows)
-            if text is None:  # what only the renderer writes exactly: plain samples
-                plain: dict[str, Family] = {}
-                for stats in rows:
-                    self._counters(families, plain, stats)
-            else:
-                counters = text
-        return [*counters, *families, *self._identity_families(identities)]
+            families.add_rows(self._counters, [((stats.device,), stats) for stats in rows])
+        families.extend(self._identity_families(identities))
+        return families
 
     def _identity_families(self, identities: list[DiskIdentity]) -> list[Family]:
         """`zfs_disk_info` and `zfs_disk_identity_source`, rendered once per identity list (it is kept,
@@ -212,7 +209,7 @@ class DisksCollector(RefreshingCollector):
                 families.gauge("zfs_disk_identity_source",
                                "Disks whose identity came from the udev database or, without one, from sysfs attributes.",
                                {"source": source}, sources[source])
-            return list(frozen(families))
+            return families.frozen()
 
         return self._identities_rendered.get((identities,), build)
 
@@ -222,71 +219,17 @@ class DisksCollector(RefreshingCollector):
         except OSError:
             return set()
 
-    @staticmethod
-    def _counters(families: Families, counters: dict[str, Family], stats: DiskStats) -> None:
-        key = (stats.device,)
-        for metric, attr, scale, kind, help_text in COUNTERS:
-            raw = getattr(stats, attr)
-            if raw is not None:
-                family = counters.get(metric)
-                if family is None:
-                    family = counters[metric] = families.family(kind, metric, help_text, ("device",))
-                family.samples.append(("", key, raw * scale if scale != 1 else raw))
-
-
-class _CounterText:
-    """The diskstats counter families as text: each counter's header and each device's label text
-    are made once (`exposition.TextFamily`), a scrape writes only the numbers. Where the text could
-    say something other than `render_family` would (a device name whose label value needs
-    rewriting, a number beyond float64, devices whose lines have different lengths) `families`
-    returns None and the caller builds plain samples."""
-
-    def __init__(self) -> None:
-        self._labels: dict[str, str] = {}
-        self._headers = [header_text(name, help_text, kind, ("device",)) for name, _, _, kind, help_text in COUNTERS]
-        self._writable = None not in self._headers  # fixed names: always, unless COUNTERS holds a bad one
-
-    def families(self, rows: list[DiskStats]) -> list[Family] | None:
-        if not rows:
-            return []
-        if not self._writable:
-            return None
-        width = len(rows[0]) - rows[0].count(None)  # the kernel's counters, then None for those it lacks
-        labels, numbers = [], []
-        for stats in rows:
-            counters: tuple[int, ...] = stats[3:width]  # type: ignore[assignment]
-            if len(stats) - stats.count(None) != width or not -INT_LIMIT <= min(counters) <= max(counters) <= INT_LIMIT:
-                return None
-            numbers.append(counters)
-            text = self._labels.get(stats.device)
-            if text is None:
-                issues: list[str] = []
-                text = format_labels(("device",), (stats.device,), issues)
-                if issues:
-                    return None
-                if len(self._labels) > 4 * len(rows) + 64:  # devices come and go: keep only today's
-                    self._labels.clear()
-                self._labels[stats.device] = text
-            labels.append(text)
-        out: list[Family] = []
-        for at, ((name, attr, scale, kind, help_text), header) in enumerate(zip(COUNTERS, self._headers)):
-            index = _FIELD_INDEX[attr] - 3
-            if index >= width - 3:
-                continue  # a counter this kernel lacks
-            if scale == MS:
-                values: list[object] = [format_value(row[index] * MS) for row in numbers]
-            else:
-                values = [row[index] * scale for row in numbers]
-            text = "".join([f"{name}{label} {value}\n" for label, value in zip(labels, values)])
-            out.append(TextFamily(name, help_text, kind, ("device",), f"{header}{text}", _counter_samples, (at, rows)))
-        return out
-
 
 _FIELD_INDEX = {name: i for i, name in enumerate(DiskStats._fields)}
 
 
-def _counter_samples(arg: tuple[int, list[DiskStats]]) -> list[Sample]:
-    """One counter's samples, for a `TextFamily` asked for them."""
-    at, rows = arg
-    _, attr, scale, _, _ = COUNTERS[at]
-    return [("", (stats.device,), getattr(stats, attr) * scale if scale != 1 else getattr(stats, attr)) for stats in rows]
+@functools.lru_cache(maxsize=8)
+def _columns(width: int) -> tuple[tuple[int, str, str, str, float], ...]:
+    return tuple((_FIELD_INDEX[attr], name, help_text, kind, scale) for name, attr, scale, kind, help_text in COUNTERS
+                 if _FIELD_INDEX[attr] < width)
+
+
+def counter_columns(stats: DiskStats) -> tuple[tuple[int, str, str, str, float], ...]:
+    """A disk's `RowTable` columns: the COUNTERS its kernel has (those it lacks are None, at the
+    end of the line), the same object for the same line length."""
+    return _columns(len(stats) - stats.count(None))

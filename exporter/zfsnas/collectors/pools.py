@@ -14,7 +14,7 @@ The commands run in the background (sources `zpool_list` and `zpool_status`, eve
 `--pools.refresh-interval` seconds; `zpool_status` runs `zpool list -v` for the vdevs' space
 after the two `zpool status`, and serves the tree without it if that one fails: a capture made
 before it existed, say), never on the scrape path; each refresh also builds and
-renders its families (`refresh.frozen`), so a scrape copies their text. Health stays fresh: every
+renders its families (`Families.frozen`), so a scrape copies their text. Health stays fresh: every
 scrape reads each pool's `state` kstat (a small file), and when a state changed, or a pool came or
 went, it asks both sources for a refresh at once and waits for it at most `FRESH_WAIT`
 seconds (a hung `zpool` is then reported by its source, not waited for); the events follower
@@ -31,8 +31,8 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..exposition import Families, Family, FrozenFamily
-from ..refresh import BackgroundRefresher, Follower, RenderedOnce, frozen
+from ..exposition import Families, Family
+from ..refresh import BackgroundRefresher, Follower, RenderedOnce
 from ..settings import Settings, flag, interval
 from ..sources.model import Dropped
 from .base import Context, RefreshingCollector, Report, log, one_line
@@ -178,15 +178,15 @@ class PoolsCollector(RefreshingCollector):
             for source in self._zpool_sources():
                 source.request()
 
-    def _families_of(self, value: Any, build: Callable[[Any, Families], None]) -> list[FrozenFamily]:
+    def _families_of(self, value: Any, build: Callable[[Any, Families], None]) -> list[Family]:
         """The rendered families of one source's value: made by its refresh (before the value is
         published) or, for a value the scrape sees first, then; the last four values of either source
         are kept (for each, the published one and the one its refresh is about to publish)."""
 
-        def render() -> list[FrozenFamily]:
+        def render() -> list[Family]:
             built = Families()
             build(value, built)
-            return frozen(built)
+            return built.frozen()
 
         return self._rendered.get((value,), render)
 

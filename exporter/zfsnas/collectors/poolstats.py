@@ -10,7 +10,7 @@ import functools
 import re
 from collections.abc import Iterable
 
-from ..exposition import Families, Family, Layout, TextFamilies, joined
+from ..exposition import Families, Family, FieldLayout
 from .base import Collector, Report
 
 POOL_STATES = ("ONLINE", "DEGRADED", "FAULTED", "OFFLINE", "REMOVED", "UNAVAIL", "SUSPENDED")
@@ -49,10 +49,10 @@ def _states(state: str) -> tuple[str, ...]:
 
 
 @functools.lru_cache(maxsize=8)
-def _iostats_layout(fields_of: tuple[tuple[str, tuple[str, ...]], ...]) -> Layout:
+def _iostats_layout(fields_of: tuple[tuple[str, tuple[str, ...]], ...]) -> FieldLayout:
     """The iostats counters of every pool, (pool, its field names) in pool order, laid out once:
     the same pools have the same fields on every read."""
-    return Layout(((*iostats_metric(field), "counter", ("pool",)), (pool,), 1)
+    return FieldLayout(((*iostats_metric(field), "counter", ("pool",)), (pool,), 1)
                   for pool, fields in fields_of for field in fields)
 
 
@@ -61,15 +61,15 @@ class PoolstatsCollector(Collector):
     description = "pool state and I/O counters from pool kstats"
 
     def collect(self, report: Report) -> Iterable[Family]:
-        kstat, states, ios = self.ctx.kstat, Families(), Families()
+        kstat, families, ios = self.ctx.kstat, Families(), Families()
         iostats: list[tuple[str, dict[str, int]]] = []
         pools = self.list_pools(report)
         for pool in pools:
             with report.guard(f"pool {pool} state"):
                 state = kstat.pool_state(pool).upper()
-                samples = states.family("gauge", "zfs_pool_state",
-                                        "1 for the pool's current state (from the state kstat), 0 for the others.",
-                                        ("pool", "state")).samples
+                samples = families.family("gauge", "zfs_pool_state",
+                                          "1 for the pool's current state (from the state kstat), 0 for the others.",
+                                          ("pool", "state")).samples
                 samples.extend(("", (pool, known), 1 if known == state else 0) for known in _states(state))
             with report.guard(f"pool {pool} iostats"):
                 named = kstat.pool_iostats(pool)
@@ -80,9 +80,8 @@ class PoolstatsCollector(Collector):
                     if field in _IO:
                         kind, name, help_text, scale = _IO[field]
                         ios.add(kind, name, help_text, {"pool": pool}, value * scale)
-        parts: list[Family | TextFamilies] = list(states)
-        if iostats:
+        if iostats:  # after every pool's state, before the io counters
             layout = _iostats_layout(tuple((pool, tuple(values)) for pool, values in iostats))
-            counters = layout.page([value for _, values in iostats for value in values.values()])
-            parts += [counters] if isinstance(counters, TextFamilies) else counters
-        return joined([*parts, *ios])  # one text: the iostats counters' is laid out once
+            families.add_fields(layout, [value for _, values in iostats for value in values.values()])
+        families.extend(ios)
+        return families

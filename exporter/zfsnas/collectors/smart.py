@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from ..exposition import Families, Family
-from ..refresh import RenderedOnce, frozen
+from ..refresh import RenderedOnce
 from ..settings import Settings, flag, interval
 from .base import Context, RefreshingCollector, Report
 from .filters import DeviceFilter
@@ -262,7 +262,7 @@ class SmartCollector(RefreshingCollector):
         return self._families(survey, identities)
 
     def _families(self, survey: SmartSurvey, identities: list[DiskIdentity]) -> list[Family]:
-        return self._rendered.get((survey, identities), lambda: list(frozen(build_families(survey, identities))))
+        return self._rendered.get((survey, identities), lambda: build_families(survey, identities).frozen())
 
 
 def build_families(survey: SmartSurvey, identities: list[DiskIdentity]) -> Families:

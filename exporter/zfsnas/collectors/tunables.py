@@ -5,15 +5,15 @@ name under /sys/module/zfs/parameters (`zfs_arc_max`); on FreeBSD it is the sysc
 `vfs.zfs.` (`arc.max`). Non-numeric parameters (strings, lists) are left out.
 A real system has about 300 parameters that change only when someone tunes them, so they are
 read in the background (`--tunables.refresh-interval`, source `module_parameters`), not on
-every scrape; their families are rendered once per read (`FrozenFamily`), so a scrape copies text.
+every scrape; their families are rendered once per read (`Families.frozen`), so a scrape copies text.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..exposition import Families, Family, FrozenFamily
-from ..refresh import RenderedOnce, frozen
+from ..exposition import Families, Family
+from ..refresh import RenderedOnce
 from ..settings import Settings, interval
 from .base import Context, RefreshingCollector, Report
 
@@ -54,10 +54,10 @@ class TunablesCollector(RefreshingCollector):
         return self._rendered.get((read,), lambda: frozen_families(*read))  # rendered once per read
 
 
-def frozen_families(version: str | None, parameters: dict[str, int]) -> list[FrozenFamily]:
+def frozen_families(version: str | None, parameters: dict[str, int]) -> list[Family]:
     families = Families()
     if version:
         families.gauge("zfs_version_info", "OpenZFS kernel module version.", {"version": version}, 1)
     for name, value in parameters.items():
         families.gauge("zfs_module_parameter", "Numeric OpenZFS module parameter (tunable).", {"name": name}, value)
-    return frozen(families)
+    return families.frozen()

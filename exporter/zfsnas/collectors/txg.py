@@ -16,7 +16,7 @@ import logging
 import operator
 from collections.abc import Iterable, Sequence
 
-from ..exposition import Families, Family, Layout, TextFamilies, joined
+from ..exposition import Families, Family, FieldLayout
 from ..settings import NoSettings
 from ..sources.kstat import Txg, histogram_buckets
 from .base import Collector, Context, Report
@@ -116,10 +116,10 @@ def tx_assign_buckets(raw: list[tuple[int, int]]) -> list[tuple[float, int]]:
 
 
 @functools.lru_cache(maxsize=8)
-def _dmu_tx_layout(fields: tuple[str, ...]) -> Layout:
+def _dmu_tx_layout(fields: tuple[str, ...]) -> FieldLayout:
     """A counter per dmu_tx field (the same fields on every read), laid out once."""
-    return Layout(((f"zfs_{field}_total", f"Transaction assignment events (dmu_tx {field}).", "counter", ()), (), 1)
-                  for field in fields)
+    return FieldLayout(((f"zfs_{field}_total", f"Transaction assignment events (dmu_tx {field}).", "counter", ()), (), 1)
+                       for field in fields)
 
 
 class TxgCollector(Collector):
@@ -150,12 +150,9 @@ class TxgCollector(Collector):
             families.gauge("zfs_dirty_data_delay_min_ratio",
                            "Share of zfs_dirty_data_max at which ZFS starts delaying writes "
                            "(zfs_delay_min_dirty_percent / 100).", {}, delay_percent / 100)
-        parts: list[Family | TextFamilies] = list(families)
         with report.guard("dmu_tx"):
             values = kstat.dmu_tx().values
-            dmu_tx = _dmu_tx_layout(tuple(values)).page(list(values.values()))
-            parts += [dmu_tx] if isinstance(dmu_tx, TextFamilies) else dmu_tx
-        families = Families()
+            families.add_fields(_dmu_tx_layout(tuple(values)), list(values.values()))
         pools = self.list_pools(report)
         for pool in pools:
             with report.guard(f"pool {pool} txgs"):
@@ -170,7 +167,7 @@ class TxgCollector(Collector):
                                        {"pool": pool}, buckets, None)
         for gone in set(self.accumulators) - set(pools):
             del self.accumulators[gone]
-        return joined([*parts, *families])  # one text: the dmu_tx counters' is laid out once
+        return families
 
     def _pool(self, pool: str, txgs: list[Txg], dirty_max: int | None, delay_percent: int | None,
               families: Families) -> None:

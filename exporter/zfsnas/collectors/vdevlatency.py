@@ -17,8 +17,7 @@ import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ..exposition import Families, Family, FrozenFamily
-from ..refresh import frozen
+from ..exposition import Families, Family
 from ..settings import Settings, interval
 from ..sources.model import Dropped, SourceError
 from .base import Context, RefreshingCollector, Report
@@ -72,10 +71,10 @@ class VdevLatencyCollector(RefreshingCollector):
         self.refresher.count_dropped(dropped)
         return latency, queues
 
-    def _fetch(self) -> list[FrozenFamily]:
+    def _fetch(self) -> list[Family]:
         """Thousands of bucket samples that change once a refresh: built and rendered here, in the
         refresh thread, so a scrape only copies their text."""
-        return frozen(self._families(*self._read()))
+        return self._families(*self._read()).frozen()
 
     def collect(self, report: Report) -> Iterable[Family]:
         families = self.current(self.refresher, report)  # never runs zpool on the scrape path once started
