@@ -74,6 +74,20 @@ def make_collector(cls, args, commands=None, kstat=None, **shared):
     return cls(config.context(kstat, commands, **shared), config.settings_of(cls))
 
 
+def tree_exporter(root: Path, *collectors: str):
+    """An exporter of only these collectors on the fixture tree at `root` (without process metrics)."""
+    flags = ["--collector.disable-defaults"] + [f"--collector.{c}" for c in collectors]
+    return build_exporter(exporter_args("--path.procfs", str(root / "proc"), "--path.sysfs", str(root / "sys"), *flags),
+                          process_metrics=False)
+
+
+def scrape_tree(version: str, *collectors: str) -> str:
+    """One scrape of only these collectors on the Linux fixture tree of `version`."""
+    root = linux_tree(version)
+    flags = ["--collector.disable-defaults"] + [f"--collector.{c}" for c in collectors]
+    return scrape_text("--path.procfs", str(root / "proc"), "--path.sysfs", str(root / "sys"), *flags)
+
+
 def scrape_text(*flags: str) -> str:
     """One scrape of an exporter built from these flags, without process metrics."""
     exporter = build_exporter(exporter_args(*flags), process_metrics=False)

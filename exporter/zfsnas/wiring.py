@@ -94,9 +94,10 @@ def terminal_columns() -> int:
         columns = int(os.environ["COLUMNS"])
     except (KeyError, ValueError):
         columns = 0
-    if columns <= 0:
+    stdout = sys.__stdout__  # None without a standard output at all
+    if columns <= 0 and stdout is not None:
         try:
-            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+            columns = os.get_terminal_size(stdout.fileno()).columns
         except (AttributeError, ValueError, OSError):
             columns = 0
     return columns if columns > 0 else 80

@@ -256,7 +256,7 @@ def _smallest(cands: list[Candidate]) -> _Pick:
                    f"(the first configuration)")
     elif baseline is not pick:
         reason += f", {(1 - pick.space / baseline.space) * 100:.2f} % less than {baseline.label}"  # type: ignore[operator]
-    return _Pick(pick, reason + ".", [], [], {_option(c.summary): min(x.space for x in sized) / c.space  # type: ignore
+    return _Pick(pick, reason + ".", [], [], {_option(c.summary): min(x.space for x in sized) / c.space  # type: ignore[operator,type-var]
                                               for c in sized})
 
 

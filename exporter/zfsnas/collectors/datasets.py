@@ -274,7 +274,8 @@ class DatasetsCollector(RefreshingCollector):
             self._latest_snapshots = snapshots
             if names is not None:
                 self._keep_snapshot_families(names, snapshots, rendered)
-        self.snapshots.count_dropped(dropped)  # type: ignore[union-attr]
+        if self.snapshots is not None:  # always, in this source's own refresh
+            self.snapshots.count_dropped(dropped)
         return snapshots
 
     def _summarise(self, fed: BinaryIO, names: list[str] | None

@@ -6,8 +6,17 @@ written) must still go through it, counted on every scrape."""
 import pytest
 from prometheus_client import generate_latest
 
-from tests.collectors.test_kstat_collectors import _exporter
-from tests.conftest import collected, copy_tree, rendered_from_samples, samples, types, value
+from tests.conftest import (
+    LINUX_VERSIONS,
+    collected,
+    copy_tree,
+    rendered_from_samples,
+    samples,
+    scrape_tree,
+    tree_exporter,
+    types,
+    value,
+)
 from zfsnas.collectors.base import Report
 from zfsnas.exposition import _TextPart, render
 
@@ -38,7 +47,7 @@ def tree(tmp_path):
 def test_text_is_the_rendering_of_the_samples_scrape_after_scrape(tree):
     tank = tree / "proc/spl/kstat/zfs/tank"
     (tank / "objset-0x999").write_text((tank / "objset-0x36").read_text())  # "tank" twice: summed
-    exporter = _exporter(tree, "objset")
+    exporter = tree_exporter(tree, "objset")
     (collector,) = exporter.scrape.collectors
     steps = [
         ("first scrape", lambda: None),
@@ -70,7 +79,7 @@ def test_text_is_the_rendering_of_the_samples_scrape_after_scrape(tree):
 
 
 def test_samples_are_served_to_prometheus_client_as_they_are_rendered(tree):
-    exporter = _exporter(tree, "objset")
+    exporter = tree_exporter(tree, "objset")
     (collector,) = exporter.scrape.collectors
     families = collected(collector)
     written = next(f for f in families if f.name == "zfs_dataset_written_bytes_total")
@@ -88,7 +97,7 @@ def test_a_label_value_to_rewrite_is_counted_on_every_scrape(tree):
     renderer as \\xNN, and every scrape counts each of its samples as rewritten."""
     media = tree / "proc/spl/kstat/zfs/tank/objset-0x104"
     media.write_bytes(media.read_bytes().replace(b"tank/media files", b"tank/caf\xe9"))
-    exporter = _exporter(tree, "objset")
+    exporter = tree_exporter(tree, "objset")
     first = exporter.render()
     per_dataset = sum(1 for name in types(first) if name.startswith("zfs_dataset_"))
     assert value(first, "zfs_dataset_written_bytes_total", pool="tank", dataset="tank/caf\\xe9") == 73_014_444_032
@@ -102,9 +111,54 @@ def test_a_field_that_makes_no_metric_name_drops_its_family_on_every_scrape(tree
     objsets = sorted((tree / "proc/spl/kstat/zfs").glob("*/objset-0x*"))
     for path in objsets:  # in every objset: the same fields everywhere, as a newer kernel would have it
         path.write_text(path.read_text() + "Bad:Field                       4    7\n")
-    exporter = _exporter(tree, "objset")
+    exporter = tree_exporter(tree, "objset")
     for scrape in (1, 2):
         text = exporter.render()
         assert value(text, "zfs_exporter_samples_dropped_total", collector="objset", reason="invalid_metric_name") \
             == scrape * len(objsets)
         assert value(text, "zfs_dataset_written_bytes_total", pool="tank", dataset="tank/media files") == 73_014_444_032
+
+
+@pytest.mark.parametrize("version", LINUX_VERSIONS)
+def test_objset_per_dataset_io(version):
+    text = scrape_tree(version, "objset")
+    assert value(text, "zfs_dataset_written_bytes_total", pool="tank", dataset="tank/media files") == 73_014_444_032
+    assert value(text, "zfs_dataset_read_bytes_total", pool="tank", dataset="tank/media files") == 120_259_084_288
+    assert value(text, "zfs_dataset_writes_total", pool="tank", dataset="tank/media files") == \
+        73_014_444_032 // 131_072 + 7
+    assert value(text, "zfs_dataset_reads_total", pool="backup", dataset="backup/archive") == 3_221_225_472 // 131_072 + 3
+    assert value(text, "zfs_dataset_written_bytes_total", pool="tank", dataset="tank/backups/ünïcode-ß") == 5_368_709_120
+    assert types(text)["zfs_dataset_unlinked_total"] == "counter"
+    assert ("zfs_dataset_zil_commit_total" in types(text)) == (version >= "2.2")
+
+
+
+def test_objsets_of_one_dataset_are_summed_on_every_scrape(tmp_path):
+    """A rename caught mid-way: two objsets, one name. Their sum must not grow from scrape to
+    scrape (the source hands the same parsed values to the next scrape while the file stays put)."""
+    root = copy_tree(tmp_path / "t")
+    pool = root / "proc/spl/kstat/zfs/tank"
+    (pool / "objset-0x999").write_text((pool / "objset-0x104").read_text())
+    exporter = tree_exporter(root, "objset")
+    for _ in range(3):
+        assert value(exporter.render(), "zfs_dataset_written_bytes_total", pool="tank",
+                     dataset="tank/media files") == 2 * 73_014_444_032
+    text = (pool / "objset-0x999").read_text()
+    (pool / "objset-0x999").write_text(text.replace("73014444032", "73014444033", 1))
+    assert value(exporter.render(), "zfs_dataset_written_bytes_total", pool="tank",
+                 dataset="tank/media files") == 2 * 73_014_444_032 + 1
+
+
+
+def test_objsets_with_different_fields_in_one_pool(tmp_path):
+    """One objset lacking a field (written by another OpenZFS version): its other fields are
+    still served, and the field is served for the datasets that have it."""
+    root = copy_tree(tmp_path / "t")
+    media = root / "proc/spl/kstat/zfs/tank/objset-0x104"
+    media.write_text("".join(line for line in media.read_text().splitlines(True) if not line.startswith("nunlinks ")))
+    text = tree_exporter(root, "objset").render()
+    assert ("zfs_dataset_unlinks_total", frozenset({("pool", "tank"), ("dataset", "tank/media files")})) \
+        not in samples(text)
+    assert value(text, "zfs_dataset_unlinks_total", pool="tank", dataset="tank") == 537
+    assert value(text, "zfs_dataset_written_bytes_total", pool="tank", dataset="tank/media files") == 73_014_444_032
+    assert value(text, "zfs_dataset_written_bytes_total", pool="tank", dataset="tank") == 1_048_576
