@@ -75,6 +75,10 @@ def measure(tree: Path, version: str, reps: int) -> dict:
         from zfsnas import wiring  # the exporter's wiring (issue 32); before it, cli's
     except ImportError:
         wiring = cli
+    # What the scrape keeps of a collector's return value, as each version's scrape does it: text
+    # the collector or its builder laid out stays text (listing it would build every family).
+    settle = getattr(exposition, "settle", None) or (
+        lambda returned: returned if isinstance(returned, exposition.TextFamilies) else list(returned))
 
     plan = churn_plan(tree)
     result: dict = {"code": str(Path(cli.__file__).parents[1])}
@@ -97,7 +101,7 @@ def measure(tree: Path, version: str, reps: int) -> dict:
                 churn(plan, turn)
                 for collector in exporter.scrape.collectors:
                     start = time.perf_counter()
-                    families = list(collector.collect(Report(collector.name)))
+                    families = settle(collector.collect(Report(collector.name)))
                     mid = time.perf_counter()
                     exposition.render(families)
                     per[collector.name][0].append(mid - start)
