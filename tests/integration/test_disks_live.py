@@ -24,7 +24,7 @@ HAS_UDEV_DB = Path("/run/udev/data").is_dir()
 def real_disks():
     import re
 
-    from zfsnas.collectors.disks import DEFAULT_EXCLUDE
+    from zfsnas.collectors.filters import DEFAULT_DEVICE_EXCLUDE as DEFAULT_EXCLUDE
     return sorted(d for d in os.listdir("/sys/block") if not re.search(DEFAULT_EXCLUDE, d))
 
 
