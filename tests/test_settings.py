@@ -42,10 +42,9 @@ def test_flags_destinations_and_parsing():
     assert Example.from_values(parser.parse_args([])) == Example()
 
 
-def test_a_declared_flag_the_parsed_flags_lack_fails_unless_partial():
+def test_a_declared_flag_the_parsed_flags_lack_fails():
     with pytest.raises(SettingsError, match=r"lack --example.interval \(example_interval\)"):
         Example.from_values({"example_names": None, "legacy_old": "x"})
-    assert Example.from_values({"legacy_old": "q"}, partial=True) == Example(old="q")
 
 
 def test_every_collector_flag_is_in_its_namespace_and_its_parser_default_is_the_declared_one():

@@ -10,7 +10,8 @@ A `Follower` runs a long-lived command (`zpool events -f`) in a daemon thread, h
 consumer as they come and starts it again when it ends, after a pause that grows while it keeps
 failing. Both report the same way: `name` and `state()` (the `Source` contract the scrape reads).
 
-What a refresh builds is kept for the scrapes (`RenderedOnce`, `frozen`). The CPU-heavy part of a
+What a refresh builds is kept for the scrapes (`RenderedOnce`; families rendered once in the
+refresh are `exposition.Family.frozen()`'s). The CPU-heavy part of a
 refresh runs in a forked child process: that machinery is `forked.ForkedWork`'s, not this module's.
 """
 

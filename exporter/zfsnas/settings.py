@@ -23,7 +23,7 @@ captures store in their manifest; `dest=` says it where history chose another.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any, ClassVar, TypeVar
 
 S = TypeVar("S", bound="Settings")
@@ -37,14 +37,13 @@ class SettingsError(ValueError):
 class Flag:
     """One declared flag: argparse's arguments, and the attribute and destination it fills."""
 
-    __slots__ = ("names", "default", "options", "dest", "attribute")
+    __slots__ = ("names", "default", "options", "dest")
 
     def __init__(self, names: tuple[str, ...], default: Any, dest: str | None, options: dict[str, Any]):
         self.names = names
         self.default = default
         self.options = options
         self.dest = dest or ""
-        self.attribute = ""
 
 
 def flag(*names: str, default: Any = None, dest: str | None = None, **options: Any) -> Any:
@@ -71,7 +70,6 @@ class Settings:
         declared = dict(cls.flags)  # a subclass keeps its base's flags, then adds its own
         for attribute, value in list(vars(cls).items()):
             if isinstance(value, Flag):
-                value.attribute = attribute
                 value.dest = value.dest or (f"{cls.namespace}_{attribute}" if cls.namespace else attribute)
                 declared[attribute] = value
                 delattr(cls, attribute)  # an instance always sets it; the class keeps no stale default
@@ -91,21 +89,14 @@ class Settings:
             parser.add_argument(*declared.names, dest=declared.dest, default=declared.default, **declared.options)
 
     @classmethod
-    def dests(cls) -> Iterable[str]:
-        return (declared.dest for declared in cls.flags.values())
-
-    @classmethod
-    def from_values(cls: type[S], values: Mapping[str, Any] | argparse.Namespace, partial: bool = False) -> S:
+    def from_values(cls: type[S], values: Mapping[str, Any] | argparse.Namespace) -> S:
         """The settings from parsed flags (a Namespace) or a mapping keyed by destination. A
-        declared flag the values lack is an error (a parser that was not given this class's flags),
-        unless `partial` (a capture's manifest from an older release): it keeps its default then."""
+        declared flag the values lack is an error (a parser that was not given this class's flags)."""
         mapping = vars(values) if isinstance(values, argparse.Namespace) else values
         chosen = {}
         for attribute, declared in cls.flags.items():
             value = mapping.get(declared.dest, _MISSING)
             if value is _MISSING:
-                if partial:
-                    continue
                 raise SettingsError(f"{cls.__name__}: the parsed flags lack {declared.names[0]} ({declared.dest})")
             chosen[attribute] = value
         return cls(**chosen)

@@ -160,13 +160,12 @@ class ExporterConfig:
         return cls.from_values(vars(args), enabled_collectors(args))
 
     @classmethod
-    def from_values(cls, values: dict[str, Any], enabled: list[type[Collector]], partial: bool = False) -> ExporterConfig:
-        """From flag destinations (parsed flags, or a capture's manifest with `partial`: flags it
-        lacks keep their defaults)."""
-        return cls(ServerSettings.from_values(values, partial), Paths.from_values(values, partial),
-                   KstatSettings.from_values(values, partial), CommandSettings.from_values(values, partial),
-                   PoolFilter.from_values(values, partial), DeviceFilter.from_values(values, partial), enabled,
-                   {c: c.settings_type.from_values(values, partial) for c in ALL})
+    def from_values(cls, values: dict[str, Any], enabled: list[type[Collector]]) -> ExporterConfig:
+        """From every flag's destination (parsed flags; replay lays a capture's manifest over a
+        whole config's `values()`, so a flag an older capture lacks keeps its value there)."""
+        return cls(ServerSettings.from_values(values), Paths.from_values(values), KstatSettings.from_values(values),
+                   CommandSettings.from_values(values), PoolFilter.from_values(values),
+                   DeviceFilter.from_values(values), enabled, {c: c.settings_type.from_values(values) for c in ALL})
 
     def values(self) -> dict[str, Any]:
         """Every setting by its flag's destination (what a capture's manifest records)."""

@@ -4,7 +4,7 @@ Owns `Collector` (a name that `--collector.<name>` switches, its typed `settings
 `settings.Settings` class declaring its own flags: defaults stated once), and `collect`, which
 returns `exposition.Family` objects: our families, rendered by `exposition.render`, are the whole
 output contract), `RefreshingCollector` (a collector whose values come from background
-`refresh.BackgroundRefresher`s, made with `refresher`), `Context` (what collectors are given, as
+`refresh.BackgroundRefresher`s, made with `add_refresher`), `Context` (what collectors are given, as
 typed fields: the kstat source, the shared command runner, the host's paths, the shared pool and
 device filters, the `pools` collector's `zpool status` and the `disks` collector's disk identities,
 the last two set by the exporter's wiring) and `Report` (how a collector says what failed without
@@ -226,7 +226,7 @@ class RefreshingCollector(Collector):
     _refreshers: list[BackgroundRefresher] | None = None
 
     def add_refresher(self, name: str, read: Callable[[], T], interval: float,
-                  wait_for_start: bool = False, min_gap: float = 0.0) -> BackgroundRefresher[T]:
+                      wait_for_start: bool = False, min_gap: float = 0.0) -> BackgroundRefresher[T]:
         """A background source of this collector (`name` is its `zfs_exporter_source_*{source}`),
         refreshed every `interval` seconds and listed by `sources()`, in the order made."""
         made = BackgroundRefresher(name, read, interval, wait_for_start=wait_for_start, min_gap=min_gap)
