@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from . import __version__
 from .server import make_server, serve_in_thread
-from .wiring import Exporter, ExporterConfig, build_exporter, build_parser
+from .wiring import LOG_LEVELS, Exporter, ExporterConfig, build_exporter, build_parser
 
 if TYPE_CHECKING:
     from .replay import ReplayExporter
@@ -26,8 +26,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("zfsnas")
 START_HOLD = 1.0  # seconds zfs/zpool refreshes wait at start-up for the first scrape to be answered
-LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING,
-              "warning": logging.WARNING, "error": logging.ERROR}
 
 
 def startup_line(exporter: Exporter, runner: CommandRunner) -> tuple[int, str]:

@@ -10,6 +10,7 @@ a flag's destination name), `build_exporter` and `Exporter` (what the server ser
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -35,7 +36,8 @@ if TYPE_CHECKING:
 # config's parser, replay and capture) is imported where those runs begin, not here.
 
 DEFAULT_LISTEN = ":9923"
-LOG_LEVELS = ("debug", "info", "warn", "warning", "error")
+LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING,  # --log.level's choices
+              "warning": logging.WARNING, "error": logging.ERROR}
 
 
 class ServerSettings(Settings):
@@ -122,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
                 shared.add(uses)
                 uses.add_arguments(parser)
         cls.settings_type.add_arguments(parser)
-    parser.add_argument("--log.level", dest="log_level", default="info", choices=LOG_LEVELS)
+    parser.add_argument("--log.level", dest="log_level", default="info", choices=tuple(LOG_LEVELS))
     add_replay_arguments(parser)
     return parser
 
