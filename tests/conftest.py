@@ -74,18 +74,20 @@ def make_collector(cls, args, commands=None, kstat=None, **shared):
     return cls(config.context(kstat, commands, **shared), config.settings_of(cls))
 
 
+def only_collectors(root: Path, *collectors: str) -> list[str]:
+    """Flags for only these collectors, reading the fixture tree at `root`."""
+    return ["--path.procfs", str(root / "proc"), "--path.sysfs", str(root / "sys"), "--collector.disable-defaults",
+            *(f"--collector.{c}" for c in collectors)]
+
+
 def tree_exporter(root: Path, *collectors: str):
     """An exporter of only these collectors on the fixture tree at `root` (without process metrics)."""
-    flags = ["--collector.disable-defaults"] + [f"--collector.{c}" for c in collectors]
-    return build_exporter(exporter_args("--path.procfs", str(root / "proc"), "--path.sysfs", str(root / "sys"), *flags),
-                          process_metrics=False)
+    return build_exporter(exporter_args(*only_collectors(root, *collectors)), process_metrics=False)
 
 
 def scrape_tree(version: str, *collectors: str) -> str:
     """One scrape of only these collectors on the Linux fixture tree of `version`."""
-    root = linux_tree(version)
-    flags = ["--collector.disable-defaults"] + [f"--collector.{c}" for c in collectors]
-    return scrape_text("--path.procfs", str(root / "proc"), "--path.sysfs", str(root / "sys"), *flags)
+    return scrape_text(*only_collectors(linux_tree(version), *collectors))
 
 
 def scrape_text(*flags: str) -> str:
