@@ -39,6 +39,13 @@ def slow_reader(port: int) -> socket.socket:
     return sock
 
 
+def until(condition, seconds: float = 10.0) -> None:
+    """Wait (bounded) for what the server does to settle, rather than for a fixed pause."""
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
 def timed_get(port: int, headers: dict | None = None, source: str = "127.0.0.1") -> tuple[int, bytes, float]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=15, source_address=(source, 0))
     started = time.monotonic()
@@ -59,21 +66,22 @@ def test_ten_clients_that_never_read_a_26_mb_page_do_not_delay_a_scrape(monkeypa
     try:
         quiet = [timed_get(port)[2] for _ in range(3)]
         slow = [slow_reader(port) for _ in range(10)]
-        time.sleep(0.5)  # every one of them has its answer under way
-        loaded = [timed_get(port) for _ in range(5)]
+        until(lambda: len(srv._writing) == 10)  # every one of them has its answer under way (a fixed
+        loaded = [timed_get(port) for _ in range(5)]  # pause was too short once on a loaded machine)
         assert [(status, len(body)) for status, body, _ in loaded] == [(200, len(page))] * 5
         assert max(t for *_, t in loaded) < max(quiet) * 3 + 0.5, (quiet, [t for *_, t in loaded])
         assert len(srv._writing) == 10  # they cost their answers, written as they read
         for sock in slow:  # gone: their answers are dropped
             sock.close()
-        deadline = time.monotonic() + 5
-        while srv._writing and time.monotonic() < deadline:
-            time.sleep(0.05)
+        until(lambda: not srv._writing)
         assert srv._writing == {}
         # one that stays is cut off at the write deadline (30 s; here 1.5 s), never having had the whole page
         monkeypatch.setattr(server_module, "WRITE_TIMEOUT", 1.5)
         late = slow_reader(port)
-        time.sleep(2.5)
+        until(lambda: len(srv._writing) == 1)
+        started = time.monotonic()
+        until(lambda: not srv._writing)
+        assert time.monotonic() - started > 1.0  # cut at its write deadline, not at once
         late.settimeout(5)
         received = 0
         try:

@@ -172,19 +172,27 @@ def test_follow_streams_a_long_lived_command_without_timeout_or_turn(tmp_path):
     command, until its stop event is set (then killed, its end no error) or it exits (a failure raised)."""
     import threading
 
-    runner = CommandRunner(timeout=0.3, one_at_a_time={sys.executable})
+    # Waits are on what the command printed, not on sleeps: under load a Python start alone can take
+    # longer than a fixed pause (seen: fewer events than the pause allowed for, 'beside' timed out).
+    runner = CommandRunner(timeout=1.0, one_at_a_time={sys.executable})
     events = [sys.executable, "-c", "import time\nfor n in range(100):\n print('event', n, flush=True); time.sleep(0.1)"]
     stop = threading.Event()
-    seen: list[str] = []
+    seen: list[str] = []  # list.extend appends each line as the generator yields it
+
+    def printed(count: int) -> None:
+        deadline = time.monotonic() + 30
+        while len(seen) < count and time.monotonic() < deadline:
+            time.sleep(0.02)
+
     follower = threading.Thread(target=lambda: seen.extend(runner.follow(events, stop)))
     follower.start()
-    time.sleep(0.2)
+    printed(1)
     assert runner.run([sys.executable, "-c", "print('beside')"]) == "beside\n"   # the turn is not held
-    time.sleep(0.6)   # past the 0.3 s timeout
+    printed(13)   # 12 events 0.1 s apart after the first: past the 1 s timeout
     [proc] = runner._running
     stop.set()
     follower.join(5)
-    assert not follower.is_alive() and seen[:3] == ["event 0", "event 1", "event 2"] and len(seen) >= 7
+    assert not follower.is_alive() and seen[:3] == ["event 0", "event 1", "event 2"] and len(seen) >= 13
     assert proc.poll() is not None and not runner._running
     failing = [sys.executable, "-c", "import sys; print('last'); sys.exit('no /dev/zfs')"]
     out: list[str] = []
