@@ -15,7 +15,9 @@ import pytest
 from zfsnas.bench import charts
 from zfsnas.bench.report import sections
 
-from .seeds import seeded_store
+from zfsnas.bench.store import ResultFigures, Store
+
+from .seeds import fits_config, seeded_store
 
 PIL = pytest.importorskip("PIL.Image", reason="matplotlib (the `report` extra) brings Pillow")
 ROOT = Path(__file__).resolve().parents[2]
@@ -89,10 +91,23 @@ def test_write_size_chart_marks_dirty_data_max(rendered):
     assert "16.0 GiB" in " ".join(t or "" for t in texts)
 
 
-def test_pareto_chart_labels_the_front_and_the_pick(rendered):
+def test_pareto_chart_labels_the_front_and_the_pick(rendered, tmp_path):
     out, _ = rendered
     texts = " ".join(t.text or "" for t in ET.parse(out / "bench-fits-copy-pareto.svg").getroot().iter(f"{SVG}text"))
-    assert "zstd-1 / 512K (size of 1M)" in texts and "Pareto front" in texts and "pick of `recommend`" in texts
+    assert "zstd-1 / 512K" in texts and "Pareto front" in texts and "pick of `recommend`" in texts
+    assert "(size of" not in texts          # the post published every size of its sweep: none is borrowed
+    # A configuration without an on-disk size takes its compression's, hollow, and says whose.
+    store = Store(tmp_path / "b.sqlite")
+    store.start_matrix("r", "fits-copy", "astro/scratch", 3)
+    for cell, (compression, recordsize, mbs, gib) in enumerate((("lz4", "1M", 138.0, 59.2), ("zstd-1", "1M", 175.0, 47.4),
+                                                                 ("zstd-1", "512K", 190.6, None)), 1):
+        store.record_result("r", cell, fits_config(compression, recordsize), figures=ResultFigures(
+            throughput_bytes_per_second=mbs * 1e6, used_bytes=None if gib is None else int(gib * 2**30),
+            compressratio=None if gib is None else {"lz4": 1.19, "zstd-1": 1.48}[compression]))
+    charts.write(sections(store.results()), tmp_path, ("svg",))
+    store.close()
+    texts = " ".join(t.text or "" for t in ET.parse(tmp_path / "bench-fits-copy-pareto.svg").getroot().iter(f"{SVG}text"))
+    assert "zstd-1 / 512K (size of 1M)" in texts and "on-disk size measured at another recordsize" in texts
 
 
 HIDE = "import sys; sys.modules['matplotlib'] = None\n"

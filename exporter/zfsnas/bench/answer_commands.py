@@ -12,12 +12,13 @@ charts.py, html.py, recommend.py and compare.py.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 import time
 from collections.abc import Callable
 
-from . import charts, compare, crystaldiskmark, html, tables
+from . import charts, compare, crystaldiskmark, document, html, tables
 from .axes import SelectorError, parse_selector
 from .config import differs_text, look_alikes
 from .options import OutputError, check_chart_dir, check_output_file, fraction, weight, write_output
@@ -95,19 +96,35 @@ def cmd_list(args: argparse.Namespace) -> int:
         rows = rows[-50:]
     configs = {r.config_id: r.configuration for r in rows}
     alikes = look_alikes(list(configs.values()))
-    print("id\tstarted (UTC)\tstatus\tmatrix\tworkload\tconfig\tcompression\trecordsize\tencryption\tsize\tpool"
+    clients = _client_clocks(store)
+    print("id\tstarted\tstatus\tmatrix\tworkload\tconfig\tcompression\trecordsize\tencryption\tsize\tpool"
           "\tMB/s\tratio\tdiffers")
     for r in rows:
         labels = configs[r.config_id].labels
         mbs = "" if r.throughput_bytes_per_second is None else f"{r.throughput_bytes_per_second / 1e6:.1f}"
         ratio = "" if r.compressratio is None else f"{r.compressratio:.2f}"
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r.started))
+        when = clients.get(r.run_id) or time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(r.started))
         print(f"{r.id}\t{when}\t{r.status}\t{r.matrix}\t{r.workload}\t{r.config_id}"
               f"\t{labels['compression']}\t{labels['recordsize']}\t{labels['encryption']}\t{r.size}\t{r.pool}"
               f"\t{mbs}\t{ratio}\t{differs_text(alikes[r.config_id])}")
     if not rows:
         print(f"(no results in {store.path})", file=sys.stderr)
     return 0
+
+
+def _client_clocks(store: ReadOnlyStore) -> dict[str, str]:
+    """{run id: when} of imports whose time is the client's own clock as the file printed it (a
+    CrystalDiskMark `Date:` has no time zone): shown as such, never as UTC."""
+    out = {}
+    for run in store.matrix_runs():
+        try:
+            details = json.loads(run.parameters or "{}")
+        except ValueError:
+            continue
+        if isinstance(details, dict) and details.get("date") and str(details.get("source", "")).startswith(
+                "crystaldiskmark"):
+            out[run.id] = f"{details['date']} (the client's local time)"
+    return out
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -124,8 +141,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     found = _sections(store, args.matrix)
     try:
         renderers: dict[str, Callable[[list[Section]], str]] = {
-            "markdown": lambda s: tables.markdown(s, baseline, args.cdm_format),
-            "csv": lambda s: tables.to_csv(s, baseline, args.cdm_format),
+            "markdown": lambda s: document.markdown(s, baseline, args.cdm_format),
+            "csv": lambda s: document.to_csv(s, baseline, args.cdm_format),
             "html": lambda s: html.page(s, baseline=baseline, cdm=args.cdm_format)}
         text = renderers[args.format](found)
     except SelectorError as exc:
@@ -136,18 +153,21 @@ def cmd_report(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     for directory, fmt in chart_dirs:
-        paths = charts.write(found, directory, (fmt,))
+        paths = charts.write(found, directory, (fmt,), baseline=baseline)
         log.info("%d %s chart(s) written to %s", len(paths), fmt.upper(), directory)
     return 0
 
 
 def cmd_recommend(args: argparse.Namespace) -> int:
+    """The findings first (the pick closes them), then the details; exit 0 whenever it answers, a
+    pick per setting included."""
     minimum = parse_throughput(args.min_throughput) if args.min_throughput else 0.0
     store = _store(args)
     [section] = _sections(store, args.matrix)
     rec = recommend(section, args.speed_weight, minimum, args.workload)
-    sys.stdout.write(render_recommendation(rec))
-    return 0 if rec.pick else 1
+    lines = document.finding_lines([(section, document.opening(section, rec))])
+    sys.stdout.write("\n".join(lines) + "\n\n" + render_recommendation(rec))
+    return 0 if rec.answered else 1
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -159,6 +179,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise AnswerError("--baseline goes with --by (compare --by volblocksize --baseline 4K)")
     store = _store(args)
     drop = compare.Rule.from_thresholds(args.max_drop)
+    opening: list[str] = []
     if args.by is not None:
         rows = compare.resolve(store, args.refs[0]) if args.refs else store.results("complete")
         if not rows:
@@ -166,24 +187,36 @@ def cmd_compare(args: argparse.Namespace) -> int:
         comparisons = []
         for section in sections(rows):
             try:
-                comparisons.append(compare.compare_by(section, args.by, args.baseline))
+                comparison = compare.compare_by(section, args.by, args.baseline)
             except compare.CompareError as exc:
                 if len({r.matrix for r in rows}) == 1:
                     raise
                 log.info("%s", exc)
+                continue
+            comparisons.append(comparison)
+            lines = compare.finding_lines(comparison, [], [], section)
+            opening += lines if len({r.matrix for r in rows}) == 1 else [f"{section.matrix}: {x}" for x in lines]
         if not comparisons:
             raise AnswerError(f"--by {args.by}: no matrix varies in it")
         found = [t for c in comparisons for t in compare.tables(c, drop)]
         regressed = False
+        sides: list[str] = []
     else:
         a, b = (compare.resolve(store, ref) for ref in args.refs)
         comparison = compare.compare(a, b, drop)
         found = compare.tables(comparison, drop)
         regressed = any(c.verdict == "regression" for c in comparison.changes)
-        if args.format == "markdown":
-            sys.stdout.write("".join(f"{line}\n" for line in compare.describe_sides(a, b)) + "\n")
-    render = tables.table_markdown if args.format == "markdown" else tables.table_csv
-    sys.stdout.write("\n".join(render(t) for t in found))
+        opening = compare.finding_lines(comparison, a, b)
+        sides = compare.describe_sides(a, b)
+    if args.format == "markdown":
+        sys.stdout.write("".join(f"- {line}\n" for line in opening) + "\n"
+                         + "".join(f"{line}\n" for line in sides) + ("\n" if sides else ""))
+        sys.stdout.write("\n".join(tables.table_markdown(t) for t in found))
+    else:
+        sys.stdout.write("".join(f"# {line}\n" for line in opening))
+        with tables.precise():
+            found = [t for c in (comparisons if args.by is not None else [comparison]) for t in compare.tables(c, drop)]
+        sys.stdout.write("\n".join(tables.table_csv(t) for t in found))
     return 1 if regressed else 0
 
 

@@ -83,6 +83,18 @@ def mean_latency_us(fio_json: str | None) -> float | None:
     return total / weight / 1000 if weight else None
 
 
+def _disk_share(row: ResultRow, direction: str) -> float | None:
+    """Bytes the pool's disks read or wrote (`direction`: read_bytes, written_bytes) per byte the
+    workload moved: a mirror writes every byte to each of its disks, RAID-Z adds parity."""
+    if not row.disks or not row.bytes:
+        return None
+    try:
+        disks = json.loads(row.disks)
+        return sum(float(d.get(direction) or 0) for d in disks.values()) / float(row.bytes)
+    except (ValueError, AttributeError, TypeError):
+        return None
+
+
 # A figure of a result row: name -> function of the row. Units are the stored ones (bytes, seconds,
 # ratios); tables and charts scale them for reading.
 FIGURES: dict[str, Callable[[ResultRow], float | None]] = {
@@ -93,6 +105,10 @@ FIGURES: dict[str, Callable[[ResultRow], float | None]] = {
     "logical": lambda r: r.logicalused_bytes,
     "cpu_user": lambda r: _cpu_share(r, r.cpu_user_seconds),
     "cpu_system": lambda r: _cpu_share(r, r.cpu_system_seconds),
+    "cpu": lambda r: _cpu_share(r, None if r.cpu_user_seconds is None or r.cpu_system_seconds is None
+                                else r.cpu_user_seconds + r.cpu_system_seconds),
+    "disk_written": lambda r: _disk_share(r, "written_bytes"),
+    "disk_read": lambda r: _disk_share(r, "read_bytes"),
     "iops": lambda r: r.iops,
     "latency_us": lambda r: r.latency_us if r.latency_us is not None else mean_latency_us(r.fio_json),
 }
@@ -220,12 +236,29 @@ class Section:
 
     def percent_of_uncompressed(self, summary: Summary) -> float | None:
         """On-disk size as % of uncompressed: against the `off` configuration when the matrix has one
-        (off = 100 %), else against the logical size ZFS reports."""
+        (off = 100 %), else against the logical size ZFS reports, else 1 / the compression ratio."""
         used = summary.median("used")
         if used is None:
             return None
         base = self.uncompressed_used(summary) or summary.median("logical")
-        return used / base * 100 if base else None
+        if base:
+            return used / base * 100
+        ratio = summary.median("ratio")
+        return 100 / ratio if ratio else None
+
+    def percent_digits(self, summary: Summary) -> int:
+        """Decimals `percent_of_uncompressed` deserves: 1 from sizes; from a ratio only what its own
+        decimals carry (1/1.19 is 84 %, not 84.03 %: 1.19 means 1.185 to 1.195)."""
+        if self.uncompressed_used(summary) or summary.median("logical"):
+            return 1
+        return min(1, max(0, self.ratio_digits(summary) - 2))
+
+    def ratio_digits(self, summary: Summary) -> int:
+        """Decimals of the compression ratio as recorded (ZFS prints two; a ratio from sizes has more),
+        2 to 3: 1.19 is not shown as 1.190."""
+        stat = summary.get("ratio")
+        decimals = max((len(f"{v:.6f}".rstrip("0").partition(".")[2]) for v in stat.values), default=2) if stat else 2
+        return min(3, max(2, decimals))
 
 
 def _same_except(a: Configuration, b: Configuration, *keys: str) -> bool:
