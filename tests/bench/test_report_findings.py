@@ -7,25 +7,23 @@ code writes it."""
 
 from __future__ import annotations
 
-import math
-import random
 import re
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+
 from zfsnas.bench import html
 from zfsnas.bench.axes import magnitude
 from zfsnas.bench.cli import main
-from zfsnas.bench.config import pairs
 from zfsnas.bench.document import opening
 from zfsnas.bench.findings import MOST
 from zfsnas.bench.report import sections
-from zfsnas.bench.store import ResultFigures, Store
+from zfsnas.bench.store import Store
 from zfsnas.bench.tables import configurations_table, section_tables
 
-from .configs import MIRRORS, RAIDZ2, configuration
 from .seeds import LOADERS, seeded_store
+from .variations import load_variation
 
 ROOT = Path(__file__).resolve().parents[2]
 PUBLISHED = ("fits-copy", "eight-disk-study", "iso-rsync", "archive-recordsize", "zvol-cdm")
@@ -231,104 +229,18 @@ def test_compare_and_recommend_open_with_findings_too(seeded, capsys):
 
 
 def test_the_docs_show_each_experiments_findings_as_the_code_writes_them(seeded):
-    """docs/benchmarks.md quotes each seed's block in a ```findings fence under a line naming the matrix."""
+    """docs/benchmarks.md quotes each seed's block as a quoted list under a comment naming the matrix."""
     found, _ = seeded
     docs = (ROOT / "docs" / "benchmarks.md").read_text()
-    blocks = dict(re.findall(r"<!-- findings: ([a-z0-9-]+) -->\n```\n(.*?)\n```", docs, re.S))
+    blocks = dict(re.findall(r"<!-- findings: ([a-z0-9-]+) -->\n((?:> - .*\n)+)", docs))
     assert set(blocks) >= set(PUBLISHED)
     for matrix in PUBLISHED:
-        assert blocks[matrix].splitlines() == [f"- {line}" for line in opening(found[matrix]).lines()], matrix
+        assert blocks[matrix].splitlines() == [f"> - {line}" for line in opening(found[matrix]).lines()], matrix
+    # and no longer says the FITS post kept its recordsize sweep's sizes to itself
+    assert "published no on-disk size for its recordsize sweep" not in docs
 
 
 # --- invariants over seeded variations of every kind of matrix ----------------------------------------------
-
-SIZES = ("4K", "8K", "16K", "32K", "64K", "128K", "256K", "512K", "1M")
-AXES = {
-    "compression": ("off", "lz4", "zstd-1", "zstd-3", "zstd-fast-10", "gzip-9"),
-    "recordsize": SIZES[4:],
-    "volblocksize": SIZES[:5],
-    "encryption": ("off", "aes-256-gcm"),
-    "ram": ("8G", "16G", "32G", "64G"),
-    "ntfs_cluster": ("4K", "64K"),
-    "layout": ("mirror", "raidz2"),
-    "partition": ("whole disk", "partition"),
-    "size": ("5G", "10G", "20G", "70G"),
-}
-WORKLOADS = ("seq-write", "seq-read", "cdm-rnd4k-q32t1-write", "cdm-seq1m-q8t1-read", "copy")
-
-
-def variation(seed: int):
-    """A matrix of a random shape: 1-3 axes (never recordsize with volblocksize), 1-3 workloads, cells
-    dropped at random, run in a shuffled order, one or three repeats, and figures from random effects
-    (each value of each axis a factor, one random interaction), some figures not measured at all."""
-    rng = random.Random(seed)
-    names = [n for n in AXES if n != "volblocksize"] if rng.random() < 0.5 else [n for n in AXES if n != "recordsize"]
-    chosen = rng.sample(names, rng.randint(1, 3))
-    values = {n: rng.sample(AXES[n], rng.randint(2, min(4, len(AXES[n])))) for n in chosen}
-    workloads = rng.sample(WORKLOADS, rng.randint(1, 3))
-    effect = {(n, v): math.exp(rng.gauss(0, 0.4)) for n in chosen for v in values[n]}
-    twist = (rng.choice(chosen), rng.choice(workloads), math.exp(rng.gauss(0, 1.0)))
-    repeats = rng.choice((1, 3))
-    measured = {"used": rng.random() < 0.6, "cpu": rng.random() < 0.5, "disks": rng.random() < 0.3,
-                "ratio": rng.random() < 0.5}
-    cells = [dict(zip(chosen, combo)) for combo in _product([values[n] for n in chosen])]
-    cells = [(w, c) for w in workloads for c in cells if rng.random() < 0.85]
-    rng.shuffle(cells)
-    return chosen, cells, effect, twist, repeats, measured, rng
-
-
-def _product(lists):
-    out = [[]]
-    for values in lists:
-        out = [o + [v] for o in out for v in values]
-    return [tuple(o) for o in out]
-
-
-def _config(workload: str, cell: dict[str, str]):
-    props = {"compression": cell.get("compression", "lz4"), "encryption": cell.get("encryption", "off")}
-    if "volblocksize" in cell:
-        props.update(recordsize="", volblocksize=cell["volblocksize"])
-    layout = dict(MIRRORS if cell.get("layout") == "mirror" else RAIDZ2)
-    if "partition" in cell:
-        layout["partition"] = cell["partition"]
-    labels = {k: cell[k] for k in ("ram", "ntfs_cluster") if k in cell}
-    return configuration(matrix="variation", workload=workload, recordsize=cell.get("recordsize", "1M"),
-                         size=cell.get("size", "16G"), properties=props, layout=pairs(layout),
-                         pool="fast" if cell.get("layout") == "mirror" else "tank",
-                         user_labels=pairs(labels))
-
-
-def load_variation(store: Store, seed: int) -> None:
-    chosen, cells, effect, twist, repeats, measured, rng = variation(seed)
-    run = f"var-{seed}"
-    store.start_matrix(run, "variation", "tank/scratch", len(cells))
-    for n, (workload, cell) in enumerate(cells, 1):
-        factor = math.prod(effect[a, v] for a, v in cell.items())
-        if workload == twist[1] and twist[0] in cell and cell[twist[0]] == sorted(cell and [cell[twist[0]]])[0]:
-            factor *= twist[2]
-        base = {"seq-write": 800.0, "seq-read": 1100.0, "copy": 180.0}.get(workload, 90.0)
-        for repeat in range(repeats):
-            jitter = 1 + (rng.uniform(-0.02, 0.02) if repeats > 1 else 0)
-            mbs = base * factor * jitter
-            logical = 16 * 2**30
-            ratio = round(1 + 1.5 * effect.get(("compression", cell.get("compression", "")), 0.5) % 1.5, 2)
-            figures = dict(throughput_bytes_per_second=mbs * 1e6, bytes=int(mbs * 1e6 * 60))
-            if measured["used"]:
-                figures.update(used_bytes=int(logical / ratio), logicalused_bytes=logical)
-            if measured["ratio"]:
-                figures.update(compressratio=ratio)
-            if measured["cpu"]:
-                busy = min(90.0, 10 * factor * jitter)
-                figures.update(cpu_user_seconds=busy * 0.3, cpu_system_seconds=busy * 0.7, cpu_iowait_seconds=2.0,
-                               cpu_idle_seconds=98.0 - busy)
-            if measured["disks"]:
-                written = mbs * 1e6 * 60 * (2.0 if cell.get("layout") == "mirror" else 1.34)
-                figures.update(disks={"sda": {"written_bytes": int(written / 2), "read_bytes": 0},
-                                      "sdb": {"written_bytes": int(written / 2), "read_bytes": 0}})
-            store.record_result(run, n, _config(workload, cell), repeat=repeat + 1, started=1e9 + n * 100 + repeat,
-                                finished=1e9 + n * 100 + repeat + 60, figures=ResultFigures(**figures))
-    store.finish_matrix(run, "complete")
-
 
 NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?![\w.])")
 
@@ -350,45 +262,64 @@ def check_invariants(section) -> None:
         "RND 4KiB Q32T1 write", "SEQ 1MiB Q8T1 read", "seq-write", "seq-read", "copy"} | {
         s.label for s in section.summaries}
     for finding in block.sentences:
-        text = finding.text
-        # every comparison cited: its figures are the configurations table's cells
-        for c in finding.evidence:
-            header = next(h for h in config[c.a.id] if h == _column(c.measure.figure, config[c.a.id]))
-            assert _median(config[c.a.id][header]) == c.a_text, (text, header)
-            assert _median(config[c.b.id][header]) == c.b_text, (text, header)
-        # every number it says is one it cites (from the evidence, or a named table's cell)
-        for title, column, cell in finding.elsewhere:
-            assert any(row[tables[title].headers.index(column)] == cell for row in tables[title].rows)
+        _cites_the_tables(finding, config, tables)
         if finding.about in ("pick", "noise", "nothing"):
             continue
-        stripped = re.sub(r"\b\d+ (workloads|settings)\b", " ", text)     # counts, not figures
-        for name in sorted(names, key=len, reverse=True):
-            stripped = stripped.replace(name, " ")
-        cited = {n.lstrip("+-") for n in finding.numbers} | {x[2] for x in finding.elsewhere}
-        for token in NUMBER.findall(stripped):
-            assert token.lstrip("+-") in cited, (token, text)
-        # directions agree with the figures: `+x % (b vs a` and `-x % (b vs a`
-        for pct, b, a in re.findall(r"([-+]\d+(?:\.\d+)?) % \((\d+(?:\.\d+)?) vs (\d+(?:\.\d+)?)", text):
-            assert (float(pct) > 0) == (float(b) > float(a)), text
-            assert abs(float(pct) - (float(b) / float(a) - 1) * 100) <= 0.51 + 100 * 0.05 / float(a), text
-        for pts, b, a in re.findall(r"([-+]\d+(?:\.\d+)?) points \((\d+(?:\.\d+)?) vs (\d+(?:\.\d+)?)", text):
-            assert abs(float(pts) - (float(b) - float(a))) <= 0.11, text
-        for a, b, pct in re.findall(r"(\d+(?:\.\d+)?) to (\d+(?:\.\d+)?) (?:MB/s|GiB|MiB|KiB|%)? ?\(([-+]\d+(?:\.\d+)?) %\)",
-                                    text):
-            assert (float(pct) > 0) == (float(b) > float(a)), text
-        for chain in re.findall(r"(?:[\w./-]+ \d+(?:\.\d+)? [<>] )+[\w./-]+ \d+(?:\.\d+)?", text):
-            figures = [float(x) for x in re.findall(r" (\d+(?:\.\d+)?)(?: [<>]|$)", chain)]
-            assert figures == sorted(figures, reverse=">" in chain), chain
-        for kind, start, end in re.findall(r"(rises|falls) from (\d+(?:\.\d+)?) \S* ?at \S+ to (\d+(?:\.\d+)?)", text):
-            assert (float(end) > float(start)) == (kind == "rises"), text
-        # the noise said as the repeats have it
-        if all(s.runs < 2 for s in section.summaries):
-            assert "repeats' spread" not in text
-        if "beyond the repeats' spread" in text:
-            assert any(c.noise == "beyond" for c in finding.evidence), text
-        if "within the repeats' spread" in text:
-            assert any(c.noise == "within" for c in finding.evidence), text
-    # the axes' values in their natural order, in the tables too
+        _says_only_what_it_cites(finding, names)
+        _directions_agree(finding.text)
+        _noise_as_the_repeats_have_it(finding, section)
+    _natural_order(section, tables)
+
+
+def _cites_the_tables(finding, config, tables) -> None:
+    """Every comparison cited: its figures are the configurations table's cells; every number from
+    another table is one of its cells."""
+    for c in finding.evidence:
+        header = _column(c.measure.figure, config[c.a.id])
+        assert _median(config[c.a.id][header]) == c.a_text, (finding.text, header)
+        assert _median(config[c.b.id][header]) == c.b_text, (finding.text, header)
+    for title, column, cell in finding.elsewhere:
+        assert any(row[tables[title].headers.index(column)] == cell for row in tables[title].rows)
+
+
+def _says_only_what_it_cites(finding, names) -> None:
+    stripped = re.sub(r"\b\d+ (workloads|settings)\b", " ", finding.text)     # counts, not figures
+    for name in sorted(names, key=len, reverse=True):
+        stripped = stripped.replace(name, " ")
+    cited = {n.lstrip("+-") for n in finding.numbers} | {x[2] for x in finding.elsewhere}
+    for token in NUMBER.findall(stripped):
+        assert token.lstrip("+-") in cited, (token, finding.text)
+
+
+def _directions_agree(text: str) -> None:
+    """`+x % (b vs a`, `+x points (b vs a`, `a to b (+x %)`, `v1 x > v2 y`, `rises/falls from a to b`."""
+    for pct, b, a in re.findall(r"([-+]\d+(?:\.\d+)?) % \((\d+(?:\.\d+)?) vs (\d+(?:\.\d+)?)", text):
+        assert (float(pct) > 0) == (float(b) > float(a)), text
+        assert abs(float(pct) - (float(b) / float(a) - 1) * 100) <= 0.51 + 100 * 0.05 / float(a), text
+    for pts, b, a in re.findall(r"([-+]\d+(?:\.\d+)?) points \((\d+(?:\.\d+)?) vs (\d+(?:\.\d+)?)", text):
+        assert abs(float(pts) - (float(b) - float(a))) <= 0.11, text
+    for a, b, pct in re.findall(r"(\d+(?:\.\d+)?) to (\d+(?:\.\d+)?) (?:MB/s|GiB|MiB|KiB|%)? ?\(([-+]\d+(?:\.\d+)?) %\)",
+                                text):
+        assert (float(pct) > 0) == (float(b) > float(a)), text
+    for chain in re.findall(r"(?:[\w./-]+ \d+(?:\.\d+)? [<>] )+[\w./-]+ \d+(?:\.\d+)?", text):
+        figures = [float(x) for x in re.findall(r" (\d+(?:\.\d+)?)(?: [<>]|$)", chain)]
+        assert figures == sorted(figures, reverse=">" in chain), chain
+    for kind, start, end in re.findall(r"(rises|falls) from (\d+(?:\.\d+)?) \S* ?at \S+ to (\d+(?:\.\d+)?)", text):
+        assert (float(end) > float(start)) == (kind == "rises"), text
+
+
+def _noise_as_the_repeats_have_it(finding, section) -> None:
+    text = finding.text
+    if all(s.runs < 2 for s in section.summaries):
+        assert "repeats' spread" not in text
+    if "beyond the repeats' spread" in text:
+        assert any(c.noise == "beyond" for c in finding.evidence), text
+    if "within the repeats' spread" in text:
+        assert any(c.noise == "within" for c in finding.evidence), text
+
+
+def _natural_order(section, tables) -> None:
+    """The axes' values in their natural order, in the tables' columns too."""
     for axis in section.axes:
         sized = [v for v in axis.values if magnitude(v) is not None]
         assert sized == sorted(sized, key=magnitude)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 import pytest
+
 from zfsnas.bench import charts, compare
 from zfsnas.bench.axes import parse_selector
 from zfsnas.bench.cli import main

@@ -171,6 +171,8 @@ def cmd_recommend(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    """The findings first (`- ` lines; CSV: `# ` lines), the sides, then the tables; exit 1 when a
+    configuration regressed."""
     if args.by is None and len(args.refs) != 2:
         raise AnswerError("compare takes two references (A B), or --by AXIS with at most one")
     if args.by is not None and len(args.refs) > 1:
@@ -179,45 +181,49 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise AnswerError("--baseline goes with --by (compare --by volblocksize --baseline 4K)")
     store = _store(args)
     drop = compare.Rule.from_thresholds(args.max_drop)
-    opening: list[str] = []
     if args.by is not None:
-        rows = compare.resolve(store, args.refs[0]) if args.refs else store.results("complete")
-        if not rows:
-            raise AnswerError(f"{store.path} holds no complete result yet")
-        comparisons = []
-        for section in sections(rows):
-            try:
-                comparison = compare.compare_by(section, args.by, args.baseline)
-            except compare.CompareError as exc:
-                if len({r.matrix for r in rows}) == 1:
-                    raise
-                log.info("%s", exc)
-                continue
-            comparisons.append(comparison)
-            lines = compare.finding_lines(comparison, [], [], section)
-            opening += lines if len({r.matrix for r in rows}) == 1 else [f"{section.matrix}: {x}" for x in lines]
-        if not comparisons:
-            raise AnswerError(f"--by {args.by}: no matrix varies in it")
-        found = [t for c in comparisons for t in compare.tables(c, drop)]
-        regressed = False
+        comparisons, opening = _compare_by(store, args)
         sides: list[str] = []
     else:
         a, b = (compare.resolve(store, ref) for ref in args.refs)
-        comparison = compare.compare(a, b, drop)
-        found = compare.tables(comparison, drop)
-        regressed = any(c.verdict == "regression" for c in comparison.changes)
-        opening = compare.finding_lines(comparison, a, b)
+        comparisons = [compare.compare(a, b, drop)]
+        opening = compare.finding_lines(comparisons[0], a, b)
         sides = compare.describe_sides(a, b)
+    regressed = any(c.verdict == "regression" for comparison in comparisons for c in comparison.changes)
     if args.format == "markdown":
         sys.stdout.write("".join(f"- {line}\n" for line in opening) + "\n"
                          + "".join(f"{line}\n" for line in sides) + ("\n" if sides else ""))
-        sys.stdout.write("\n".join(tables.table_markdown(t) for t in found))
+        sys.stdout.write("\n".join(tables.table_markdown(t) for c in comparisons for t in compare.tables(c, drop)))
     else:
         sys.stdout.write("".join(f"# {line}\n" for line in opening))
         with tables.precise():
-            found = [t for c in (comparisons if args.by is not None else [comparison]) for t in compare.tables(c, drop)]
+            found = [t for c in comparisons for t in compare.tables(c, drop)]
         sys.stdout.write("\n".join(tables.table_csv(t) for t in found))
     return 1 if regressed else 0
+
+
+def _compare_by(store: ReadOnlyStore, args: argparse.Namespace) -> tuple[list[compare.Comparison], list[str]]:
+    """`compare --by AXIS [REF]`: a comparison per matrix that varies in AXIS, and their findings
+    (each line after its matrix when there are several)."""
+    rows = compare.resolve(store, args.refs[0]) if args.refs else store.results("complete")
+    if not rows:
+        raise AnswerError(f"{store.path} holds no complete result yet")
+    several = len({r.matrix for r in rows}) > 1
+    comparisons, opening = [], []
+    for section in sections(rows):
+        try:
+            comparison = compare.compare_by(section, args.by, args.baseline)
+        except compare.CompareError as exc:
+            if not several:
+                raise
+            log.info("%s", exc)
+            continue
+        comparisons.append(comparison)
+        lines = compare.finding_lines(comparison, [], [], section)
+        opening += [f"{section.matrix}: {x}" for x in lines] if several else lines
+    if not comparisons:
+        raise AnswerError(f"--by {args.by}: no matrix varies in it")
+    return comparisons, opening
 
 
 COMMANDS = {"list": cmd_list, "report": cmd_report, "recommend": cmd_recommend, "compare": cmd_compare}

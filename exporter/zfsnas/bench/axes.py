@@ -151,7 +151,8 @@ def _rank(key: str) -> tuple[int, str]:
 
 def axes(configs: Iterable[Configuration]) -> list[Axis]:
     """The axes of `configs` (in their order): every identity field but the workload whose value
-    differs among them, fields that partition them the same way merged into one axis."""
+    differs among them, fields that partition them the same way merged into one axis, named after
+    the first of them (in `_ORDER`) that every configuration recorded."""
     configs = list(configs)
     flats = [c.flat() for c in configs]
     keys = sorted({k for f in flats for k in f}, key=_rank)
@@ -166,10 +167,30 @@ def axes(configs: Iterable[Configuration]) -> list[Axis]:
         signatures.setdefault(tuple(order.index(v) for v in values), []).append(key)
     out = []
     for group in signatures.values():
-        primary = [k for k in group if k not in CONSEQUENCES] or group
+        # Named after a field every configuration recorded (the `--set client=` a user gave), before
+        # fields some of them lack (the properties of a zvol a client's local disk does not have).
+        primary = sorted([k for k in group if k not in CONSEQUENCES] or group,
+                         key=lambda k: (any(f.get(k, UNKNOWN) == UNKNOWN for f in flats), _rank(k)))
         ordered = primary + [k for k in group if k not in primary]
         out.append(Axis(short_name(ordered[0]), tuple(ordered), natural(axis_value(ordered, f) for f in flats)))
     return sorted(out, key=lambda a: _rank(a.keys[0]))
+
+
+def unrecorded(value: str) -> bool:
+    """An axis value that records nothing: `unknown`, or `unknown (unknown, unknown)` of a merged axis."""
+    return not set(re.split(r"[ (),]+", value)) - {"", UNKNOWN}
+
+
+def agreement(a: Sequence[str], b: Sequence[str]) -> int | None:
+    """How many values two settings (the same axes' values) share, None when one differs. A value one
+    side did not record (a client's local disk has no volblocksize) tells nothing apart: no difference."""
+    same = 0
+    for x, y in zip(a, b):
+        if x == y:
+            same += 1
+        elif not (unrecorded(x) or unrecorded(y)):
+            return None
+    return same
 
 
 # --- selectors ---------------------------------------------------------------------------------------

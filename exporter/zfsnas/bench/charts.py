@@ -272,7 +272,10 @@ def _panels(section: Section, plt: Any, figure: str, scale: float, ylabel: str, 
     if not workloads:
         return None
     names = _Series(others, {})
-    series = list(dict.fromkeys(names.of(s) for s in section.summaries if s.workload in workloads and s.get(figure)))
+    measured = [s for s in section.summaries if s.workload in workloads and s.get(figure)]
+    # series in the natural order of the other axes' values (16G before 64G), not as the runs came
+    ordered = sorted(measured, key=lambda s: tuple(a.values.index(a.value(s.config)) for a in others))
+    series = list(dict.fromkeys(names.of(s) for s in ordered))
     bars = _Series(others, {name: SERIES[i % len(SERIES)] for i, name in enumerate(series)})
     shown = workloads[:12]
     cols = min(4, len(shown))
@@ -312,6 +315,10 @@ def space_chart(section: Section, plt: Any, baseline: Selector | None = None) ->
     group = [s for s in section.summaries if s.get("used")]
     if len(group) < 2:
         return None
+    if section.axes and (len({s.workload for s in group}) > 1 or len(group) > 12):
+        # too many bars to label one by one: the sizes themselves, a panel per workload
+        name, unit = size_unit(s.median("used") for s in group)
+        return _panels(section, plt, "used", 1 / unit, f"on disk ({name})", "on-disk size")
     bases = [baseline_of(section, s, baseline) for s in group]
     pairs = [(s, b) for s, b in zip(group, bases) if b is not None]
     if len(pairs) < 2:
@@ -446,13 +453,13 @@ def pareto_chart(section: Section, plt: Any) -> Any:
     middle = (min(xs) + max(xs)) / 2
     sides = {side: [i for i, x in enumerate(xs) if (x <= middle) == (side == "left")] for side in ("left", "right")}
     for side, members in sides.items():
-        heights = _spread([ys[i] for i in members], span_y * 0.07)
+        heights = _spread([ys[i] for i in members], span_y * 0.08)
         for i, ly in zip(members, heights):
             c = sized[i]
             text = c.label    # the pick is the star (legend): a longer label would leave the axes
             if c.space_from:
                 text += f" (size of {c.space_from.rsplit(' / ', 1)[-1]})"
-            dx = span_x * 0.04 * (-1 if side == "left" else 1)
+            dx = span_x * 0.09 * (-1 if side == "left" else 1)
             ax.annotate(text, (xs[i], ys[i]), xytext=(xs[i] + dx, ly), textcoords="data", va="center",
                         ha="right" if side == "left" else "left", fontsize=9,
                         fontweight="bold" if c in front else "normal", color="#222222",

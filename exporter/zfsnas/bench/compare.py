@@ -23,7 +23,6 @@ pairing and their tables; reads the store, writes nothing.
 from __future__ import annotations
 
 import os
-import re
 import sys
 import sysconfig
 import time
@@ -33,7 +32,19 @@ from pathlib import Path
 from typing import Any
 
 from ..sources.benchschema import ResultRow
-from .axes import Axis, SelectorError, axes, keys_named, matches, natural, parse_selector, readable, short_name, workload_text
+from .axes import (
+    Axis,
+    SelectorError,
+    agreement,
+    axes,
+    keys_named,
+    matches,
+    natural,
+    parse_selector,
+    readable,
+    short_name,
+    workload_text,
+)
 from .config import UNKNOWN, Configuration, differences
 from .findings import MOST, findings
 from .report import Section, Stat, Summary, sections, summarise
@@ -287,23 +298,6 @@ def compare(a_rows: list[ResultRow], b_rows: list[ResultRow], rule: Rule | float
     return out
 
 
-def _unknown(value: str) -> bool:
-    """An axis value that records nothing: `unknown`, or `unknown (unknown, unknown)` of a merged axis."""
-    return not set(re.split(r"[ (),]+", value)) - {"", UNKNOWN}
-
-
-def _agree(a: tuple[str, ...], b: tuple[str, ...]) -> int | None:
-    """How many values two settings share, None when one differs; a value not recorded on one side
-    (a client's local disk has no volblocksize) tells nothing apart, so it is no difference."""
-    same = 0
-    for x, y in zip(a, b):
-        if x == y:
-            same += 1
-        elif not (_unknown(x) or _unknown(y)):
-            return None
-    return same
-
-
 def _by_axis(section: Section, name: str) -> Axis | None:
     """The axis `--by NAME` means: one of the section's, or, when NAME is one field of an axis of
     several that move together (a label `client` with the pool and properties of what it measured),
@@ -330,8 +324,8 @@ def compare_by(section: Section, name: str, baseline: str | None = None) -> Comp
         known = ", ".join(x.name for x in section.axes) or "none"
         raise CompareError(f"--by {name}: {section.matrix} does not vary in it (its axes: {known})")
     base = baseline or axis.values[0]
-    if base not in axis.values:
-        base = next((v for v in axis.values if v.lower() == base.lower()), base)
+    if base not in axis.values:   # as the user spells it: any case, the axis's own field alone (`local-nvme`)
+        base = next((v for v in axis.values if base.lower() in (v.lower(), v.split(" (")[0].lower())), base)
     if base not in axis.values:
         raise CompareError(f"--baseline {base}: {axis.name} of {section.matrix} is one of {', '.join(axis.values)}")
     others = [x for x in section.axes if not set(x.keys) & set(axis.keys)]
@@ -344,7 +338,7 @@ def compare_by(section: Section, name: str, baseline: str | None = None) -> Comp
             continue
         mine = tuple(x.value(s.config) for x in others)
         twins = [(agree, b) for b in bases if b.workload == s.workload
-                 and (agree := _agree(tuple(x.value(b.config) for x in others), mine)) is not None]
+                 and (agree := agreement(tuple(x.value(b.config) for x in others), mine)) is not None]
         if twins:
             twin = max(twins, key=lambda t: t[0])[1]
             out.pairs.append(Pair(twin, s, mine, (base, value)))

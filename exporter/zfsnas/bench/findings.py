@@ -22,7 +22,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .axes import Axis, magnitude, workload_text
+from .axes import Axis, agreement, axis_value, magnitude, workload_text
 from .report import GIB, SIZE_KEYS, Section, Stat, Summary
 from .tables import Column, Table, figure_columns
 
@@ -203,31 +203,41 @@ def _unit(measure: Measure, column: Column) -> str:
 # --- comparisons -----------------------------------------------------------------------------------------
 
 def _comparisons(section: Section, axis: Axis, measure: Measure, column: Column) -> list[Comparison]:
-    """Within every setting of the other axes and every workload, each value of `axis` against its
-    reference value there (the first in natural order when the reference was not measured)."""
+    """Each configuration at a value of `axis` against its twin at the reference value (`off`, the
+    smallest size, the first run; within a setting where the reference was not measured, the first
+    value there): the same workload and the same values of the other axes, a value one side did not
+    record matching any (compare --by pairs the same way)."""
     others = [a for a in section.axes if a is not axis]
+    measured = [s for s in section.summaries if measure.value(s) is not None]
+    setting = {s.id: tuple(axis_value(o.keys, s.flat) for o in others) for s in measured}
+    value_of = {s.id: axis_value(axis.keys, s.flat) for s in measured}
+    exact: dict[tuple, list[Summary]] = {}
+    by_workload: dict[str, list[Summary]] = {}
+    for s in measured:
+        exact.setdefault((s.workload, setting[s.id]), []).append(s)
+        by_workload.setdefault(s.workload, []).append(s)
     out = []
-    for group in section.groups(axis.keys):
-        by_value = {axis.value(s.config): s for s in group if measure.value(s) is not None}
-        if len(by_value) < 2:
+    for b in measured:
+        value = value_of[b.id]
+        # the same setting exactly; only when it has no other value, the settings that agree with it
+        pool = [a for a in exact[b.workload, setting[b.id]] if a is not b] or by_workload[b.workload]
+        twins = [(agree, a) for a in pool if value_of[a.id] != value
+                 and (agree := agreement(setting[a.id], setting[b.id])) is not None]
+        present = {value_of[a.id] for _agree, a in twins} | {value}
+        ref = axis.reference if axis.reference in present else next(v for v in axis.values if v in present)
+        twins = [(agree, a) for agree, a in twins if value_of[a.id] == ref]
+        if value == ref or not twins:
             continue
-        present = [v for v in axis.values if v in by_value]
-        ref = axis.reference if axis.reference in by_value else present[0]
-        a = by_value[ref]
-        setting = tuple((o.name, o.value(a.config)) for o in others)
-        a_stat = measure.value(a)
-        for value in present:
-            b = by_value[value]
-            b_stat = measure.value(b)
-            if value == ref or a_stat is None or b_stat is None:
-                continue
-            if max(a_stat.median, b_stat.median) / (100.0 if measure.kind == "points" else 1.0) < measure.least:
-                continue
-            a_text, b_text = column.text(section, a), column.text(section, b)
-            if float(a_text) <= 0 and measure.kind == "relative":
-                continue
-            out.append(Comparison(axis.name, measure, a.workload, setting, ref, value, a, b, a_text, b_text,
-                                  _noise(a_stat, b_stat)))
+        a = max(twins, key=lambda t: t[0])[1]
+        a_stat, b_stat = measure.value(a), measure.value(b)
+        assert a_stat is not None and b_stat is not None
+        if max(a_stat.median, b_stat.median) / (100.0 if measure.kind == "points" else 1.0) < measure.least:
+            continue
+        a_text, b_text = column.text(section, a), column.text(section, b)
+        if float(a_text) <= 0 and measure.kind == "relative":
+            continue
+        out.append(Comparison(axis.name, measure, b.workload, tuple(zip((o.name for o in others), setting[b.id])),
+                              ref, value, a, b, a_text, b_text, _noise(a_stat, b_stat)))
     return out
 
 

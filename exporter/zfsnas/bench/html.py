@@ -1,8 +1,8 @@
 """The report as one self-contained HTML page: what each matrix found first (document.opening: at
-most five sentences, the `recommend` pick last), then per matrix the pick's notes, the charts of
-charts.py embedded as data: URIs (PNG) and every table of tables.py, so the file can be mailed or
-attached to a forum post as is. Without matplotlib the page has the tables and says what to install.
-Owns the page's markup only.
+most five sentences, the `recommend` pick last), then per matrix the charts of charts.py embedded
+as data: URIs (PNG), the pick's notes (its line per workload and setting folded) and every table
+of tables.py, so the file can be mailed or attached to a forum post as is. Without matplotlib the
+page has the tables and says what to install. Owns the page's markup only.
 """
 
 from __future__ import annotations
@@ -55,7 +55,9 @@ def _pick_details(rec: Recommendation) -> str:
     notes = "".join(f"<br>{escape(n)}" for n in rec.notes)
     lines = "".join(f"<li>{escape(where)}: {escape(sentence)}</li>" for where, sentence in rec.per_workload)
     head = f'<p class="pick">{escape(rec.sentence)}{notes}</p>'
-    return head + (f'<ul class="note">{lines}</ul>' if lines else "")
+    # folded: one line per workload and setting would push the charts a screen down
+    return head + (f'<details><summary>the pick per workload and setting ({len(rec.per_workload)})</summary>'
+                   f'<ul class="note">{lines}</ul></details>' if lines else "")
 
 
 def page(sections: list[Section], title: str = "zfsnas-bench report", baseline: Selector | None = None,
@@ -77,12 +79,12 @@ def page(sections: list[Section], title: str = "zfsnas-bench report", baseline: 
         body.append(f'<p class="note">{escape(charts.INSTALL)}</p>')
     for section, rec, block in zip(sections, recs, blocks):
         body.append(f"<h2>{escape(section.title)}{': details' if single else ''}</h2>")
-        body.append(_pick_details(rec))
         if with_charts:
             for name, images in charts.render(section, baseline):
                 data = base64.b64encode(images["png"]).decode()
                 body.append(f'<figure><img class="chart" data-chart="{escape(name)}" alt="{escape(section.matrix)} '
                             f'{escape(name)} chart" src="data:image/png;base64,{data}"></figure>')
+        body.append(_pick_details(rec))
         evidence = block.table()
         body += [_table(t) for t in ([evidence] if evidence.rows else []) + section_tables(section, baseline, cdm)]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from ..sources.benchschema import ResultRow
-from .axes import Axis, axes
+from .axes import Axis, axes, axis_value
 from .config import UNKNOWN, Configuration, differs_text, look_alikes
 
 GIB = 2**30
@@ -123,9 +123,15 @@ class Summary:
     figures: dict[str, Stat]
     alikes: tuple[tuple[str, tuple[str, ...]], ...] = ()   # look-alikes (same series labels), what tells them apart
 
-    @property
+    @cached_property
     def id(self) -> str:
+        """The configuration's id (a hash of its canonical form: computed once, asked for often)."""
         return self.config.id
+
+    @cached_property
+    def flat(self) -> dict[str, str]:
+        """`config.flat()`, built once: what axes, groups and pairings read over and over."""
+        return self.config.flat()
 
     @property
     def workload(self) -> str:
@@ -217,22 +223,25 @@ class Section:
         """The configurations grouped by every identity field except `free`, in matrix order."""
         out: dict[tuple[tuple[str, str], ...], list[Summary]] = {}
         for s in self.summaries:
-            key = tuple(sorted((k, v) for k, v in s.config.flat().items() if k not in free))
+            key = tuple(sorted((k, v) for k, v in s.flat.items() if k not in free))
             out.setdefault(key, []).append(s)
         return list(out.values())
 
     def describe(self, summary: Summary, leave_out: tuple[str, ...] = ()) -> str:
         """What sets `summary` apart within the section: each axis's value (`volblocksize 4K, ram 16G`),
         axes in `leave_out` (by name) aside."""
-        return ", ".join(f"{a.name} {a.value(summary.config)}" for a in self.axes if a.name not in leave_out)
+        return ", ".join(f"{a.name} {axis_value(a.keys, summary.flat)}" for a in self.axes if a.name not in leave_out)
 
     def uncompressed_used(self, summary: Summary) -> float | None:
         """The on-disk bytes of the `compression=off` configuration that differs from `summary` only
         in compression (the ISO post's 100 %), else None."""
-        for other in self.summaries:
-            if other.compression == "off" and _same_except(other.config, summary.config, "property compression"):
-                return other.median("used")
-        return None
+        return self._uncompressed.get(_without(summary.flat, "property compression"))
+
+    @cached_property
+    def _uncompressed(self) -> dict[tuple[tuple[str, str], ...], float | None]:
+        """The `off` configurations' on-disk bytes by everything but their compression: built once."""
+        return {_without(s.flat, "property compression"): s.median("used") for s in self.summaries
+                if s.compression == "off"}
 
     def percent_of_uncompressed(self, summary: Summary) -> float | None:
         """On-disk size as % of uncompressed: against the `off` configuration when the matrix has one
@@ -261,9 +270,8 @@ class Section:
         return min(3, max(2, decimals))
 
 
-def _same_except(a: Configuration, b: Configuration, *keys: str) -> bool:
-    fa, fb = a.flat(), b.flat()
-    return all(fa.get(k) == fb.get(k) for k in set(fa) | set(fb) if k not in keys)
+def _without(flat: dict[str, str], key: str) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k, v) for k, v in flat.items() if k != key))
 
 
 def group_by_configuration(results: Iterable[ResultRow]) -> dict[str, tuple[Configuration, list[ResultRow]]]:
