@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from zfsnas.bench import crystaldiskmark
 from zfsnas.bench.cli import main
 from zfsnas.bench.report import sections

@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from zfsnas.bench.fio import (
     FioProcess,
     fio_version,

@@ -3,7 +3,6 @@
 import itertools
 
 import pytest
-
 from zfsnas.bench.guard import (
     Cleared,
     GuardError,

@@ -11,7 +11,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from zfsnas.bench.cli import main
 
 from .seeds import seeded_store

@@ -11,7 +11,6 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 import pytest
-
 from zfsnas.bench import charts, compare
 from zfsnas.bench.axes import parse_selector
 from zfsnas.bench.cli import main

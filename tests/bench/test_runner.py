@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from zfsnas.bench.cli import main
 from zfsnas.bench.runner import RunError, RunLock
 

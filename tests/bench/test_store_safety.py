@@ -15,7 +15,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 from zfsnas.bench.cli import main
 from zfsnas.bench.store import ReadOnlyStore, Store, StoreError
 

@@ -3,7 +3,6 @@
 import threading
 
 import pytest
-
 from zfsnas.bench.guard import GuardError, Prop, check_scratch
 from zfsnas.bench.zfs import ZfsOps
 from zfsnas.sources.model import SourceError
