@@ -17,7 +17,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from . import charts, compare, crystaldiskmark, html, tables
+from . import charts, compare, crystaldiskmark, html, predict_command, tables
 from .axes import SelectorError, parse_selector
 from .config import differs_text, look_alikes
 from .options import OutputError, check_chart_dir, check_output_file, fraction, weight, write_output
@@ -121,13 +121,18 @@ def cmd_report(args: argparse.Namespace) -> int:
     output = check_output_file(args.output, args.force, [args.db]) if args.output else None
     chart_dirs = [(check_chart_dir(d), fmt) for d, fmt in ((args.png, "png"), (args.svg, "svg")) if d]
     store = _store(args)
-    found = _sections(store, args.matrix)
+    predicted = predict_command.predicted_rows(store, args.matrix)   # shown apart, labelled, never merged
+    measured = args.matrix in store.matrices() if args.matrix else bool(store.matrices())
+    found = _sections(store, args.matrix) if measured or not predicted else []
     try:
         renderers: dict[str, Callable[[list[Section]], str]] = {
             "markdown": lambda s: tables.markdown(s, baseline, args.cdm_format),
             "csv": lambda s: tables.to_csv(s, baseline, args.cdm_format),
-            "html": lambda s: html.page(s, baseline=baseline, cdm=args.cdm_format)}
-        text = renderers[args.format](found)
+            "html": lambda s: html.page(s, baseline=baseline, cdm=args.cdm_format,
+                                        extra=predict_command.predicted_tables(predicted))}
+        text = renderers[args.format](found) if found or args.format == "html" else ""
+        if args.format != "html":
+            text += predict_command.predicted_report(predicted, args.format)
     except SelectorError as exc:
         raise AnswerError(f"--baseline {args.baseline}: {exc}") from None
     if output is not None:
@@ -144,9 +149,13 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_recommend(args: argparse.Namespace) -> int:
     minimum = parse_throughput(args.min_throughput) if args.min_throughput else 0.0
     store = _store(args)
+    predicted = predict_command.predicted_recommendation(predict_command.predicted_rows(store, args.matrix))
+    if predicted and args.matrix not in store.matrices():     # predictions only: their answer, labelled
+        sys.stdout.write(f"recommend {args.matrix}\n\n{predicted}")
+        return 0
     [section] = _sections(store, args.matrix)
     rec = recommend(section, args.speed_weight, minimum, args.workload)
-    sys.stdout.write(render_recommendation(rec))
+    sys.stdout.write(render_recommendation(rec) + (f"\n{predicted}" if predicted else ""))
     return 0 if rec.pick else 1
 
 
@@ -176,15 +185,29 @@ def cmd_compare(args: argparse.Namespace) -> int:
         found = [t for c in comparisons for t in compare.tables(c, drop)]
         regressed = False
     else:
-        a, b = (compare.resolve(store, ref) for ref in args.refs)
+        (a, a_kind), (b, b_kind) = (_resolve_either(store, ref) for ref in args.refs)
+        if a_kind != b_kind:
+            raise AnswerError(f"{args.refs[0] if a_kind == 'predicted' else args.refs[1]} names predictions: "
+                              "compare predictions with predictions (report shows both kinds, apart)")
         comparison = compare.compare(a, b, drop)
         found = compare.tables(comparison, drop)
         regressed = any(c.verdict == "regression" for c in comparison.changes)
         if args.format == "markdown":
-            sys.stdout.write("".join(f"{line}\n" for line in compare.describe_sides(a, b)) + "\n")
+            label = " (PREDICTED by zfsnas-bench predict, not measured)" if a_kind == "predicted" else ""
+            sys.stdout.write("".join(f"{line}{label}\n" for line in compare.describe_sides(a, b)) + "\n")
     render = tables.table_markdown if args.format == "markdown" else tables.table_csv
     sys.stdout.write("\n".join(render(t) for t in found))
     return 1 if regressed else 0
+
+
+def _resolve_either(store: ReadOnlyStore, ref: str) -> tuple[list, str]:
+    """The measured results `ref` names, else the predicted ones (with which kind it was)."""
+    try:
+        return compare.resolve(store, ref), "complete"
+    except compare.CompareError:
+        if rows := compare.resolve_rows(predict_command.predicted_rows(store), ref):
+            return rows, "predicted"
+        raise
 
 
 COMMANDS = {"list": cmd_list, "report": cmd_report, "recommend": cmd_recommend, "compare": cmd_compare}

@@ -1,5 +1,5 @@
 """`zfsnas-bench`: init, plan, run, restore, annotate --retry; list, report, recommend, compare
-(answer_commands.py); watch, import (client_commands.py).
+(answer_commands.py); watch, import (client_commands.py); predict (predict_command.py).
 
 Owns the command line and wiring (flags, environment, defaults) and what is printed; the work is
 done by the planner, session (a run's housekeeping), runner, store, annotate and report modules.
@@ -22,7 +22,7 @@ from pathlib import Path
 from .. import __version__
 from ..sources.commands import CommandRunner
 from ..sources.model import SourceError
-from . import answer_commands, client_commands
+from . import answer_commands, client_commands, predict_command
 from .annotate import Annotator, GrafanaClient, load_token
 from .childenv import take_secrets
 from .fio import fio_version, pattern_warning
@@ -119,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="restore module parameters a run changed and could not restore (crash, power loss)")
     answer_commands.add_commands(sub, common)
     client_commands.add_commands(sub, common, grafana)
+    predict_command.add_command(sub, common)
     ann = sub.add_parser("annotate", parents=[common, grafana], help="send queued Grafana annotations")
     ann.add_argument("--retry", action="store_true", required=True)
     return parser
@@ -263,7 +264,7 @@ def cmd_annotate(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"init": cmd_init, "plan": cmd_run, "run": cmd_run, "restore": cmd_restore, "annotate": cmd_annotate,
-            **answer_commands.COMMANDS, **client_commands.COMMANDS}
+            **answer_commands.COMMANDS, **client_commands.COMMANDS, **predict_command.COMMANDS}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -274,7 +275,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except (MatrixError, GuardError, RunError, SourceError, StoreError, *answer_commands.ERRORS,
-            *client_commands.ERRORS) as exc:
+            *client_commands.ERRORS, *predict_command.ERRORS) as exc:
         log.error("%s", exc)
         return 2
 

@@ -104,11 +104,9 @@ def resolve(store: Any, ref: str) -> list[ResultRow]:
     """The complete results `ref` names: a run, a configuration (id or unique prefix), a matrix, or
     `MATRIX:NAME=VALUE,...` / `NAME=VALUE,...` (configurations matching the selector)."""
     rows: list[ResultRow] = store.results("complete")
-    if found := [r for r in rows if r.run_id == ref] or [r for r in rows if r.config_id == ref]:
+    if found := resolve_rows(rows, ref):
         return found
     matrices = list(dict.fromkeys(r.matrix for r in rows))
-    if ref in matrices:
-        return [r for r in rows if r.matrix == ref]
     matrix, sep, rest = ref.partition(":")
     if "=" in ref:
         scope = [r for r in rows if r.matrix == matrix] if sep else rows
@@ -128,6 +126,12 @@ def resolve(store: Any, ref: str) -> list[ResultRow]:
     hint = f"; {len(prefixed)} configurations start with it" if len(prefixed) > 1 else ""
     raise CompareError(f"{ref}: no complete results of a run, configuration or matrix with this name{hint} "
                        f"(`zfsnas-bench list` shows ids; matrices: {', '.join(matrices) or 'none'})")
+
+
+def resolve_rows(rows: list[ResultRow], ref: str) -> list[ResultRow]:
+    """The rows of `rows` a run id, configuration id or matrix name names ([] when none)."""
+    return ([r for r in rows if r.run_id == ref] or [r for r in rows if r.config_id == ref]
+            or [r for r in rows if r.matrix == ref])
 
 
 # --- regression: the same configuration over time ---------------------------------------------------

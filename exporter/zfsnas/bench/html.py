@@ -50,7 +50,8 @@ def _pick(section: Section) -> str:
 
 
 def page(sections: list[Section], title: str = "zfsnas-bench report", baseline: Selector | None = None,
-         cdm: str | None = None) -> str:
+         cdm: str | None = None, extra: list[Table] | None = None) -> str:
+    """The page; `extra`: tables shown after every section, apart (predictions)."""
     with_charts = charts.available()
     body = [f"<h1>{escape(title)}</h1>"]
     if not with_charts:
@@ -64,5 +65,6 @@ def page(sections: list[Section], title: str = "zfsnas-bench report", baseline: 
                 body.append(f'<figure><img class="chart" data-chart="{escape(name)}" alt="{escape(section.matrix)} '
                             f'{escape(name)} chart" src="data:image/png;base64,{data}"></figure>')
         body += [_table(t) for t in section_tables(section, baseline, cdm)]
+    body += [_table(t) for t in extra or []]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")

@@ -223,12 +223,8 @@ class CorpusAccount:
 
     def directory(self, d: Directory) -> None:
         for a in self.opts.ashifts:
-            psize, lsize = directory_psize(d.names, a, self.opts.rules)
-            if psize:
-                block = metadata_block(psize, lsize, a, self.opts.vdev)
-                self.directory_metadata[a] += block
-            else:
-                self.directory_metadata[a] += Metadata(0, 0, lsize)
+            psize, _lsize = directory_psize(d.names, a, self.opts.rules)
+            self.directory_metadata[a] += metadata_block(psize, a, self.opts.vdev)
 
     def file(self, relative: str, size: int) -> Stratum:
         self.files += 1
@@ -327,8 +323,7 @@ def estimates(opts: PredictOptions, account: CorpusAccount, measured: BatchFigur
             spread += v * v / max(1, sums.sampled - 1)
         # Satterthwaite: the degrees of freedom of a sum of strata variances, each of few windows
         df = variance * variance / spread if spread else math.inf
-        meta = (account.metadata[(rs, a)] + account.directory_metadata[a] + empty_filesystem(a, opts.vdev)
-                + dnode_blocks(objects, a, opts.rules, opts.vdev) - dnode_blocks(EMPTY_FILESYSTEM_OBJECTS, a, opts.rules, opts.vdev))
+        meta = account.metadata[(rs, a)] + account.directory_metadata[a] + dataset_dnodes(objects, a, opts)
         predicted = round(data) + meta.allocated
         error = t_quantile((1 + CONFIDENCE) / 2, max(1.0, df)) * math.sqrt(variance) if variance else 0.0
         seconds, handed = measured.seconds.get((name, rs)), measured.compressed.get((name, rs))
@@ -338,6 +333,12 @@ def estimates(opts: PredictOptions, account: CorpusAccount, measured: BatchFigur
                             seconds / handed * GIB if seconds is not None and handed else None,
                             sum(s.sampled_bytes for s in account.strata.values())))
     return out
+
+
+def dataset_dnodes(objects: int, ashift: int, opts: PredictOptions) -> Metadata:
+    """An empty filesystem's metadata and the dnode blocks of `objects` dnodes beyond its own."""
+    base = dnode_blocks(EMPTY_FILESYSTEM_OBJECTS, ashift, opts.rules, opts.vdev)
+    return empty_filesystem(ashift, opts.vdev) + dnode_blocks(objects, ashift, opts.rules, opts.vdev) - base
 
 
 class _Pool:
@@ -427,7 +428,7 @@ def predict(opts: PredictOptions) -> Prediction:
 
 # --- what is printed ---------------------------------------------------------------------------
 
-def _bytes(n: float) -> str:
+def human_bytes(n: float) -> str:
     for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if abs(n) >= size:
             return f"{n / size:.2f} {unit}"
@@ -437,9 +438,9 @@ def _bytes(n: float) -> str:
 def headline(p: Prediction) -> str:
     o = p.opts
     share = f"{o.fraction * 100:g} %" if o.fraction < 1 else "everything"
-    return (f"predict {o.corpus}: {p.files} files in {p.directories} directories, {_bytes(p.logical_bytes)} "
+    return (f"predict {o.corpus}: {p.files} files in {p.directories} directories, {human_bytes(p.logical_bytes)} "
             f"({p.strata} strata by size and type); sample {share}: {p.sampled_windows} of {p.windows} windows "
-            f"of {size_name(o.window)}, {_bytes(p.sampled_bytes)} read in {p.seconds:.1f} s; OpenZFS {o.rules.name} "
+            f"of {size_name(o.window)}, {human_bytes(p.sampled_bytes)} read in {p.seconds:.1f} s; OpenZFS {o.rules.name} "
             f"rules, vdev {o.vdev.name}")
 
 
@@ -451,8 +452,8 @@ def render_text(p: Prediction) -> str:
     for e in p.estimates:
         error = "exact" if e.error_bytes == 0 else f"±{e.error_percent:.2f} %"
         cpu = "-" if e.cpu_seconds_per_gib is None else f"{e.cpu_seconds_per_gib:.2f}"
-        lines.append(f"{e.compression:<14}{size_name(e.recordsize):>11}{e.ashift:>7}{_bytes(e.predicted_bytes):>13}"
-                     f"{e.ratio:>7.2f}x{error:>12}{_bytes(e.metadata_bytes):>12}{cpu:>11}")
+        lines.append(f"{e.compression:<14}{size_name(e.recordsize):>11}{e.ashift:>7}{human_bytes(e.predicted_bytes):>13}"
+                     f"{e.ratio:>7.2f}x{error:>12}{human_bytes(e.metadata_bytes):>12}{cpu:>11}")
     lines += notes(p)
     return "\n".join(lines) + "\n"
 

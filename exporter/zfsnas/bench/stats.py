@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
 from dataclasses import dataclass
+
 
 def _nonzero(v: float) -> float:
     return v if abs(v) > 1e-300 else 1e-300
@@ -116,7 +118,7 @@ class Noise:
         return self.df > 0
 
 
-def pooled_noise(samples: Mapping[Hashable, Sequence[float]]) -> Noise:
+def pooled_noise(samples: Mapping[Any, Sequence[float]]) -> Noise:
     """Pooled sd of every configuration's repeats around its own mean (one-run configurations add nothing)."""
     squares, df = 0.0, 0
     for values in samples.values():
@@ -167,7 +169,7 @@ class RaceState:
         return self.contenders == (self.leader,)
 
 
-def race_state(samples: Mapping[Hashable, Sequence[float]], confidence: float) -> RaceState:
+def race_state(samples: Mapping[Any, Sequence[float]], confidence: float) -> RaceState:
     """The leader (highest mean objective) and every configuration whose interval overlaps its
     interval at `confidence`. While no configuration has been repeated the noise is unknown and all
     are in. One configuration alone is decided."""
@@ -180,7 +182,7 @@ def race_state(samples: Mapping[Hashable, Sequence[float]], confidence: float) -
     return RaceState(leader, contenders, intervals, noise)
 
 
-def next_round(samples: Mapping[Hashable, Sequence[float]], confidence: float) -> list[Hashable]:
+def next_round(samples: Mapping[Any, Sequence[float]], confidence: float) -> list[Any]:
     """The configurations to run once more: after a single run each (noise unknown) the top third
     (two at least), so that the noise gets known where it matters; afterwards every contender."""
     state = race_state(samples, confidence)

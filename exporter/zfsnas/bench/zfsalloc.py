@@ -253,7 +253,7 @@ def zle_size(data: bytes, limit: int) -> int | None:
         return None
     out = 0
     last_token = last_literal = -1
-    for zeros, literal in _ZLE_TOKEN.findall(data):
+    for _zeros, literal in _ZLE_TOKEN.findall(data):
         last_token = out
         if literal:
             last_literal = out
@@ -442,7 +442,8 @@ def directory_psize(names: list[bytes], ashift: int, rules: Rules) -> tuple[int,
 
 @dataclass(frozen=True)
 class Metadata:
-    """Metadata of a dataset, in bytes `used` is charged (every block twice) and logical bytes."""
+    """Metadata of a dataset: the bytes `used` is charged (every block twice), the physical and the
+    logical block sizes (once each, as compressratio counts them)."""
     allocated: int = 0
     psize: int = 0
     lsize: int = 0
@@ -457,28 +458,30 @@ class Metadata:
         return Metadata(self.allocated * n, self.psize * n, self.lsize * n)
 
 
-def metadata_block(psize: int, lsize: int, ashift: int, vdev: Vdev) -> Metadata:
-    """One metadata block with its second copy."""
+def metadata_block(psize: int, ashift: int, vdev: Vdev) -> Metadata:
+    """One metadata block of `psize` bytes stored, with its second copy (allocated twice; its block
+    pointer counts once in compressratio)."""
     if psize == 0:
-        return Metadata(0, 0, lsize)
-    return Metadata(METADATA_COPIES * vdev.charged(vdev.asize(psize, ashift), ashift), METADATA_COPIES * psize, lsize)
+        return Metadata()
+    # OpenZFS counts a metadata block's logical size as its physical one (BP_GET_UCSIZE).
+    return Metadata(METADATA_COPIES * vdev.charged(vdev.asize(psize, ashift), ashift), psize, psize)
 
 
 def file_indirects(blocks: int, ashift: int, rules: Rules, vdev: Vdev) -> Metadata:
     """The indirect blocks of a file of `blocks` blocks."""
     total = Metadata()
     for count in indirect_pointers(blocks):
-        total += metadata_block(metadata_psize("indirect", count, ashift, rules), INDIRECT_SIZE, ashift, vdev)
+        total += metadata_block(metadata_psize("indirect", count, ashift, rules), ashift, vdev)
     return total
 
 
 def dnode_blocks(objects: int, ashift: int, rules: Rules, vdev: Vdev) -> Metadata:
     """The meta-dnode's blocks (32 dnodes each) and their indirect blocks, for `objects` dnodes."""
     full, rest = divmod(objects, DNODES_PER_BLOCK)
-    block = metadata_block(metadata_psize("dnode", DNODES_PER_BLOCK, ashift, rules), DNODE_BLOCK, ashift, vdev)
+    block = metadata_block(metadata_psize("dnode", DNODES_PER_BLOCK, ashift, rules), ashift, vdev)
     total = block.times(full)
     if rest:
-        total += metadata_block(metadata_psize("dnode", rest, ashift, rules), DNODE_BLOCK, ashift, vdev)
+        total += metadata_block(metadata_psize("dnode", rest, ashift, rules), ashift, vdev)
     # The meta-dnode has three block pointers of its own before it needs indirect blocks.
     blocks = full + (1 if rest else 0)
     if blocks > 3:
@@ -496,4 +499,4 @@ EMPTY_FILESYSTEM_BLOCKS = 24
 
 def empty_filesystem(ashift: int, vdev: Vdev) -> Metadata:
     sector = 1 << ashift
-    return metadata_block(sector, sector, ashift, vdev).times(EMPTY_FILESYSTEM_BLOCKS)
+    return metadata_block(sector, ashift, vdev).times(EMPTY_FILESYSTEM_BLOCKS)
