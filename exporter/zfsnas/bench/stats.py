@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Mapping, Sequence
-from typing import Any
 from dataclasses import dataclass
+from typing import Any
 
 
 def _nonzero(v: float) -> float:
