@@ -1,0 +1,214 @@
+"""`zfsnas-bench predict` on generated corpora (seeded: text, FITS-like, already compressed, sparse,
+tiny files): the whole-corpus answer equals a direct record-by-record count, samples stay within
+their stated error, the invariants ZFS's rules imply hold for every combination, the CSV contract,
+what is stored and how report/recommend/compare show it."""
+
+import csv
+import importlib.util
+import io
+import os
+import random
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from zfsnas.bench.cli import main
+from zfsnas.bench.predict import CSV_COLUMNS, PredictOptions, predict
+from zfsnas.bench.sampling import StratifiedSampler, Types, Window, stratified_order
+from zfsnas.bench.store import Store
+from zfsnas.bench.zfsalloc import RecordSizer, Rules, Vdev, block_size, parse_compression
+
+from .seeds import load_fits
+
+_spec = importlib.util.spec_from_file_location("corpusgen", Path(__file__).parents[1] / "e2e/guest/corpusgen.py")
+corpusgen = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(corpusgen)
+
+M = 1 << 20
+K = 1 << 10
+COMPRESSIONS = ("off", "lz4", "zle", "gzip-6", "zstd-1", "zstd-3", "zstd-fast-10")
+
+
+@pytest.fixture(scope="module")
+def corpora(tmp_path_factory) -> dict[int, Path]:
+    out = {}
+    for seed in (1, 2, 3):
+        root = tmp_path_factory.mktemp(f"corpus{seed}")
+        corpusgen.generate(root, 2_500_000, seed)
+        out[seed] = root
+    return out
+
+
+def options(root, fraction=1.0, seed=0, compressions=COMPRESSIONS, recordsizes=(128 * K, M), ashifts=(9, 12),
+            **kw) -> PredictOptions:
+    return PredictOptions(str(root), tuple(parse_compression(c) for c in compressions), recordsizes, ashifts,
+                          fraction, seed=seed, **kw)
+
+
+def direct_data(root: Path, compression: str, recordsize: int, ashift: int) -> tuple[int, int]:
+    """(allocated, logical) of every record of every file, counted one by one: no windows, no strata."""
+    sizer = RecordSizer(Rules(), Vdev(), lambda: 0.0)
+    c = parse_compression(compression)
+    allocated = logical = 0
+    for directory, _dirs, names in os.walk(root):
+        for name in names:
+            data = (Path(directory) / name).read_bytes()
+            logical += len(data)
+            if not data:
+                continue
+            lsize = block_size(len(data), recordsize)
+            for start in range(0, len(data), lsize):
+                allocated += sizer.store(data[start:start + lsize], lsize, c, [ashift])[ashift].allocated
+    return allocated, logical
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_whole_corpus_equals_counting_every_record(corpora, seed):
+    p = predict(options(corpora[seed], jobs=2 if seed == 1 else 1))
+    assert len(p.estimates) == len(COMPRESSIONS) * 2 * 2
+    for e in p.estimates:
+        allocated, logical = direct_data(corpora[seed], e.compression, e.recordsize, e.ashift)
+        assert abs(e.data_bytes - allocated) <= 1, e
+        assert e.logical_bytes == logical and e.error_bytes == 0
+        assert e.predicted_bytes == e.data_bytes + e.metadata_bytes
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_invariants_of_every_combination(corpora, seed):
+    p = predict(options(corpora[seed]))
+    for rs in (128 * K, M):
+        for ashift in (9, 12):
+            off = p.estimate("off", rs, ashift)
+            for name in COMPRESSIONS:
+                e = p.estimate(name, rs, ashift)
+                # a record is never larger compressed than stored as it is; metadata does not depend on it
+                assert e.data_bytes <= off.data_bytes and e.metadata_bytes == off.metadata_bytes
+                assert e.metadata_bytes > 0 and e.cpu_seconds_per_gib is None if name == "off" else e.cpu_seconds_per_gib > 0
+            # bigger sectors never allocate less
+            assert p.estimate("off", rs, 12).predicted_bytes >= p.estimate("off", rs, 9).predicted_bytes
+        # compression off: every block whole, the file tails included: at least the corpus
+        assert p.estimate("off", rs, 9).data_bytes >= p.logical_bytes
+    # zstd-3 saves at least as much as lz4 on this corpus; the already-compressed share keeps all near 1.4x-2x
+    assert p.estimate("zstd-3", M, 12).predicted_bytes < p.estimate("lz4", M, 12).predicted_bytes
+
+
+def test_samples_stay_within_their_stated_error(tmp_path):
+    """32 KiB records: about 500 windows, so a 10 % sample is a sample, not the strata's minimum."""
+    root = tmp_path / "big"
+    corpusgen.generate(root, 16_000_000, 11)
+    combos = {"compressions": ("lz4", "zstd-3"), "recordsizes": (16 * K, 32 * K), "ashifts": (12,)}
+    exact = predict(options(root, **combos))
+    covered = total = 0
+    for seed in range(6):
+        sampled = predict(options(root, 0.1, seed, **combos))
+        assert sampled.sampled_bytes < 0.4 * sampled.logical_bytes
+        for e in sampled.estimates:
+            truth = exact.estimate(e.compression, e.recordsize, e.ashift).predicted_bytes
+            total += 1
+            covered += abs(e.predicted_bytes - truth) <= e.error_bytes
+            assert abs(e.predicted_bytes / truth - 1) < 0.06, (seed, e)
+            assert 0 < e.error_bytes < 0.1 * truth
+    assert covered >= 0.75 * total, (covered, total)
+
+
+def test_the_same_seed_gives_the_same_answer(corpora):
+    a = predict(options(corpora[2], 0.1, seed=4, compressions=("lz4",)))
+    b = predict(options(corpora[2], 0.1, seed=4, compressions=("lz4",), jobs=2))
+    c = predict(options(corpora[2], 0.1, seed=5, compressions=("lz4",)))
+    assert [e.predicted_bytes for e in a.estimates] == [e.predicted_bytes for e in b.estimates]
+    assert [e.predicted_bytes for e in a.estimates] != [e.predicted_bytes for e in c.estimates]
+
+
+def test_holes_tails_and_small_files_through_predict(tmp_path):
+    (tmp_path / "zeros.img").write_bytes(bytes(8 * M))                  # sparse on the source or not: zeros
+    (tmp_path / "tail.bin").write_bytes(random.Random(1).randbytes(M + 1))
+    (tmp_path / "small.txt").write_bytes(b"a few bytes of text\n" * 50)      # 1000 bytes
+    p = predict(options(tmp_path, compressions=("off", "lz4"), recordsizes=(M,), ashifts=(12,)))
+    off, lz4 = p.estimate("off", M, 12), p.estimate("lz4", M, 12)
+    assert off.data_bytes == 8 * M + 2 * M + 4096        # the tail's 1 byte takes a whole 1 MiB record
+    # lz4: the zeros are holes, the tail record is 1 byte and zeros, the 1000 bytes compress into their pointer
+    assert M < lz4.data_bytes <= M + 8192
+
+
+def test_the_sampler_keeps_a_few_windows_per_stratum_whatever_the_corpus():
+    sampler = StratifiedSampler(0.001, minimum=4)
+    rng = random.Random(1)
+    for i in range(200_000):
+        stratum = (rng.randrange(20), "txt")
+        sampler.offer(Window(f"f{i}", M, 0, stratum), rng.random())
+    assert all(len(lowest) <= 4 for lowest in sampler._lowest.values())
+    topped = sampler.top_up()
+    assert all(sampler.taken[s] >= 4 for s in sampler.population)
+    assert len(topped) + sum(1 for _ in ()) <= 4 * 20
+    types = Types()
+    assert len({types.of(f"x.e{i}") for i in range(500)}) == 65          # 64 types, the rest pooled
+
+
+def test_stratified_order_mixes_every_prefix(tmp_path):
+    for i in range(40):
+        (tmp_path / f"a{i:02d}.txt").write_bytes(b"t" * 5000)
+        (tmp_path / f"b{i:02d}.bin").write_bytes(b"b" * 5000)
+    order = [Path(f.path).suffix for f in stratified_order(tmp_path, seed=3)]
+    for cut in (10, 20, 40):
+        assert abs(order[:cut].count(".txt") - cut / 2) <= 1
+    assert sorted(order) == sorted([".txt"] * 40 + [".bin"] * 40)
+
+
+# --- the command ----------------------------------------------------------------------------------
+
+def test_csv_contract_and_stored_predictions(corpora, tmp_path, capsys):
+    db = tmp_path / "bench.sqlite"
+    assert main(["predict", "--corpus", str(corpora[1]), "--compression", "lz4,zstd-1", "--recordsize", "128K,1M",
+                 "--ashift", "9,12", "--sample", "100%", "--format", "csv", "--db", str(db), "--jobs", "1"]) == 0
+    out = capsys.readouterr().out
+    rows = list(csv.reader(io.StringIO(out)))
+    assert tuple(rows[0][:5]) == ("compression", "recordsize", "ashift", "logical_bytes", "predicted_bytes")
+    assert tuple(rows[0]) == CSV_COLUMNS and len(rows) == 1 + 2 * 2 * 2
+    parsed = [dict(zip(rows[0], r)) for r in rows[1:]]
+    assert {(r["compression"], r["recordsize"], r["ashift"]) for r in parsed} == {
+        (c, r, a) for c in ("lz4", "zstd-1") for r in ("128K", "1M") for a in ("9", "12")}
+    assert all(int(r["error_bytes"]) == 0 and int(r["predicted_bytes"]) > 0 for r in parsed)
+    con = sqlite3.connect(db)
+    stored = con.execute("SELECT status, workload, compression, recordsize, used_bytes FROM results").fetchall()
+    assert len(stored) == 8 and {s[0] for s in stored} == {"predicted"}
+    first = parsed[0]
+    assert (first["compression"], first["recordsize"], int(first["predicted_bytes"])) in {
+        (s[2], s[3], s[4]) for s in stored}
+
+
+def test_predictions_are_shown_apart_from_measurements(corpora, tmp_path, capsys):
+    db = tmp_path / "bench.sqlite"
+    store = Store(db)
+    load_fits(store)
+    store.close()
+    measured = main(["report", "--db", str(db)]), capsys.readouterr().out
+    assert main(["predict", "--corpus", str(corpora[1]), "--db", str(db), "--compression", "lz4,zstd-3",
+                 "--recordsize", "1M", "--jobs", "1"]) == 0
+    capsys.readouterr()
+    assert main(["report", "--db", str(db)]) == 0
+    both = capsys.readouterr().out
+    assert both.startswith(measured[1]) and "PREDICTED on-disk size" in both[len(measured[1]):]
+    assert "PREDICTED" not in measured[1]
+    assert main(["recommend", "predict", "--db", str(db)]) == 0
+    assert capsys.readouterr().out.count("predicted (not measured): zstd-3 / 1M") == 1
+    assert main(["recommend", "fits-copy", "--db", str(db)]) in (0, 1)
+    assert "predicted" not in capsys.readouterr().out
+    assert main(["compare", "predict", "fits-copy", "--db", str(db)]) == 2
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--compression", "lzjb"], "lzjb"), (["--compression", "zstd-42"], "zstd-42"), (["--recordsize", "3K"], "3K"),
+    (["--sample", "0%"], "--sample"), (["--ashift", "20"], "ashift"), (["--vdev", "raidz2:2"], "raidz2:2"),
+    (["--openzfs", "banana"], "banana")])
+def test_bad_input_is_one_line_and_exit_2(corpora, tmp_path, caplog, args, message):
+    db = tmp_path / "bench.sqlite"
+    assert main(["predict", "--corpus", str(corpora[1]), "--db", str(db), *args]) == 2
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1 and message in errors[0] and "\n" not in errors[0]
+    assert not db.exists()
+
+
+def test_a_missing_corpus_is_refused(tmp_path, caplog):
+    assert main(["predict", "--corpus", str(tmp_path / "nothing"), "--no-store"]) == 2
+    assert "is not a directory" in caplog.text
