@@ -7,6 +7,7 @@ import zlib
 import lz4.block
 import pytest
 import zstandard
+
 from zfsnas.bench.zfsalloc import (
     EMBEDDED_MAX,
     Compression,
@@ -33,8 +34,8 @@ LZ4 = parse_compression("lz4")
 OFF = parse_compression("off")
 
 
-def sizer(rules=Rules(), vdev=Vdev()):
-    return RecordSizer(rules, vdev, lambda: 0.0)
+def sizer(rules=None):
+    return RecordSizer(rules or Rules(), Vdev(), lambda: 0.0)
 
 
 def up(n, sector):
