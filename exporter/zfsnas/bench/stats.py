@@ -18,7 +18,7 @@ throughput's.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -159,9 +159,9 @@ def objective(throughput: float, space: float | None, speed_weight: float) -> fl
 class RaceState:
     """Where a race stands: the leader, the configurations still in it (the leader's included) and
     each configuration's interval."""
-    leader: Hashable
-    contenders: tuple[Hashable, ...]
-    intervals: dict[Hashable, Interval]
+    leader: Any
+    contenders: tuple[Any, ...]
+    intervals: dict[Any, Interval]
     noise: Noise
 
     @property
