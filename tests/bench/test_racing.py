@@ -11,6 +11,7 @@ import statistics
 from pathlib import Path
 
 import pytest
+
 from zfsnas.bench.cli import main
 from zfsnas.bench.config import Configuration, pairs
 from zfsnas.bench.copy import SustainedRate, copy_sampled
@@ -42,8 +43,9 @@ class Clock:
 
 
 def simulate(mu: list[float], space: list[float], sigma: float, rng: random.Random,
-             settings: RaceSettings = RaceSettings()) -> tuple[Race, int]:
+             settings: RaceSettings | None = None) -> tuple[Race, int]:
     """A race over cells whose throughput is mu x lognormal noise; each cell takes one clock second."""
+    settings = settings or RaceSettings()
     clock = Clock()
     race = Race(settings, lambda index, c: CellPlan(index, c, f"c{index}", "tank", 1, "t", (), ()), clock)
     plans = [race.replan(i + 1, cell(i)) for i in range(len(mu))]
