@@ -44,7 +44,7 @@ def _pick(section: Section) -> str:
     if len(rec.candidates) < 2:   # one configuration, or tests of one (CrystalDiskMark): no choice to state
         return ""
     text = ("Pick: " if rec.pick else "No pick: ") + rec.reason
-    notes = "".join(f"<br>{escape(n)}" for n in rec.notes)
+    notes = "".join(f"<br>{escape(n)}" for n in rec.confidence + rec.notes)
     lines = "".join(f"<li>{escape(where)}: {escape(sentence)}</li>" for where, sentence in rec.per_workload)
     return f'<p class="pick">{escape(text)}{notes}</p>' + (f'<ul class="note">{lines}</ul>' if lines else "")
 

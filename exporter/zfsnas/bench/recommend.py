@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from .axes import workload_text
 from .report import DIMENSIONS, Section, Stat, Summary
+from .stats import mean, objective, pick_confidence
 from .tables import size_unit
 
 # Line rates as payload bytes per second (the nominal rate: real SMB/NFS payload is a little less).
@@ -77,6 +78,7 @@ class Recommendation:
     notes: list[str] = field(default_factory=list)
     shape: str = "throughput and space"     # or "throughput", "space"
     per_workload: list[tuple[str, str]] = field(default_factory=list)   # (group and workload, its pick's sentence)
+    confidence: list[str] = field(default_factory=list)  # how sure the pick is (stats.pick_confidence)
 
 
 def _space(s: Summary) -> float | None:
@@ -357,7 +359,8 @@ def recommend(section: Section, speed_weight: float = 0.5, min_throughput: float
     if len(groups) == 1:
         chosen, lines, _ = results[0]
         return Recommendation(section.matrix, first, chosen.front, chosen.pick, chosen.reason,
-                              _ordered(chosen.notes + notes), shape, lines)
+                              _ordered(chosen.notes + notes), shape, lines,
+                              confidence_of(first, chosen.pick, shape, speed_weight))
     # Several settings (e.g. two RAM sizes x two NTFS clusters): a pick in each, and whether they agree.
     lines = []
     for group, (chosen, per_workload, _) in zip(groups, results):
@@ -381,6 +384,20 @@ def recommend(section: Section, speed_weight: float = 0.5, min_throughput: float
                           reason, _ordered(main.notes + notes), shape, lines)
 
 
+def confidence_of(cands: list[Candidate], pick: Candidate | None, shape: str, speed_weight: float) -> list[str]:
+    """The confidence of a pick among `cands` (one workload of one setting): the sentence of
+    stats.pick_confidence, on recommend's score (throughput alone when no size was measured)."""
+    timed = [c for c in cands if c.throughput is not None and c.throughput.values]
+    if pick is None or pick.label not in {c.label for c in timed} or len(timed) < 2 or shape == "space":
+        return []
+    weight = speed_weight if shape == "throughput and space" and all(c.space for c in timed) else 1.0
+    samples = {c.label: [objective(v, c.space if weight < 1 else None, weight) for v in c.throughput.values]  # type: ignore[union-attr]
+               for c in timed}
+    ranked = sorted(timed, key=lambda c: mean(samples[c.label]), reverse=True)
+    runner_up = next(c for c in ranked if c.label != pick.label)
+    return [pick_confidence(pick.label, runner_up.label, samples, what="score" if weight < 1 else "throughput")]
+
+
 def render(rec: Recommendation) -> str:
     lines = [f"recommend {rec.matrix}", ""]
     if rec.shape == "throughput and space" and rec.front:
@@ -397,5 +414,6 @@ def render(rec: Recommendation) -> str:
         lines += [f"  {where}: {text}" for where, text in rec.per_workload]
         lines.append("")
     lines.append(("pick: " if rec.pick else "no pick: ") + rec.reason)
+    lines += rec.confidence
     lines += [f"note: {n}" for n in rec.notes]
     return "\n".join(lines) + "\n"
