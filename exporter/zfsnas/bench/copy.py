@@ -37,7 +37,7 @@ class SustainedRate:
     buffer's worth (several txgs: their sawtooth averages out) over `min_seconds` or more, and the
     two halves of that window agree within `tolerance`."""
 
-    def __init__(self, buffer: int, min_seconds: float = 3.0, tolerance: float = 0.1):
+    def __init__(self, buffer: int, min_seconds: float = 1.0, tolerance: float = 0.1):
         self.buffer, self.min_seconds, self.tolerance = buffer, min_seconds, tolerance
         self.points: list[tuple[float, int]] = []
         self.rate: float | None = None

@@ -98,7 +98,7 @@ class BatchFigures:
 
     def add(self, other: BatchFigures) -> None:
         self.windows += other.windows
-        self.errors += other.errors
+        self.errors += other.errors[:max(0, 20 - len(self.errors))]    # the first say enough
         for key, value in other.seconds.items():
             self.seconds[key] = self.seconds.get(key, 0.0) + value
         for key, count in other.compressed.items():
