@@ -7,6 +7,8 @@ import zlib
 import lz4.block
 import pytest
 import zstandard
+from zfsnas.bench import zfsalloc
+from zfsnas.bench.lz4zfs import Lz4Zfs
 
 from zfsnas.bench.zfsalloc import (
     EMBEDDED_MAX,
@@ -64,7 +66,7 @@ def test_compression_off_1m_records_tail_takes_a_whole_record():
 def test_with_compression_the_tail_does_not_take_a_whole_record():
     tail = b"x" * 3000                                             # 3000 bytes, then zeros to 1 MiB
     stored = sizer().store(tail, M, LZ4, [12])[12]
-    expected = 4 + len(lz4.block.compress(tail + bytes(M - 3000), store_size=False))
+    expected = compressed_size(LZ4, tail + bytes(M - 3000))
     assert stored.psize == up(expected, 4096) and stored.allocated == up(expected, 4096)
     assert stored.allocated < M // 100
 
@@ -105,13 +107,21 @@ def test_incompressible_records_are_stored_as_they_are():
 
 def test_compressed_sizes_carry_the_headers_of_openzfs():
     data = text(128 * K)
-    assert compressed_size(LZ4, data) == 4 + len(lz4.block.compress(data, store_size=False))
+    assert compressed_size(LZ4, data) == 4 + len(Lz4Zfs().compress(data))       # OpenZFS's own LZ4
     zstd1 = zstandard.ZstdCompressor(level=1, write_checksum=False, write_content_size=False).compress(data)
     assert zstd1[:4] == b"\x28\xb5\x2f\xfd"                              # the magic OpenZFS leaves out
     assert compressed_size(parse_compression("zstd-1"), data) == 8 + len(zstd1) - 4
     fast = zstandard.ZstdCompressor(level=-10, write_checksum=False, write_content_size=False).compress(data)
     assert compressed_size(parse_compression("zstd-fast-10"), data) == 8 + len(fast) - 4
     assert compressed_size(parse_compression("gzip-9"), data) == len(zlib.compress(data, 9))
+
+
+def test_without_a_c_compiler_lz4_is_the_packages(monkeypatch):
+    monkeypatch.setattr(zfsalloc, "_lz4_zfs", lambda: None)
+    data = text(128 * K)
+    assert not zfsalloc.lz4_exact()
+    assert compressed_size(LZ4, data) == 4 + len(lz4.block.compress(data, store_size=False))
+    assert zfsalloc.lz4_within(data, 100) is None
 
 
 def test_sector_rounding_and_the_saving_that_rounding_eats():
@@ -135,21 +145,26 @@ def test_a_tiny_compressed_record_is_embedded_in_its_block_pointer():
     assert (stored.lsize, stored.psize, stored.allocated) == (4096, 0, 0)
 
 
-def test_zstd_early_abort_needs_lz4_or_zstd1_to_save_enough(monkeypatch):
+def test_zstd_early_abort_needs_lz4_or_zstd1_to_save_enough():
     data = text(128 * K)
     zstd3, zstd1 = parse_compression("zstd-3"), parse_compression("zstd-1")
+    limit = 112 * K
+
+    def passes(lz4_size, zstd1_size):   # what the two passes answered (lz4: lsize when it gave up)
+        return {f"lz4-{limit}": lz4_size, f"zstd-1-{limit}": zstd1_size, f"lz4-{56 * K}": 64 * K,
+                f"zstd-1-{56 * K}": 64 * K}
     s = sizer(Rules((2, 3)))
-    s._record, s._passes = data, {"lz4": 128 * K, "zstd-1": 128 * K}     # neither pass would save 12.5 %
-    assert s._aborts_early(data, 128 * K, zstd3, 112 * K)
-    assert not s._aborts_early(data, 128 * K, zstd1, 112 * K)            # zstd-1 and -2 never abort
-    assert not s._aborts_early(data, 64 * K, zstd3, 56 * K)              # records under 128 KiB do not
+    s._record, s._passes = data, passes(128 * K, 128 * K)               # neither pass would save 12.5 %
+    assert s._aborts_early(data, 128 * K, zstd3, limit)
+    assert not s._aborts_early(data, 128 * K, zstd1, limit)            # zstd-1 and -2 never abort
+    assert not s._aborts_early(data, 64 * K, zstd3, 56 * K)            # records under 128 KiB do not
     old = sizer(Rules((2, 1)))
-    old._record, old._passes = data, dict(s._passes)
-    assert not old._aborts_early(data, 128 * K, zstd3, 112 * K)          # before 2.2 there was no early abort
-    s._passes = {"lz4": 100 * K, "zstd-1": 128 * K}
-    assert not s._aborts_early(data, 128 * K, zstd3, 112 * K)
-    s._passes = {"lz4": 112 * K, "zstd-1": 112 * K}                      # lz4 must be strictly under; zstd-1 within
-    assert not s._aborts_early(data, 128 * K, zstd3, 112 * K)
+    old._record, old._passes = data, passes(128 * K, 128 * K)
+    assert not old._aborts_early(data, 128 * K, zstd3, limit)          # before 2.2 there was no early abort
+    s._passes = passes(100 * K, 128 * K)
+    assert not s._aborts_early(data, 128 * K, zstd3, limit)
+    s._passes = passes(limit, limit)                                  # lz4 must be strictly under; zstd-1 within
+    assert not s._aborts_early(data, 128 * K, zstd3, limit)
 
 
 # --- ZLE: our implementation against the algorithm, step by step ----------------------------------

@@ -6,9 +6,10 @@ block size (zfs_write / dnode_set_blksz), indirect blocks (dbuf.c: 128 KiB block
 pointers), dnodes (16 KiB blocks of 32), micro-ZAP directories, the extra copy of every metadata
 block (dmu_write_policy, redundant_metadata=all) and the vdev's allocation and space accounting
 (vdev_psize_to_asize, vdev_raidz_asize, the deflate ratio `used` is charged with). Pure: the
-caller hands it bytes; it reads no file. The compressors are the real ones (the `lz4` and
-`zstandard` packages, zlib; ZLE is ours, from its algorithm), imported on first use so that the
-rest of the bench wing runs where they are not installed.
+caller hands it bytes; it reads no file. The compressors are the real ones: OpenZFS's own LZ4
+(lz4zfs.py, built on first use; without a C compiler the `lz4` package's, which compresses 1.5-3 %
+worse), the `zstandard` package, zlib; ZLE is ours, from its algorithm. They are imported on
+first use so that the rest of the bench wing runs where they are not installed.
 
 The rules of a record of logical size L on a vdev with sectors of S = 2^ashift bytes:
 - compression off: the record is written as it is, zeros included;
@@ -198,14 +199,46 @@ class MissingCompressor(ModelError):
 
 
 @functools.cache
-def _lz4() -> Callable[[bytes], int]:
+def _lz4_package() -> Callable[[bytes], int]:
     try:
         import lz4.block  # type: ignore[import-untyped]
     except ImportError:
         raise MissingCompressor("the lz4 package is not installed (pip install lz4)") from None
     compress = lz4.block.compress
-    # lz4_zfs.c: a 4-byte big-endian length, then the LZ4 block
-    return lambda data: 4 + len(compress(data, mode="default", store_size=False))
+    return lambda data: len(compress(data, mode="default", store_size=False))
+
+
+@functools.cache
+def _lz4_zfs() -> Callable[[bytes, int], int] | None:
+    """OpenZFS's own LZ4 (lz4zfs.py), None where it cannot be built."""
+    from . import lz4zfs
+
+    return lz4zfs.within() if lz4zfs.available() else None
+
+
+def lz4_exact() -> bool:
+    """Whether lz4 is sized with OpenZFS's own LZ4 (else with the `lz4` package's, a little larger)."""
+    return _lz4_zfs() is not None
+
+
+def lz4_within(data: bytes, limit: int) -> int | None:
+    """lz4_zfs.c's stored size of `data` (a 4-byte big-endian length, then the LZ4 block), None when
+    it does not fit in `limit` bytes (OpenZFS's compressor gives up at its own checkpoints)."""
+    exact = _lz4_zfs()
+    if exact is not None:
+        n = exact(data, limit - 4) if limit > 4 else 0
+        return n + 4 if n else None
+    size = 4 + _lz4_package()(data)
+    return size if size <= limit else None
+
+
+def _lz4() -> Callable[[bytes], int]:
+    """The whole stored lz4 size of `data` (header included)."""
+    exact = _lz4_zfs()
+    if exact is not None:
+        return lambda data: 4 + exact(data, len(data) + len(data) // 255 + 16)
+    package = _lz4_package()
+    return lambda data: 4 + package(data)
 
 
 @functools.cache
@@ -234,7 +267,8 @@ def check_compressors(compressions: list[Compression]) -> None:
     """Raise MissingCompressor (one line) before any work when a compressor is not installed."""
     for c in compressions:
         if c.algorithm == "lz4" or (c.algorithm == "zstd" and c.level >= 3):
-            _lz4()
+            _lz4_package()
+            _lz4_zfs()
         if c.algorithm == "zstd":
             _zstd(c.level)
 
@@ -286,12 +320,18 @@ class RecordSizer:
         self._record: bytes | None = None
         self._passes: dict[str, int] = {}      # the early abort's lz4 and zstd-1 sizes of `_record`
 
-    def _pass(self, name: str, data: bytes) -> int:
+    def _pass(self, name: str, data: bytes, limit: int) -> int:
+        """A pass of the early abort: lz4's stored size within `limit` (lsize when it does not fit,
+        as OpenZFS's compressor answers) or zstd-1's."""
         if data is not self._record:
             self._record, self._passes = data, {}
-        if name not in self._passes:
-            self._passes[name] = _lz4()(data) if name == "lz4" else _zstd(1)(data)
-        return self._passes[name]
+        key = f"{name}-{limit}"
+        if key not in self._passes:
+            if name == "lz4":
+                self._passes[key] = lz4_within(data, limit) or len(data)
+            else:
+                self._passes[key] = _zstd(1)(data)
+        return self._passes[key]
 
     def store(self, data: bytes, lsize: int, compression: Compression, ashifts: list[int]) -> dict[int, Stored]:
         """`data` (a record, shorter than `lsize` when zero-filled at its end) stored with `compression`,
@@ -317,6 +357,8 @@ class RecordSizer:
         limits = [self.rules.limit(lsize, compression, a) for a in ashifts]
         if compression.algorithm == "zle":
             return [zle_size(data, limit) for limit in limits]
+        if compression.algorithm == "lz4":
+            return [lz4_within(data, limit) for limit in limits]
         size = compressed_size(compression, data)
         out: list[int | None] = []
         for limit in limits:
@@ -332,9 +374,9 @@ class RecordSizer:
         if not (self.rules.early_abort and compression.algorithm == "zstd" and compression.level >= 3
                 and lsize >= EARLY_ABORT_SIZE):
             return False
-        if self._pass("lz4", data) < limit:
+        if self._pass("lz4", data, limit) < limit:
             return False
-        return self._pass("zstd-1", data) > limit
+        return self._pass("zstd-1", data, limit) > limit
 
     def _compressed(self, data: bytes, lsize: int, compression: Compression, ashift: int, size: int | None) -> Stored:
         if size is None:
@@ -491,12 +533,13 @@ def dnode_blocks(objects: int, ashift: int, rules: Rules, vdev: Vdev) -> Metadat
 
 # Objects every new filesystem has (master node, SA registry and layouts, delete queue, root and
 # .zfs directories, user/group/project accounting) and the objset block itself: what an empty
-# filesystem is charged, as small metadata blocks of one sector each, each with its second copy
-# (24576 bytes seen at ashift 9 in the OpenZFS 2.3 guest).
+# filesystem is charged, as 12 small metadata blocks of about 1 KiB, each with its second copy.
+# Seen in the OpenZFS 2.3 guest: 24576 bytes at ashift 9 (two sectors each), 98304 at ashift 12
+# (one sector each).
 EMPTY_FILESYSTEM_OBJECTS = 8
-EMPTY_FILESYSTEM_BLOCKS = 24
+EMPTY_FILESYSTEM_BLOCKS = 12
+EMPTY_FILESYSTEM_BLOCK = 1024
 
 
 def empty_filesystem(ashift: int, vdev: Vdev) -> Metadata:
-    sector = 1 << ashift
-    return metadata_block(sector, ashift, vdev).times(EMPTY_FILESYSTEM_BLOCKS)
+    return metadata_block(EMPTY_FILESYSTEM_BLOCK, ashift, vdev).times(EMPTY_FILESYSTEM_BLOCKS)
