@@ -187,20 +187,11 @@ class Lz4Zfs:
         n = self.fn(data, len(data), self.buffer, limit)
         return self.buffer.raw[:n]
 
-    def size(self, data: bytes) -> int:
-        """The block's bytes with room to spare (0 never: an LZ4 block always fits its bound)."""
-        limit = len(data) + len(data) // 255 + 16
-        if len(self.buffer) < limit:
-            self.buffer = ctypes.create_string_buffer(limit)
-        return int(self.fn(data, len(data), self.buffer, limit))
-
 
 def within() -> Callable[[bytes, int], int]:
     """size(data, limit): OpenZFS's LZ4 block size of `data`, 0 when it gives up within `limit` bytes."""
     compressor = Lz4Zfs()
 
     def size(data: bytes, limit: int) -> int:
-        if len(compressor.buffer) < limit:
-            compressor.buffer = ctypes.create_string_buffer(limit)
-        return int(compressor.fn(data, len(data), compressor.buffer, limit))
+        return len(compressor.compress(data, limit))
     return size

@@ -92,10 +92,6 @@ class Interval:
     low: float
     high: float
 
-    @property
-    def width(self) -> float:
-        return self.high - self.low
-
     def overlaps(self, other: Interval) -> bool:
         return self.low <= other.high and other.low <= self.high
 
