@@ -348,6 +348,41 @@ def test_bad_crystaldiskmark_input_is_one_line_and_stores_nothing(mangle, says, 
     assert not db.exists()
 
 
+def _cut_after_tests(text: str, tests: int) -> str:
+    """`text` cut at a line boundary right after its `tests`-th test line."""
+    lines = text.splitlines(keepends=True)
+    seen = 0
+    for n, line in enumerate(lines):
+        seen += bool(re.match(r"^\s*(SEQ|RND|Sequential|Random)\b", line))
+        if seen == tests:
+            return "".join(lines[:n + 1])
+    raise AssertionError("not that many tests")
+
+
+@pytest.mark.parametrize(("version", "mangle", "says"), [
+    # cut at a line boundary: every line it has reads, but the tests after it and the footer are gone
+    ("8", lambda t: _cut_after_tests(t, 3), "no `Test:` line after the 3 test line(s): the file is truncated"),
+    ("5", lambda t: _cut_after_tests(t, 3), "no `Test:` line after the 3 test line(s): the file is truncated"),
+    ("7", lambda t: _cut_after_tests(t, 7), "no `Test:` line after the 7 test line(s)"),
+    # junk around a test line
+    ("8", lambda t: t.replace("  RND    4KiB (Q= 32, T= 1):    61.300", "xx  RND    4KiB (Q= 32, T= 1):    61.300"),
+     "line 11: a test line that cannot be read"),
+    ("8", lambda t: t.replace("<  1474.19 us>", "<  1474.19 us> (best)"), "line 17: a test line that cannot be read"),
+    ("8", lambda t: t.replace("[Write]\n", "[Write]\nnote: ran twice\n"), "line 15: text among the test lines"),
+    ("6", lambda t: t.replace("  Random Read 4KiB (Q= 32,T= 1)", "## Random Read 4KiB (Q= 32,T= 1)"),
+     "line 12: a test line that cannot be read"),
+])
+def test_truncated_or_altered_crystaldiskmark_is_refused(version, mangle, says, tmp_path, caplog):
+    """A file cut at a line boundary (3 of 8 tests, no `Test:` line) or with junk around a test line
+    imported with exit 0: the docs promise exit 2 and nothing stored."""
+    path = tmp_path / "bad.txt"
+    path.write_bytes(ENCODED[version](mangle(TEXTS[version])))
+    db = tmp_path / "bench.sqlite"
+    assert main(["import", "crystaldiskmark", str(path), "--db", str(db)]) == 2
+    assert says in caplog.text and "nothing stored" in caplog.text
+    assert not db.exists()
+
+
 def test_crystaldiskmark_5_round_trip_is_byte_identical():
     parsed = crystaldiskmark.parse(CDM5)
     lines, left = crystaldiskmark.render(parsed.tests, "5")

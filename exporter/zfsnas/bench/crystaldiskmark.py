@@ -144,7 +144,8 @@ _V78 = re.compile(r"^\s*(?P<kind>SEQ|RND|Sequential|Random)\s+(?P<size>\d+)(?P<u
 _V56 = re.compile(r"^\s*(?P<kind>Sequential|Random) (?P<dir>Read|Write)(?: (?P<size>\d+)KiB)?\s*"
                   r"\((?:Q=\s*(?P<q>\d+),\s*)?T=\s*(?P<t>\d+)\)\s*:\s*" + _NUMBER + r" MB/s"
                   r"(?:\s*\[\s*" + _NUMBER + r" IOPS\])?\s*$")
-_LOOKS_LIKE_TEST = re.compile(r"^\s*(SEQ|RND|Sequential|Random)\b")
+_LOOKS_LIKE_TEST = re.compile(r"^\s*(SEQ|RND|Sequential|Random)\b|\b(SEQ|RND|Sequential|Random)\b.*\bMB/s")
+_FOOTER = re.compile(r"^\s*(Profile|Test)\s*:")
 _BANNER = re.compile(r"CrystalDiskMark (?P<version>\d+)\.(?P<minor>\d+)\.(?P<patch>\d+)\S*")
 _TEST_V56 = re.compile(r"^\s*Test\s*:\s*(?P<size>\d+) (?P<unit>MiB|GiB)\b.*\(x(?P<passes>\d+)\)"
                        r"(?:.*\[Interval=(?P<interval>\d+) sec\])?")
@@ -195,12 +196,17 @@ def _float(text: str, where: str) -> float:
 
 
 def parse(text: str) -> Parsed:
-    """Every test line of a CrystalDiskMark 5-8 result; anything malformed raises CdmError naming the line."""
+    """Every test line of a CrystalDiskMark 5-8 result; anything malformed raises CdmError naming the
+    line: a test line that does not parse (junk before or after its figures), any other text among
+    the test lines, a file cut before the `Test:` footer that follows the last test."""
     version = ""
     tests: list[CdmTest] = []
     parsed = Parsed("", tests)
     direction = ""
     style = ""
+    # The test block runs from the first section heading or test line to the footer (`Profile:`,
+    # `Test:`); inside it, a line that is neither is text someone added or a line cut apart.
+    block = footer = False
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.rstrip("\r")
         where = f"line {number}"
@@ -211,30 +217,48 @@ def parse(text: str) -> Parsed:
             continue
         stripped = line.strip()
         if stripped in ("[Read]", "[Write]"):
-            direction = stripped[1:-1].lower()
+            direction, block = stripped[1:-1].lower(), True
             continue
         if m := _MIX.match(stripped):
-            direction, parsed.mix_ratio = "mix", m["ratio"].strip()
+            direction, parsed.mix_ratio, block = "mix", m["ratio"].strip(), True
             continue
         if m := _V78.match(line):
             if not direction:
                 raise CdmError(f"{where}: a test line outside a [Read]/[Write] section")
             style = style or ("8" if m["kind"] in ("SEQ", "RND") else "7")
             tests.append(_v78_test(m, where, direction))
+            block = True
             continue
         if m := _V56.match(line):
             style = style or "5"
             tests.append(_v56_test(m, where))
+            block = True
             continue
-        if _LOOKS_LIKE_TEST.match(line):
-            raise CdmError(f"{where}: a test line that cannot be read (truncated or altered?): {stripped[:80]!r}")
+        block, footer = _other_line(line, where, block, footer)
         _footer(line, parsed)
     if not tests:
         raise CdmError("no CrystalDiskMark test line (e.g. `  SEQ    1MiB (Q=  8, T= 1): ... MB/s`, "
                        "`   Sequential Read (Q= 32,T= 1) : ... MB/s`)")
+    if not footer:
+        raise CdmError(f"no `Test:` line after the {len(tests)} test line(s): the file is truncated "
+                       f"(CrystalDiskMark writes it after the last test)")
     parsed.version = _version(version, style, tests)
     _check_each_once(tests)
     return parsed
+
+
+def _other_line(line: str, where: str, block: bool, footer: bool) -> tuple[bool, bool]:
+    """A line that is no test line nor section heading: refused when it looks like a test line cut or
+    altered, or stands among the test lines; returns whether the test block and the footer go on."""
+    stripped = line.strip()
+    if _LOOKS_LIKE_TEST.search(line):
+        raise CdmError(f"{where}: a test line that cannot be read (truncated or altered?): {stripped[:80]!r}")
+    if _FOOTER.match(line):
+        return False, True
+    if block and stripped:
+        raise CdmError(f"{where}: text among the test lines that is no test line (added or altered?): "
+                       f"{stripped[:80]!r}")
+    return block, footer
 
 
 def _check_each_once(tests: list[CdmTest]) -> None:

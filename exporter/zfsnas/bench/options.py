@@ -87,9 +87,18 @@ def check_output_file(path: str | Path, force: bool, protected: list[str | Path]
 
 
 def write_output(path: Path, text: str) -> None:
-    """Write `text` whole or not at all: a temporary file beside `path`, renamed over it."""
+    """Write `text` whole or not at all: a temporary file beside `path`, renamed over it. The file gets
+    the mode of the one it replaces, else what the umask gives a new file (0644 under 022, like the
+    charts beside it): mkstemp's 0600 would hide a report from the people it is for."""
+    try:
+        mode = path.stat().st_mode & 0o7777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent if str(path.parent) else ".")
     try:
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "w") as f:
             f.write(text)
         os.replace(tmp, path)
