@@ -22,6 +22,7 @@ from zfsnas.bench.stats import mean, objective, pick_confidence, race_state, t_q
 from zfsnas.sources.benchschema import ResultFigures
 
 from .conftest import JOBS
+from .seeds import seeded_store
 
 
 def config(i: int) -> Configuration:
@@ -229,4 +230,43 @@ def test_a_real_race_with_fio(fake_zfs, tmp_path, capsys):
         assert r[1] == repeats[r[0]]                                          # repeats numbered per configuration
     # a full run would take 3 x 2 runs of the whole runtime; the race never more
     assert len(rows) <= 6
-    assert Path(db).exists()
+    # the verdict, kept with the run, as printed; report states it later
+    run_id, stored = con.execute("SELECT id, race FROM matrix_runs").fetchone()
+    record = json.loads(stored)
+    assert record["verdict"][0] == verdict[0] and all(line in out for line in record["verdict"])
+    assert record["runs"] == len(rows) and record["outcome"] in ("decided", "repeats")
+    assert main(["report", "--db", str(db)]) == 0
+    assert f"raced (`run --until-decided`, run {run_id}): {verdict[0][len('race '):]}" in capsys.readouterr().out
+
+
+def test_the_race_verdict_is_kept_with_the_run_and_the_answers_state_it(tmp_path, capsys):
+    """How a race ended (budget spent, or decided) is stored with its run; report (Markdown, CSV,
+    HTML) and recommend say it later, as `run` printed it; a record nobody can read says nothing."""
+    race, runs = simulate([100e6, 99e6, 98e6, 97e6], [0.7] * 4, 0.05, random.Random(1), RaceSettings(budget=9.5))
+    record = race.to_record()
+    assert (record["outcome"], record["runs"], record["budget_seconds"], record["confidence"]) == ("budget", runs, 9.5,
+                                                                                                  0.95)
+    assert record["verdict"] == race.verdict() and record["verdict"][0].startswith("race budget of 0m10s spent")
+    [entry] = record["races"]
+    assert sum(entry["runs"].values()) == runs and not entry["decided"] and entry["leader"] in entry["contenders"]
+    db = tmp_path / "bench.sqlite"
+    store = seeded_store(db, ("lab",))
+    store.record_race("lab-seq-2", record)
+    store.db.execute("UPDATE matrix_runs SET race='{not json' WHERE id='lab-seq-3'")
+    store.close()
+    said = [f"raced (`run --until-decided`, run lab-seq-2): {record['verdict'][0][len('race '):]}",
+            *record["verdict"][1:]]
+    assert main(["report", "--db", str(db), "--matrix", "fio-seq"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    title = next(i for i, line in enumerate(lines) if line.startswith("## "))
+    assert lines[title + 2:title + 2 + len(said)] == said and lines[title + 2 + len(said)] == ""
+    assert main(["report", "--db", str(db), "--matrix", "fio-seq", "--format", "csv"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    findings = [i for i, line in enumerate(lines) if line.startswith("# ")]
+    assert [lines[i] for i in findings[-len(said):]] == [f"# fio-seq: {line}" for line in said]
+    assert main(["recommend", "fio-seq", "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "\n".join(said) in out and "not json" not in out
+    html = tmp_path / "r.html"
+    assert main(["report", "--db", str(db), "--matrix", "fio-seq", "--format", "html", "-o", str(html)]) == 0
+    assert said[0] in html.read_text()

@@ -18,7 +18,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from . import charts, compare, crystaldiskmark, document, html, predict_command, tables
+from . import charts, compare, crystaldiskmark, document, html, predict_command, racing, tables
 from .axes import SelectorError, parse_selector
 from .config import differs_text, look_alikes
 from .options import OutputError, check_chart_dir, check_output_file, fraction, weight, write_output
@@ -89,6 +89,15 @@ def _sections(store: ReadOnlyStore, matrix: str | None) -> list[Section]:
     return sections(store.results("complete", matrix))
 
 
+def _races(store: ReadOnlyStore) -> dict[str, list[str]]:
+    """Per matrix, how each of its races (`run --until-decided`) ended, as the run kept it."""
+    out: dict[str, list[str]] = {}
+    for run in store.matrix_runs():
+        if said := racing.stored_verdict(run.id, run.race):
+            out.setdefault(run.matrix, []).extend(said)
+    return out
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     store = _store(args)
     rows = store.results(status=None)
@@ -141,15 +150,18 @@ def cmd_report(args: argparse.Namespace) -> int:
     predicted = predict_command.predicted_rows(store, args.matrix)   # shown apart, labelled, never merged
     measured = args.matrix in store.matrices() if args.matrix else bool(store.matrices())
     found = _sections(store, args.matrix) if measured or not predicted else []
+    races = _races(store)
     try:
         renderers: dict[str, Callable[[list[Section]], str]] = {
-            "markdown": lambda s: document.markdown(s, baseline, args.cdm_format),
-            "csv": lambda s: document.to_csv(s, baseline, args.cdm_format),
+            "markdown": lambda s: document.markdown(s, baseline, args.cdm_format, races),
+            "csv": lambda s: document.to_csv(s, baseline, args.cdm_format, races),
             "html": lambda s: html.page(s, baseline=baseline, cdm=args.cdm_format,
-                                        extra=predict_command.predicted_tables(predicted))}
+                                        extra=predict_command.predicted_tables(predicted),
+                                        extra_findings=[predict_command.predicted_recommendation(predicted).strip()]
+                                        if predicted else [], races=races)}
         text = renderers[args.format](found) if found or args.format == "html" else ""
         if args.format != "html":
-            text += predict_command.predicted_report(predicted, args.format)
+            text += predict_command.predicted_report(predicted, args.format, after=bool(text))
     except SelectorError as exc:
         raise AnswerError(f"--baseline {args.baseline}: {exc}") from None
     if output is not None:
@@ -170,12 +182,15 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     store = _store(args)
     predicted = predict_command.predicted_recommendation(predict_command.predicted_rows(store, args.matrix))
     if predicted and args.matrix not in store.matrices():     # predictions only: their answer, labelled
-        sys.stdout.write(f"recommend {args.matrix}\n\n{predicted}")
+        sys.stdout.write(f"- {predicted.strip()}\n\nrecommend {args.matrix}: predictions only, nothing measured "
+                         f"(`zfsnas-bench report --matrix {args.matrix}` shows every one)\n")
         return 0
     [section] = _sections(store, args.matrix)
     rec = recommend(section, args.speed_weight, minimum, args.workload)
     lines = document.finding_lines([(section, document.opening(section, rec))])
-    sys.stdout.write("\n".join(lines) + "\n\n" + render_recommendation(rec) + (f"\n{predicted}" if predicted else ""))
+    raced = "".join(f"{line}\n" for line in _races(store).get(section.matrix, []))
+    sys.stdout.write("\n".join(lines) + "\n\n" + render_recommendation(rec) + raced
+                     + (f"\n{predicted}" if predicted else ""))
     return 0 if rec.answered else 1
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import csv
+import dataclasses
 import io
 import math
 import os
@@ -28,6 +29,7 @@ from .stats import t_quantile
 from .zfsalloc import (
     EMPTY_FILESYSTEM_OBJECTS,
     Compression,
+    Lz4Used,
     Metadata,
     RecordSizer,
     Rules,
@@ -39,8 +41,10 @@ from .zfsalloc import (
     dnode_blocks,
     empty_filesystem,
     file_indirects,
+    lz4_used,
     metadata_block,
     size_name,
+    use_lz4,
 )
 
 GIB = 1 << 30
@@ -67,6 +71,7 @@ class PredictOptions:
     seed: int = 0
     jobs: int = 1
     minimum: int = 4            # windows per stratum at least (all of a smaller stratum)
+    lz4_exact: bool | None = None   # OpenZFS's LZ4 or the package's: decided once by predict(), for every worker
 
     @property
     def window(self) -> int:
@@ -167,6 +172,8 @@ _MEASURER: WindowMeasurer | None = None
 
 def _worker_start(opts: PredictOptions) -> None:
     global _MEASURER
+    if opts.lz4_exact is not None:      # the parent's LZ4, whatever this process could build
+        use_lz4(opts.lz4_exact)
     _MEASURER = WindowMeasurer(opts)
 
 
@@ -283,6 +290,7 @@ class Prediction:
     estimates: list[Estimate]
     walk: Walk
     errors: list[str]
+    lz4: Lz4Used
 
     def estimate(self, compression: str, recordsize: int, ashift: int) -> Estimate:
         return next(e for e in self.estimates if (e.compression, e.recordsize, e.ashift) ==
@@ -390,6 +398,8 @@ class _Pool:
 def predict(opts: PredictOptions) -> Prediction:
     """Walk the corpus, sample it, store the sample's records and estimate every combination."""
     check_compressors(list(opts.compressions))
+    lz4 = lz4_used()
+    opts = dataclasses.replace(opts, lz4_exact=lz4.exact)
     started = time.monotonic()
     account = CorpusAccount(opts)
     sampler = StratifiedSampler(opts.fraction, opts.minimum)
@@ -423,7 +433,7 @@ def predict(opts: PredictOptions) -> Prediction:
     return Prediction(opts, account.files, walked.directories, account.bytes, sum(sampler.population.values()),
                       sum(s.sampled for s in account.strata.values()),
                       sum(s.sampled_bytes for s in account.strata.values()), len(account.strata),
-                      time.monotonic() - started, found, walked, walked.errors + measured.errors[:20])
+                      time.monotonic() - started, found, walked, walked.errors + measured.errors[:20], lz4)
 
 
 # --- what is printed ---------------------------------------------------------------------------
@@ -467,7 +477,14 @@ def notes(p: Prediction) -> list[str]:
                    f"{(p.errors or ['-'])[0]}")
     if p.walk.hard_links:
         out.append(f"note: {p.walk.hard_links} hard link(s) to files counted once")
+    if note := lz4_note(p):
+        out.append(f"note: {note}")
     return out
+
+
+def lz4_note(p: Prediction) -> str:
+    """The line that says lz4 was sized with the lz4 package's LZ4, when it was and it matters."""
+    return p.lz4.note if any(c.uses_lz4 for c in p.opts.compressions) else ""
 
 
 def render_csv(p: Prediction) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import socket
 import sys
@@ -22,9 +23,19 @@ from collections.abc import Sequence
 from ..sources.benchschema import ResultFigures, ResultRow
 from .config import Configuration, pairs
 from .options import positive_int
-from .predict import Prediction, PredictOptions, human_bytes, parse_sample, predict, render_csv, render_text, split
+from .predict import (
+    Prediction,
+    PredictOptions,
+    human_bytes,
+    lz4_note,
+    parse_sample,
+    predict,
+    render_csv,
+    render_text,
+    split,
+)
 from .runner import new_run_id
-from .store import Store
+from .store import ReadOnlyStore, Store
 from .tables import Table, size_unit, table_csv, table_markdown
 from .zfsalloc import ModelError, parse_compression, parse_recordsize, parse_rules, parse_vdev, size_name
 
@@ -89,6 +100,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     started = time.time()
     prediction = predict(opts)
     sys.stdout.write(render_csv(prediction) if args.format == "csv" else render_text(prediction))
+    if args.format == "csv" and (note := lz4_note(prediction)):
+        log.warning("%s", note)          # the CSV stays CSV; the text output has it as a note
     if store is not None:
         run_id = store_prediction(store, prediction, args.matrix, started)
         log.info("predictions stored as run %s of matrix %s in %s (status %s; zfsnas-bench report --matrix %s)",
@@ -115,7 +128,9 @@ def store_prediction(store: Store, p: Prediction, matrix: str, started: float) -
         details = {"error_bytes": e.error_bytes, "error_percent": round(e.error_percent, 4),
                    "data_bytes": e.data_bytes, "metadata_bytes": e.metadata_bytes, "ratio": round(e.ratio, 6),
                    "cpu_seconds_per_gib": e.cpu_seconds_per_gib, "sampled_bytes": e.sampled_bytes,
-                   "confidence": 0.95}
+                   "confidence": 0.95, "lz4": "openzfs" if p.lz4.exact else "package", "lz4_library": p.lz4.library}
+        if p.lz4.fallback:
+            details["lz4_fallback"] = p.lz4.fallback
         rows.append((config, ResultFigures(bytes=e.logical_bytes, used_bytes=e.predicted_bytes,
                                            logicalused_bytes=e.logical_bytes, compressratio=round(e.compressratio, 4),
                                            duration_seconds=p.seconds, details=details)))
@@ -127,9 +142,8 @@ def store_prediction(store: Store, p: Prediction, matrix: str, started: float) -
 
 # --- stored predictions, as the answer commands show them ---------------------------------------
 
-def predicted_rows(store: object, matrix: str | None = None) -> list[ResultRow]:
-    rows: list[ResultRow] = store.results(PREDICTED, matrix)  # type: ignore[attr-defined]
-    return rows
+def predicted_rows(store: Store | ReadOnlyStore, matrix: str | None = None) -> list[ResultRow]:
+    return store.results(PREDICTED, matrix)
 
 
 def _latest(rows: Sequence[ResultRow]) -> list[ResultRow]:
@@ -138,6 +152,11 @@ def _latest(rows: Sequence[ResultRow]) -> list[ResultRow]:
     for row in rows:
         newest[row.config_id] = row
     return sorted(newest.values(), key=lambda r: (r.started, r.id))
+
+
+def _label(row: ResultRow) -> str:
+    c = row.configuration
+    return f"{c.dataset_property('compression')} / {c.recordsize}"
 
 
 def predicted_tables(rows: Sequence[ResultRow]) -> list[Table]:
@@ -157,11 +176,15 @@ def predicted_tables(rows: Sequence[ResultRow]) -> list[Table]:
                          "exact" if not d.get("error_bytes") else f"±{d.get('error_percent', 0):.2f} %",
                          dict(c.data).get("sample", "-"), r.config_id])
         corpus = dict(group[0].configuration.data).get("corpus", "-")
+        note = ("Predicted by `zfsnas-bench predict` from a sample of the corpus, nothing written: never mixed with "
+                "measured results.")
+        if libraries := {_details(r).get("lz4_library", "") for r in group
+                         if _details(r).get("lz4") == "package" and r.configuration.dataset_property("compression") == "lz4"}:
+            note += (f" lz4 was sized with the {', '.join(sorted(libraries))}, not OpenZFS's own LZ4: about 1.5-3 % "
+                     "high.")
         tables.append(Table(f"{matrix}: PREDICTED on-disk size of {corpus} (not measured)",
                             ["compression", "recordsize", "ashift", f"predicted on-disk {unit_name}", "ratio",
-                             "± (95 %)", "sample", "config"], body,
-                            note="Predicted by `zfsnas-bench predict` from a sample of the corpus, nothing written: "
-                                 "never mixed with measured results."))
+                             "± (95 %)", "sample", "config"], body, note=note))
     return tables
 
 
@@ -169,22 +192,29 @@ def _details(row: ResultRow) -> dict:
     import json
 
     try:
-        return json.loads(row.details or "{}")
+        details = json.loads(row.details or "{}")
     except ValueError:
         return {}
+    return details if isinstance(details, dict) else {}
 
 
-def predicted_report(rows: Sequence[ResultRow], fmt: str) -> str:
-    """The predicted tables as Markdown or CSV ("" without predictions)."""
+def predicted_report(rows: Sequence[ResultRow], fmt: str, after: bool = True) -> str:
+    """The predictions as Markdown or CSV ("" without predictions): their answer first (a `- ` line,
+    in CSV a `# ` line), labelled predicted, then their tables; `after`: other output precedes it."""
     tables = predicted_tables(rows)
     if not tables:
         return ""
-    render = table_csv if fmt == "csv" else table_markdown
-    return "\n" + "\n".join(render(t) for t in tables)
+    opening = predicted_recommendation(rows).strip()
+    if fmt == "csv":
+        return f"# {opening}\n" + "".join(table_csv(t) for t in tables)
+    return ("\n" if after else "") + f"- {opening}\n\n" + "\n".join(table_markdown(t) for t in tables)
 
 
 def predicted_recommendation(rows: Sequence[ResultRow]) -> str:
-    """`recommend` on predictions: the smallest predicted on-disk size, said to be predicted."""
+    """`recommend` on predictions: the smallest predicted on-disk size, said to be predicted, and how
+    sure that is: the runner-up (the next smallest on the same vdevs and ashift) and whether the gap
+    exceeds the two sampling errors (taken as independent, which overstates the error of a gap
+    between two estimates from one sample: a conservative verdict)."""
     latest = [r for r in _latest(rows) if r.used_bytes]
     if not latest:
         return ""
@@ -192,14 +222,22 @@ def predicted_recommendation(rows: Sequence[ResultRow]) -> str:
     c = best.configuration
     d = _details(best)
     first = latest[0]
-    text = (f"predicted (not measured): {c.dataset_property('compression')} / {c.recordsize} at ashift "
-            f"{dict(c.layout).get('ashift', '-')} is the smallest on disk, {human_bytes(best.used_bytes or 0)} "
-            f"({d.get('ratio', 0):.2f}x)")
+    text = (f"Predicted (not measured): {_label(best)} at ashift {dict(c.layout).get('ashift', '-')} is the smallest "
+            f"on disk, {human_bytes(best.used_bytes or 0)} ({d.get('ratio', 0):.2f}x)")
     if first is not best and first.used_bytes:
-        text += (f", {(1 - (best.used_bytes or 0) / first.used_bytes) * 100:.1f} % less than "
-                 f"{first.configuration.dataset_property('compression')} / {first.configuration.recordsize}")
-    error = d.get("error_percent")
+        text += f", {(1 - (best.used_bytes or 0) / first.used_bytes) * 100:.1f} % less than {_label(first)}"
+    error = d.get("error_percent") or 0.0
     text += f"; sampling error ±{error:.2f} % (95 %)" if error else "; the whole corpus was read"
+    rivals = [r for r in latest if r is not best and r.configuration.layout == c.layout]
+    if rivals:
+        second = min(rivals, key=lambda r: (r.used_bytes, r.id))
+        gap = ((second.used_bytes or 0) / (best.used_bytes or 1) - 1) * 100
+        theirs = _details(second).get("error_percent") or 0.0
+        combined = math.hypot(error, theirs)
+        beyond = gap > combined
+        text += (f"; {'decided' if beyond else 'not decided'}: the runner-up {_label(second)} is {gap:.2f} % larger, "
+                 + (f"{'beyond' if beyond else 'within'} the sampling errors (±{theirs:.2f} % its own)" if combined
+                    else "both exact"))
     return text + ". Throughput is not predicted: measure it with `zfsnas-bench run`.\n"
 
 

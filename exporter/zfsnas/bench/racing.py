@@ -5,23 +5,26 @@ chooses, compression and recordsize/volblocksize, within one setting and one wor
 `recommend` compares them), the objective of each run (stats.objective: recommend's score in log
 space), which configurations run again after each round (stats.next_round: every configuration
 whose interval still overlaps the leader's), when to stop (every race decided at the stated
-confidence, the budget spent, or the repeat cap reached) and the verdict, said for each race. The
-runner runs the cells it is handed (runner.py); planning a repeat is the planner's (a `replan`
-callable). Reads figures, runs nothing itself.
+confidence, the budget spent, or the repeat cap reached) and the verdict, said for each race and
+kept with the run (`to_record`; `stored_verdict` reads it back for report and recommend). The runner
+runs the cells it is handed (runner.py); planning a repeat is the planner's (a `replan` callable).
+Reads figures, runs nothing itself.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ..sources.benchschema import ResultFigures
 from .config import Configuration
 from .matrix import Cell
 from .planner import CellPlan
-from .stats import mean, next_round, objective, pick_confidence, race_state
+from .stats import confidence_of, mean, next_round, objective, race_state
 
 CHOSEN = ("property compression", "property recordsize", "property volblocksize")
 
@@ -130,12 +133,19 @@ class Race:
 
     def verdict(self) -> list[str]:
         """One line per race (and why the race ended), what `run` prints at its end."""
+        return self.to_record()["verdict"]
+
+    def to_record(self) -> dict[str, Any]:
+        """How the races ended, as the run keeps it (Store.record_race): why they stopped, each race's
+        pick or contenders with its confidence, and the lines `run` printed."""
         why = {"decided": f"decided at {self.settings.confidence * 100:g} % confidence",
                "budget": f"budget of {_duration(self.settings.budget)} spent",
                "repeats": f"{self.settings.max_repeats} repeats reached",
                "stopped": "stopped"}.get(self.outcome, self.outcome or "stopped")
         runs = sum(len(e.throughput) for g in self.groups.values() for e in g.values())
-        lines = [f"race {why} after {runs} run(s) in {_duration(self.clock() - self.started)}"]
+        seconds = self.clock() - self.started
+        lines = [f"race {why} after {runs} run(s) in {_duration(seconds)}"]
+        races = []
         for group in self.groups.values():
             samples = self.samples(group)
             if len(samples) < 2:
@@ -143,13 +153,32 @@ class Race:
             state = race_state(samples, self.settings.confidence)
             ranked = sorted(samples, key=lambda c: mean(samples[c]), reverse=True)
             names = {cid: group[cid].label for cid in samples}
-            named = {names[c]: v for c, v in samples.items()}
             what = "score (recommend's)" if any(s is not None for e in group.values() for s in e.space) else "throughput"
+            sure = confidence_of(ranked[0], ranked[1], [samples], self.settings.confidence, what, names)
             head = (f"pick {names[state.leader]}: decided" if state.decided else
                     f"undecided between {', '.join(names[c] for c in state.contenders)}")
-            lines.append(f"{head}; {pick_confidence(names[ranked[0]], names[ranked[1]], named, self.settings.confidence, what)}")
+            lines.append(f"{head}; {sure.sentence()}")
+            races.append({"leader": names[state.leader], "decided": state.decided,
+                          "contenders": [names[c] for c in state.contenders],
+                          "runs": {names[c]: len(v) for c, v in samples.items()}, "confidence": sure.sentence()})
         lines += [f"failed: {f}" for f in self.failed]
-        return lines
+        return {"outcome": self.outcome or "stopped", "confidence": self.settings.confidence,
+                "budget_seconds": self.settings.budget, "max_repeats": self.settings.max_repeats,
+                "speed_weight": self.settings.speed_weight, "runs": runs, "seconds": round(seconds, 1),
+                "races": races, "failed": self.failed, "verdict": lines}
+
+
+def stored_verdict(run_id: str, record: str | None) -> list[str]:
+    """What a stored race record says, for `report` and `recommend`: how it ended, then each race's
+    line as `run` printed it ([] for a run that was no race, or a record that cannot be read)."""
+    try:
+        data = json.loads(record or "null")
+        lines = [str(line) for line in data["verdict"]]
+    except (ValueError, TypeError, KeyError):
+        return []
+    if not lines:
+        return []
+    return [f"raced (`run --until-decided`, run {run_id}): {lines[0].removeprefix('race ')}", *lines[1:]]
 
 
 def _duration(seconds: float | None) -> str:

@@ -66,7 +66,10 @@ class RunSession:
                 racer = None if race is None else Race(race, lambda index, cell: plan_cell(index, cell, planned))
                 status = runner.run(plans, racer)
                 self.stopped_by = runner.stopped_by
-                self.verdict = racer.verdict() if racer is not None else []
+                if racer is not None:
+                    record = racer.to_record()
+                    self.verdict = record["verdict"]
+                    self.store.record_race(self.settings.run_id, record)
                 return status
 
 

@@ -5,9 +5,9 @@ its quantiles by bisection: no SciPy), the pooled noise of a set of configuratio
 space (throughput noise is multiplicative: a 3 % wobble is 3 % at 100 MB/s and at 1 GB/s), each
 configuration's interval and the interval of the difference between two, the racing decision
 (`race_state`: the leader, the configurations whose interval still overlaps the leader's, decided
-or not), and the sentence that states the confidence of a pick (`pick_confidence`), which
-`recommend`, the HTML report and `run --until-decided` all print. Pure: numbers in, numbers and
-sentences out.
+or not), and how sure a pick is against its runner-up (`confidence_of`: a Confidence, said as a
+sentence or as the clause that closes the findings' pick), which `recommend`, every report and
+`run --until-decided` all state. Pure: numbers in, numbers and sentences out.
 
 The objective of a configuration is the one `recommend` picks by: log(throughput) weighted by the
 speed weight w, minus (1 - w) log(on-disk share) where an on-disk size was measured
@@ -197,23 +197,84 @@ def percent(log_ratio: float) -> str:
     return f"{(math.exp(log_ratio) - 1) * 100:+.1f} %"
 
 
+@dataclass(frozen=True)
+class Confidence:
+    """How sure a pick is against its runner-up: the difference of their mean objectives (log space;
+    over several workloads the mean of the per-workload differences, as recommend's geometric mean
+    counts every workload the same), its interval at `level` from the pooled noise (None while no
+    configuration was repeated), and the runs behind it."""
+    pick: str
+    runner_up: str
+    what: str                   # throughput, or score (recommend's)
+    difference: float
+    interval: Interval | None
+    level: float
+    runs: tuple[int, int]       # the pick's and the runner-up's runs (the fewest in any workload)
+    uneven: bool                # the runs differ between workloads
+    workloads: int
+    repeated: int               # configurations repeated, whose noise is pooled
+    df: int
+
+    @property
+    def verdict(self) -> str:
+        if self.interval is None:
+            return "not decided"
+        return ("decided" if self.interval.low > 0 else "the runner-up is ahead" if self.interval.high < 0
+                else "not decided")
+
+    @property
+    def _what(self) -> str:
+        return self.what + (f" (mean over {self.workloads} workloads)" if self.workloads > 1 else "")
+
+    def _runs(self, short: bool = False) -> str:
+        a, b = self.runs
+        text = (("one run each" if a == 1 else f"{a} runs each") if short and a == b else
+                f"{a} and {b} run{'s' if short and b > 1 else '' if short else '(s)'}")
+        return ("at least " if self.uneven else "") + text + (" per workload" if self.workloads > 1 else "")
+
+    def sentence(self) -> str:
+        """The long form: `recommend`'s confidence line and the race's verdict."""
+        head = f"confidence: {self.pick} is {percent(self.difference)} on {self._what} over the runner-up {self.runner_up}"
+        if self.interval is None:
+            return f"{head} ({self._runs()}); no configuration was repeated, so the noise is unknown and nothing is decided"
+        why = {"not decided": "not decided: the interval includes no difference"}.get(self.verdict, self.verdict)
+        return (f"{head} ({self.level * 100:.0f} % interval {percent(self.interval.low)} to "
+                f"{percent(self.interval.high)}; {self._runs()}, noise pooled over {self.repeated} repeated "
+                f"configuration(s), {self.df} degree(s) of freedom): {why}")
+
+    def clause(self, verdict: bool = True) -> str:
+        """The short form that closes the findings' pick sentence (`verdict`: led by it)."""
+        head = (f"{self.verdict}: " if verdict else "") + f"{percent(self.difference)} on {self.what} over {self.runner_up}"
+        if self.interval is None:
+            return f"{head} from {self._runs(True)} (noise unknown)"
+        return (f"{head}, {self.level * 100:.0f} % interval {percent(self.interval.low)} to "
+                f"{percent(self.interval.high)} ({self._runs(True)})")
+
+
+def confidence_of(pick: Any, runner_up: Any, workloads: Sequence[Mapping[Any, Sequence[float]]],
+                  level: float = 0.95, what: str = "throughput", names: Mapping[Any, str] | None = None) -> Confidence:
+    """The Confidence of `pick` against `runner_up` over one or more workloads, each a mapping of
+    configuration -> log-space objective per run (both must be in every one). The noise is pooled
+    over every configuration of every workload."""
+    names = names or {}
+    noise = pooled_noise({(i, k): v for i, samples in enumerate(workloads) for k, v in samples.items()})
+    n = len(workloads)
+    diff = sum(mean(w[pick]) - mean(w[runner_up]) for w in workloads) / n
+    a_runs, b_runs = [len(w[pick]) for w in workloads], [len(w[runner_up]) for w in workloads]
+    interval = None
+    if noise.known:
+        spread = math.sqrt(sum(1 / a + 1 / b for a, b in zip(a_runs, b_runs))) / n
+        half = t_quantile((1 + level) / 2, noise.df) * noise.sd * spread
+        interval = Interval(diff - half, diff + half)
+    repeated = sum(1 for w in workloads for v in w.values() if len(v) > 1)
+    return Confidence(names.get(pick, str(pick)), names.get(runner_up, str(runner_up)), what, diff, interval, level,
+                      (min(a_runs), min(b_runs)), len(set(a_runs)) > 1 or len(set(b_runs)) > 1, n, repeated,
+                      noise.df)
+
+
 def pick_confidence(pick: str, runner_up: str, samples: Mapping[str, Sequence[float]], confidence: float = 0.95,
                     what: str = "throughput") -> str:
     """How sure a pick is, in one sentence: the repeats of the pick and the runner-up, the difference
     between them with its interval at `confidence` (pooled noise of every configuration in
     `samples`, which hold the log-space objective of each run) and whether that decides it."""
-    a, b = samples[pick], samples[runner_up]
-    noise = pooled_noise(samples)
-    diff = mean(a) - mean(b)
-    runs = f"{len(a)} and {len(b)} run(s)"
-    if not noise.known:
-        return (f"confidence: {pick} is {percent(diff)} on {what} over the runner-up {runner_up} ({runs}); no "
-                f"configuration was repeated, so the noise is unknown and nothing is decided")
-    interval = difference_interval(a, b, noise, confidence)
-    verdict = ("decided" if interval.low > 0 else
-               "not decided: the interval includes no difference" if interval.contains(0) else
-               "the runner-up is ahead")
-    configs = sum(1 for v in samples.values() if len(v) > 1)
-    return (f"confidence: {pick} is {percent(diff)} on {what} over the runner-up {runner_up} "
-            f"({confidence * 100:.0f} % interval {percent(interval.low)} to {percent(interval.high)}; {runs}, "
-            f"noise pooled over {configs} repeated configuration(s), {noise.df} degree(s) of freedom): {verdict}")
+    return confidence_of(pick, runner_up, [samples], confidence, what).sentence()

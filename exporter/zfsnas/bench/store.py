@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from ..sources.benchschema import (
     FINAL,
@@ -186,6 +187,12 @@ class Store:
     def finish_matrix(self, run_id: str, status: str) -> None:
         with self.tx() as db:
             db.execute("UPDATE matrix_runs SET status=?, finished=? WHERE id=?", (status, time.time(), run_id))
+
+    def record_race(self, run_id: str, record: dict[str, Any]) -> None:
+        """How the race of `run_id` ended (racing.Race.to_record), kept with the run for `report` and
+        `recommend` to state later."""
+        with self.tx() as db:
+            db.execute("UPDATE matrix_runs SET race=? WHERE id=?", (json.dumps(record, sort_keys=True), run_id))
 
     def start_result(self, run_id: str, cell: int, config: Configuration, repeat: int, dataset: str,
                      started: float | None = None) -> int:

@@ -78,6 +78,11 @@ class Compression:
     def on(self) -> bool:
         return self.algorithm != "off"
 
+    @property
+    def uses_lz4(self) -> bool:
+        """lz4 itself, or zstd-3 and above, whose early abort tries lz4 first (zio_compress.c)."""
+        return self.algorithm == "lz4" or (self.algorithm == "zstd" and self.level >= 3)
+
 
 def parse_compression(text: str) -> Compression:
     """`lz4`, `gzip-9`, `zstd-3`, `zstd-fast-10`, `zle`, `off` (and `on`, `gzip`, `zstd`, `zstd-fast`,
@@ -208,17 +213,64 @@ def _lz4_package() -> Callable[[bytes], int]:
     return lambda data: len(compress(data, mode="default", store_size=False))
 
 
+_PACKAGE_ONLY = False      # set in worker processes whose parent sized lz4 with the package (use_lz4)
+
+
 @functools.cache
 def _lz4_zfs() -> Callable[[bytes, int], int] | None:
     """OpenZFS's own LZ4 (lz4zfs.py), None where it cannot be built."""
     from . import lz4zfs
 
-    return lz4zfs.within() if lz4zfs.available() else None
+    return lz4zfs.within() if not _PACKAGE_ONLY and lz4zfs.available() else None
 
 
 def lz4_exact() -> bool:
     """Whether lz4 is sized with OpenZFS's own LZ4 (else with the `lz4` package's, a little larger)."""
     return _lz4_zfs() is not None
+
+
+def use_lz4(exact: bool) -> None:
+    """Size lz4 as another process decided (predict's workers follow the parent: one prediction never
+    mixes two LZ4s); ModelError when OpenZFS's is asked for and cannot be had here."""
+    global _PACKAGE_ONLY
+    _PACKAGE_ONLY = not exact
+    _lz4_zfs.cache_clear()
+    if exact and not lz4_exact():
+        from . import lz4zfs
+
+        raise ModelError(f"OpenZFS's LZ4 is not available in this process: {lz4zfs.unavailable_reason()}")
+
+
+@dataclass(frozen=True)
+class Lz4Used:
+    """Which LZ4 sized lz4 records (and zstd's early abort, and metadata), as a prediction records it."""
+    exact: bool
+    library: str          # `OpenZFS's LZ4 (r1xx parse, built here)` or `lz4 package 4.4.5 (LZ4 1.9.4)`
+    fallback: str = ""    # why OpenZFS's could not be used ("" when it was)
+
+    @property
+    def note(self) -> str:
+        """The one line predict prints when it fell back ("" when it did not)."""
+        if self.exact:
+            return ""
+        return (f"LZ4 here is the {self.library}, not OpenZFS's own ({self.fallback}): today's LZ4 compresses "
+                f"1.5-3 % worse than the older LZ4 that OpenZFS bundles, so lz4 predictions come out about 1.5-3 % "
+                f"high (zstd-3 and above use LZ4 only for their early abort)")
+
+
+def lz4_used() -> Lz4Used:
+    """Which LZ4 this process sizes lz4 with (building OpenZFS's on first use)."""
+    from . import lz4zfs
+
+    if lz4_exact():
+        return Lz4Used(True, "OpenZFS's LZ4 (r1xx parse, built here)")
+    try:
+        import lz4
+
+        library = f"lz4 package {lz4.__version__} (LZ4 {lz4.library_version_string()})"
+    except ImportError:
+        library = "lz4 package (not installed)"
+    return Lz4Used(False, library, "forced by the parent process" if _PACKAGE_ONLY else lz4zfs.unavailable_reason())
 
 
 def lz4_within(data: bytes, limit: int) -> int | None:
@@ -266,7 +318,7 @@ def compressed_size(compression: Compression, data: bytes) -> int:
 def check_compressors(compressions: list[Compression]) -> None:
     """Raise MissingCompressor (one line) before any work when a compressor is not installed."""
     for c in compressions:
-        if c.algorithm == "lz4" or (c.algorithm == "zstd" and c.level >= 3):
+        if c.uses_lz4:
             _lz4_package()
             _lz4_zfs()
         if c.algorithm == "zstd":
