@@ -329,3 +329,28 @@ def test_bad_input_is_one_line_and_exit_2(corpora, tmp_path, caplog, args, messa
 def test_a_missing_corpus_is_refused(tmp_path, caplog):
     assert main(["predict", "--corpus", str(tmp_path / "nothing"), "--no-store"]) == 2
     assert "is not a directory" in caplog.text
+
+
+def test_predictions_compare_with_predictions_every_line_labelled(corpora, tmp_path, capsys):
+    db = tmp_path / "bench.sqlite"
+    for matrix, recordsize in (("p128", "128K"), ("p1m", "1M")):
+        assert main(["predict", "--corpus", str(corpora[3]), "--db", str(db), "--compression", "lz4,zstd-1",
+                     "--recordsize", recordsize, "--sample", "100%", "--jobs", "1", "--matrix", matrix]) == 0
+    capsys.readouterr()
+    assert main(["compare", "p128", "p1m", "--db", str(db)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    opening = out[:out.index("")]
+    assert opening and all(line.startswith("- PREDICTED (not measured): ") for line in opening)
+    sides = [line for line in out if line.startswith(("A: ", "B: "))]
+    assert len(sides) == 2 and all(line.endswith("(PREDICTED by zfsnas-bench predict, not measured)") for line in sides)
+    # each compression beside its twin: its predicted on-disk size on both sides
+    used = {(r[0], r[1]): r[2] for r in sqlite3.connect(db).execute(
+        "SELECT matrix, compression, used_bytes FROM results")}
+    header = next([c.strip() for c in line.strip("|").split("|")] for line in out if line.startswith("| workload |"))
+    unit = next(h for h in header if h.startswith("A on-disk ")).rsplit(" ", 1)[1]
+    scale = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}[unit]
+    for compression in ("lz4", "zstd-1"):
+        [row] = [line for line in out if line.startswith(f"| predict | {compression} |")]
+        cells = dict(zip(header, [c.strip() for c in row.strip("|").split("|")]))
+        assert cells[f"A on-disk {unit}"] == f"{used['p128', compression] / scale:.1f}"
+        assert cells[f"B on-disk {unit}"] == f"{used['p1m', compression] / scale:.1f}"

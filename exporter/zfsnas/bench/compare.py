@@ -262,8 +262,8 @@ def pair(a_rows: list[ResultRow], b_rows: list[ResultRow]) -> Comparison:
     out = Comparison(differs=[f"{short_name(k)}: {_values([s.config for s in sa], k)} -> "
                               f"{_values([s.config for s in sb], k)}" for k in side])
 
-    def rest(s: Summary) -> tuple:
-        return tuple(sorted((k, v) for k, v in s.config.flat().items() if k not in side))
+    def rest(s: Summary) -> tuple:   # the matrix's name is no difference: two matrices' twins pair up
+        return tuple(sorted((k, v) for k, v in s.config.flat().items() if k not in side and k != "matrix"))
     setting_axes = [x for x in axes(s.config for s in sa + sb) if not set(x.keys) & set(side)]
     out.setting_names = [x.name for x in setting_axes]
     twins = {rest(s): s for s in sa}
