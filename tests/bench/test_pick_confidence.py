@@ -83,20 +83,24 @@ def test_the_minimum_throughput_leaves_out_the_runner_up_it_excludes(seeded):
     assert runner_up != "zstd-3 / 1M" and runner_up in {"off / 1M", "off / 128K", "lz4 / 128K"}
 
 
+def load_runs(store: Store, matrix: str, runs: dict[tuple[str, str, str], list[float]]) -> None:
+    """One run of `matrix`: (workload, pool, compression) -> MB/s of each repeat; throughput only."""
+    store.start_matrix(f"{matrix}-1", matrix, "tank/scratch", sum(len(v) for v in runs.values()))
+    cell = 0
+    for (workload, pool, compression), values in runs.items():
+        for repeat, mbs in enumerate(values, 1):
+            cell += 1
+            config = configuration(matrix=matrix, workload=workload, pool=pool, compression=compression)
+            store.record_result(f"{matrix}-1", cell, config, repeat=repeat, started=1.8e9 + cell,
+                                finished=1.8e9 + cell + 1, figures=ResultFigures(throughput_bytes_per_second=mbs * 1e6))
+    store.finish_matrix(f"{matrix}-1", "complete")
+
+
 def load_two_workloads(store: Store) -> dict[str, dict[str, list[float]]]:
-    """Two workloads, two options, uneven repeats as a race leaves them; throughput only."""
+    """Two workloads, two options, uneven repeats as a race leaves them."""
     runs = {"seq-write": {"lz4": [100.0, 104.0, 98.0], "zstd-3": [90.0, 93.0]},
             "seq-read": {"lz4": [200.0, 190.0], "zstd-3": [180.0, 185.0, 178.0]}}
-    store.start_matrix("mw-1", "mw", "tank/scratch", 10)
-    cell = 0
-    for workload, options in runs.items():
-        for compression, values in options.items():
-            for repeat, mbs in enumerate(values, 1):
-                cell += 1
-                store.record_result("mw-1", cell, configuration(matrix="mw", workload=workload, compression=compression),
-                                    repeat=repeat, started=1.8e9 + cell, finished=1.8e9 + cell + 1,
-                                    figures=ResultFigures(throughput_bytes_per_second=mbs * 1e6))
-    store.finish_matrix("mw-1", "complete")
+    load_runs(store, "mw", {(w, "tank", c): v for w, options in runs.items() for c, v in options.items()})
     return runs
 
 
@@ -124,17 +128,8 @@ def test_several_settings_say_how_many_are_decided(tmp_path):
     """Two pool layouts, lz4 clearly ahead on one (decided), a near tie on the other (not decided):
     the sentence counts them and names the least sure."""
     store = Store(tmp_path / "b.sqlite")
-    store.start_matrix("ms-1", "ms", "tank/scratch", 12)
-    cell = 0
-    figures = {("tank", "lz4"): [200, 202, 198], ("tank", "off"): [150, 151, 149],
-               ("fast", "lz4"): [200, 190, 210], ("fast", "off"): [199, 205, 192]}
-    for (pool, compression), values in figures.items():
-        for repeat, mbs in enumerate(values, 1):
-            cell += 1
-            store.record_result("ms-1", cell, configuration(matrix="ms", pool=pool, compression=compression),
-                                repeat=repeat, started=1.8e9 + cell, finished=1.8e9 + cell + 1,
-                                figures=ResultFigures(throughput_bytes_per_second=mbs * 1e6))
-    store.finish_matrix("ms-1", "complete")
+    load_runs(store, "ms", {("seq-write", "tank", "lz4"): [200, 202, 198], ("seq-write", "tank", "off"): [150, 151, 149],
+                            ("seq-write", "fast", "lz4"): [200, 190, 210], ("seq-write", "fast", "off"): [199, 205, 192]})
     [section] = sections(store.results())
     store.close()
     rec = recommend(section)

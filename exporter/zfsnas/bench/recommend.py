@@ -18,7 +18,10 @@ setting: options are compared within one setting at a time (a "group"), never ac
   scores. `--workload` restricts to one.
 Several groups: a pick in each; the answer says whether they agree. Every "no pick" says what is
 missing. When the pick's and the runner-up's repeats overlap it says the data cannot decide; with
-one run each that the noise is unknown. Reads summaries (report.py); owns nothing else.
+one run each that the noise is unknown. Every pick on throughput states how sure it is (a race's
+or a full run's alike): the difference of its score to the runner-up's with its interval
+(stats.confidence_of), a line per setting, and a clause that closes the findings' pick sentence.
+Reads summaries (report.py); owns nothing else.
 """
 
 from __future__ import annotations
