@@ -18,7 +18,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from . import charts, compare, crystaldiskmark, document, html, tables
+from . import charts, compare, crystaldiskmark, document, html, predict_command, racing, tables
 from .axes import SelectorError, parse_selector
 from .config import differs_text, look_alikes
 from .options import OutputError, check_chart_dir, check_output_file, fraction, weight, write_output
@@ -89,6 +89,15 @@ def _sections(store: ReadOnlyStore, matrix: str | None) -> list[Section]:
     return sections(store.results("complete", matrix))
 
 
+def _races(store: ReadOnlyStore) -> dict[str, list[str]]:
+    """Per matrix, how each of its races (`run --until-decided`) ended, as the run kept it."""
+    out: dict[str, list[str]] = {}
+    for run in store.matrix_runs():
+        if said := racing.stored_verdict(run.id, run.race):
+            out.setdefault(run.matrix, []).extend(said)
+    return out
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     store = _store(args)
     rows = store.results(status=None)
@@ -138,13 +147,21 @@ def cmd_report(args: argparse.Namespace) -> int:
     output = check_output_file(args.output, args.force, [args.db]) if args.output else None
     chart_dirs = [(check_chart_dir(d), fmt) for d, fmt in ((args.png, "png"), (args.svg, "svg")) if d]
     store = _store(args)
-    found = _sections(store, args.matrix)
+    predicted = predict_command.predicted_rows(store, args.matrix)   # shown apart, labelled, never merged
+    measured = args.matrix in store.matrices() if args.matrix else bool(store.matrices())
+    found = _sections(store, args.matrix) if measured or not predicted else []
+    races = _races(store)
     try:
         renderers: dict[str, Callable[[list[Section]], str]] = {
-            "markdown": lambda s: document.markdown(s, baseline, args.cdm_format),
-            "csv": lambda s: document.to_csv(s, baseline, args.cdm_format),
-            "html": lambda s: html.page(s, baseline=baseline, cdm=args.cdm_format)}
-        text = renderers[args.format](found)
+            "markdown": lambda s: document.markdown(s, baseline, args.cdm_format, races),
+            "csv": lambda s: document.to_csv(s, baseline, args.cdm_format, races),
+            "html": lambda s: html.page(s, baseline=baseline, cdm=args.cdm_format,
+                                        extra=predict_command.predicted_tables(predicted),
+                                        extra_findings=[predict_command.predicted_recommendation(predicted).strip()]
+                                        if predicted else [], races=races)}
+        text = renderers[args.format](found) if found or args.format == "html" else ""
+        if args.format != "html":
+            text += predict_command.predicted_report(predicted, args.format, after=bool(text))
     except SelectorError as exc:
         raise AnswerError(f"--baseline {args.baseline}: {exc}") from None
     if output is not None:
@@ -163,10 +180,17 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     pick per setting included."""
     minimum = parse_throughput(args.min_throughput) if args.min_throughput else 0.0
     store = _store(args)
+    predicted = predict_command.predicted_recommendation(predict_command.predicted_rows(store, args.matrix))
+    if predicted and args.matrix not in store.matrices():     # predictions only: their answer, labelled
+        sys.stdout.write(f"- {predicted.strip()}\n\nrecommend {args.matrix}: predictions only, nothing measured "
+                         f"(`zfsnas-bench report --matrix {args.matrix}` shows every one)\n")
+        return 0
     [section] = _sections(store, args.matrix)
     rec = recommend(section, args.speed_weight, minimum, args.workload)
     lines = document.finding_lines([(section, document.opening(section, rec))])
-    sys.stdout.write("\n".join(lines) + "\n\n" + render_recommendation(rec))
+    raced = "".join(f"{line}\n" for line in _races(store).get(section.matrix, []))
+    sys.stdout.write("\n".join(lines) + "\n\n" + render_recommendation(rec) + raced
+                     + (f"\n{predicted}" if predicted else ""))
     return 0 if rec.answered else 1
 
 
@@ -185,10 +209,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
         comparisons, opening = _compare_by(store, args)
         sides: list[str] = []
     else:
-        a, b = (compare.resolve(store, ref) for ref in args.refs)
+        (a, a_kind), (b, b_kind) = (_resolve_either(store, ref) for ref in args.refs)
+        if a_kind != b_kind:
+            raise AnswerError(f"{args.refs[0] if a_kind == 'predicted' else args.refs[1]} names predictions: "
+                              "compare predictions with predictions (report shows both kinds, apart)")
         comparisons = [compare.compare(a, b, drop)]
         opening = compare.finding_lines(comparisons[0], a, b)
         sides = compare.describe_sides(a, b)
+        if a_kind == "predicted":     # said on every line a reader may quote alone
+            opening = [f"PREDICTED (not measured): {line}" for line in opening]
+            sides = [f"{line} (PREDICTED by zfsnas-bench predict, not measured)" for line in sides]
     regressed = any(c.verdict == "regression" for comparison in comparisons for c in comparison.changes)
     if args.format == "markdown":
         sys.stdout.write("".join(f"- {line}\n" for line in opening) + "\n"
@@ -224,6 +254,16 @@ def _compare_by(store: ReadOnlyStore, args: argparse.Namespace) -> tuple[list[co
     if not comparisons:
         raise AnswerError(f"--by {args.by}: no matrix varies in it")
     return comparisons, opening
+
+
+def _resolve_either(store: ReadOnlyStore, ref: str) -> tuple[list, str]:
+    """The measured results `ref` names, else the predicted ones (with which kind it was)."""
+    try:
+        return compare.resolve(store, ref), "complete"
+    except compare.CompareError:
+        if rows := compare.resolve_rows(predict_command.predicted_rows(store), ref):
+            return rows, "predicted"
+        raise
 
 
 COMMANDS = {"list": cmd_list, "report": cmd_report, "recommend": cmd_recommend, "compare": cmd_compare}

@@ -117,11 +117,9 @@ def resolve(store: Any, ref: str) -> list[ResultRow]:
     """The complete results `ref` names: a run, a configuration (id or unique prefix), a matrix, or
     `MATRIX:NAME=VALUE,...` / `NAME=VALUE,...` (configurations matching the selector)."""
     rows: list[ResultRow] = store.results("complete")
-    if found := [r for r in rows if r.run_id == ref] or [r for r in rows if r.config_id == ref]:
+    if found := resolve_rows(rows, ref):
         return found
     matrices = list(dict.fromkeys(r.matrix for r in rows))
-    if ref in matrices:
-        return [r for r in rows if r.matrix == ref]
     matrix, sep, rest = ref.partition(":")
     if "=" in ref:
         scope = [r for r in rows if r.matrix == matrix] if sep else rows
@@ -141,6 +139,12 @@ def resolve(store: Any, ref: str) -> list[ResultRow]:
     hint = f"; {len(prefixed)} configurations start with it" if len(prefixed) > 1 else ""
     raise CompareError(f"{ref}: no complete results of a run, configuration or matrix with this name{hint} "
                        f"(`zfsnas-bench list` shows ids; matrices: {', '.join(matrices) or 'none'})")
+
+
+def resolve_rows(rows: list[ResultRow], ref: str) -> list[ResultRow]:
+    """The rows of `rows` a run id, configuration id or matrix name names ([] when none)."""
+    return ([r for r in rows if r.run_id == ref] or [r for r in rows if r.config_id == ref]
+            or [r for r in rows if r.matrix == ref])
 
 
 # --- regression: the same configuration over time ---------------------------------------------------
@@ -258,8 +262,8 @@ def pair(a_rows: list[ResultRow], b_rows: list[ResultRow]) -> Comparison:
     out = Comparison(differs=[f"{short_name(k)}: {_values([s.config for s in sa], k)} -> "
                               f"{_values([s.config for s in sb], k)}" for k in side])
 
-    def rest(s: Summary) -> tuple:
-        return tuple(sorted((k, v) for k, v in s.config.flat().items() if k not in side))
+    def rest(s: Summary) -> tuple:   # the matrix's name is no difference: two matrices' twins pair up
+        return tuple(sorted((k, v) for k, v in s.config.flat().items() if k not in side and k != "matrix"))
     setting_axes = [x for x in axes(s.config for s in sa + sb) if not set(x.keys) & set(side)]
     out.setting_names = [x.name for x in setting_axes]
     twins = {rest(s): s for s in sa}

@@ -3,11 +3,14 @@
 A report opens with the findings (findings.py) of each matrix, at most five sentences, the pick of
 `recommend` last among them: in Markdown as the first lines (a list, one sentence a line), in CSV as
 `# ` comment lines above the tables (the HTML page, html.py, shows the same block first). The
-evidence table the sentences cite leads each section's tables, the others follow (tables.py). CSV
+evidence table the sentences cite leads each section's tables, the others follow (tables.py); a
+race's verdict, kept with its run, comes under the section's title (in CSV after the findings). CSV
 figures keep their precision (tables.precise). Owns the order of the parts only.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from .axes import Selector
 from .findings import Findings, findings
@@ -35,20 +38,26 @@ def _tables(section: Section, block: Findings, baseline: Selector | None, cdm: s
     return ([evidence] if evidence.rows else []) + section_tables(section, baseline, cdm)
 
 
-def markdown(sections: list[Section], baseline: Selector | None = None, cdm: str | None = None) -> str:
+def markdown(sections: list[Section], baseline: Selector | None = None, cdm: str | None = None,
+             races: Mapping[str, list[str]] | None = None) -> str:
+    """`races`: per matrix, how its races ended (racing.stored_verdict), under the section's title."""
     found = [(section, opening(section)) for section in sections]
     parts = [*finding_lines(found), "", "# zfsnas-bench report", ""]
     for section, block in found:
         parts += [f"## {section.title}", ""]
+        if said := (races or {}).get(section.matrix):
+            parts += [*said, ""]
         parts += [table_markdown(t) for t in _tables(section, block, baseline, cdm)]
     return "\n".join(parts)
 
 
-def to_csv(sections: list[Section], baseline: Selector | None = None, cdm: str | None = None) -> str:
-    """The findings as `# ` lines, then every table of every section (spreadsheets open it as one
-    sheet; pandas reads the tables with comment="#")."""
+def to_csv(sections: list[Section], baseline: Selector | None = None, cdm: str | None = None,
+           races: Mapping[str, list[str]] | None = None) -> str:
+    """The findings as `# ` lines (then how the races ended, as `# ` lines too), then every table of
+    every section (spreadsheets open it as one sheet; pandas reads the tables with comment="#")."""
     found = [(section, opening(section)) for section in sections]
     head = "".join(f"# {line[2:]}\n" for line in finding_lines(found))
+    head += "".join(f"# {s.matrix}: {line}\n" for s in sections for line in (races or {}).get(s.matrix, []))
     with precise():
         body = "".join(table_csv(t) for section, block in found for t in _tables(section, block, baseline, cdm))
     return head + body

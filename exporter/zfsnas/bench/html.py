@@ -8,12 +8,12 @@ page has the tables and says what to install. Owns the page's markup only.
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping
 from html import escape
 
 from . import charts
 from .axes import Selector
 from .document import opening
-from .findings import Findings
 from .recommend import Recommendation, recommend
 from .report import Section
 from .tables import Table, section_tables
@@ -44,15 +44,15 @@ def _table(table: Table) -> str:
     return "\n".join(parts)
 
 
-def _findings(block: Findings) -> str:
-    return '<ol class="findings">' + "".join(f"<li>{escape(line)}</li>" for line in block.lines()) + "</ol>"
+def _findings(lines: list[str]) -> str:
+    return '<ol class="findings">' + "".join(f"<li>{escape(line)}</li>" for line in lines) + "</ol>"
 
 
 def _pick_details(rec: Recommendation) -> str:
     """What the pick's sentence leaves out: its notes and the pick per workload and setting."""
     if not rec.candidates and not rec.conditional:   # nothing to choose between: said by the findings
         return ""
-    notes = "".join(f"<br>{escape(n)}" for n in rec.notes)
+    notes = "".join(f"<br>{escape(n)}" for n in rec.confidence + rec.notes)
     lines = "".join(f"<li>{escape(where)}: {escape(sentence)}</li>" for where, sentence in rec.per_workload)
     head = f'<p class="pick">{escape(rec.sentence)}{notes}</p>'
     # folded: one line per workload and setting would push the charts a screen down
@@ -61,9 +61,12 @@ def _pick_details(rec: Recommendation) -> str:
 
 
 def page(sections: list[Section], title: str = "zfsnas-bench report", baseline: Selector | None = None,
-         cdm: str | None = None) -> str:
+         cdm: str | None = None, extra: list[Table] | None = None, extra_findings: list[str] | None = None,
+         races: Mapping[str, list[str]] | None = None) -> str:
     """One section: titled by it, its findings the first lines. Several: every section's findings
-    first, each under its title, then each section's details."""
+    first, each under its title, then each section's details. `extra_findings` and `extra`: what
+    follows every section, apart (predictions, never mixed with measured results): its own findings
+    list, then its tables. `races`: per matrix, how its races ended, with the pick's details."""
     with_charts = charts.available()
     recs = [recommend(section) for section in sections]
     blocks = [opening(section, rec) for section, rec in zip(sections, recs)]
@@ -71,10 +74,10 @@ def page(sections: list[Section], title: str = "zfsnas-bench report", baseline: 
     heading = sections[0].title if single else title
     body = [f"<h1>{escape(heading)}</h1>"]
     if single:
-        body.append(_findings(blocks[0]))
+        body.append(_findings(blocks[0].lines()))
     else:
         for section, block in zip(sections, blocks):
-            body.append(f'<h2 class="findings">{escape(section.title)}</h2>{_findings(block)}')
+            body.append(f'<h2 class="findings">{escape(section.title)}</h2>{_findings(block.lines())}')
     if not with_charts:
         body.append(f'<p class="note">{escape(charts.INSTALL)}</p>')
     for section, rec, block in zip(sections, recs, blocks):
@@ -85,7 +88,12 @@ def page(sections: list[Section], title: str = "zfsnas-bench report", baseline: 
                 body.append(f'<figure><img class="chart" data-chart="{escape(name)}" alt="{escape(section.matrix)} '
                             f'{escape(name)} chart" src="data:image/png;base64,{data}"></figure>')
         body.append(_pick_details(rec))
+        if said := (races or {}).get(section.matrix):
+            body.append('<p class="note">' + "<br>".join(escape(line) for line in said) + "</p>")
         evidence = block.table()
         body += [_table(t) for t in ([evidence] if evidence.rows else []) + section_tables(section, baseline, cdm)]
+    if extra_findings:
+        body.append(f'<h2 class="findings">Predicted, not measured</h2>{_findings(extra_findings)}')
+    body += [_table(t) for t in extra or []]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{escape(heading)}</title><style>{STYLE}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")

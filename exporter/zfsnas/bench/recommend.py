@@ -18,7 +18,10 @@ setting: options are compared within one setting at a time (a "group"), never ac
   scores. `--workload` restricts to one.
 Several groups: a pick in each; the answer says whether they agree. Every "no pick" says what is
 missing. When the pick's and the runner-up's repeats overlap it says the data cannot decide; with
-one run each that the noise is unknown. Reads summaries (report.py); owns nothing else.
+one run each that the noise is unknown. Every pick on throughput states how sure it is (a race's
+or a full run's alike): the difference of its score to the runner-up's with its interval
+(stats.confidence_of), a line per setting, and a clause that closes the findings' pick sentence.
+Reads summaries (report.py); owns nothing else.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from itertools import combinations
 
 from .axes import workload_text
 from .report import DIMENSIONS, Section, Stat, Summary
+from .stats import Confidence, confidence_of, mean, objective
 from .tables import difference_unit, figure_columns, number
 
 # Line rates as payload bytes per second (the nominal rate: real SMB/NFS payload is a little less).
@@ -81,6 +85,8 @@ class Recommendation:
     per_workload: list[tuple[str, str]] = field(default_factory=list)   # (group and workload, its pick's sentence)
     # Settings that disagree: (the values of the setting axes that decide, the pick there or None)
     conditional: list[tuple[str, Candidate | None]] = field(default_factory=list)
+    # How sure each pick is against its runner-up: (the setting, "" for one, its Confidence)
+    confidences: list[tuple[str, Confidence]] = field(default_factory=list)
 
     @property
     def answered(self) -> bool:
@@ -89,8 +95,29 @@ class Recommendation:
 
     @property
     def sentence(self) -> str:
-        """The answer in one sentence, as the findings close with it."""
-        return ("Pick: " if self.pick else "Pick " if self.conditional else "No pick: ") + self.reason
+        """The answer in one sentence, as the findings close with it: how sure it is included."""
+        text = ("Pick: " if self.pick else "Pick " if self.conditional else "No pick: ") + self.reason
+        return f"{text.rstrip('.')}; {self.certainty}." if self.certainty else text
+
+    @property
+    def confidence(self) -> list[str]:
+        """How sure every pick is, a line each (recommend prints them under the pick, the HTML page too)."""
+        return [f"{where}: {c.sentence()}" if where else c.sentence() for where, c in self.confidences]
+
+    @property
+    def certainty(self) -> str:
+        """How sure the pick is, short: its clause; with several settings, how many are decided and
+        the least sure of them."""
+        found = [c for _where, c in self.confidences]
+        if len(found) < 2:
+            return found[0].clause() if found else ""
+        if all(c.interval is None for c in found):
+            return f"not decided in any of the {len(found)} settings: one run each (noise unknown)"
+        decided = sum(c.verdict == "decided" for c in found)
+        where, least = min(self.confidences, key=lambda x: x[1].interval.low if x[1].interval else -math.inf)
+        if decided == len(found):
+            return f"decided in all {len(found)} settings, the closest {least.clause(verdict=False)}"
+        return f"decided in {decided} of {len(found)} settings; the least sure, with {where}: {least.clause()}"
 
 
 def _space(s: Summary) -> float | None:
@@ -200,6 +227,7 @@ class _Pick:
     notes: list[str]
     front: list[Candidate]
     scores: dict[tuple[str, ...], float]    # option -> score in [0, 1], for the overall pick
+    confidence: Confidence | None = None     # against the runner-up (_confidence)
 
 
 def _noise_notes(ranked: list[Candidate]) -> list[str]:
@@ -331,7 +359,14 @@ def _unanswerable(shape: str, speed_weight: float, min_throughput: float) -> str
 
 def _in_group(section: Section, group: list[Summary], speed_weight: float,
               min_throughput: float) -> tuple[_Pick, list[tuple[str, str]], str]:
-    """The pick within one group: per workload, then overall."""
+    """The pick within one group (per workload, then overall) and how sure it is."""
+    chosen, lines, shape = _pick_in_group(section, group, speed_weight, min_throughput)
+    chosen.confidence = _confidence(group, chosen, shape, speed_weight)
+    return chosen, lines, shape
+
+
+def _pick_in_group(section: Section, group: list[Summary], speed_weight: float,
+                   min_throughput: float) -> tuple[_Pick, list[tuple[str, str]], str]:
     shape = _shape(group)
     if why := _unanswerable(shape, speed_weight, min_throughput):
         return _Pick(None, why, [], [], {}), [], shape
@@ -358,6 +393,33 @@ def _in_group(section: Section, group: list[Summary], speed_weight: float,
     pick = Candidate(summary, summary.get("throughput"), _space(summary), "", _cpu(summary))
     notes = [n for p in picks.values() for n in p.notes if n.startswith("one run per configuration")][:1]
     return _Pick(pick, reason, notes, [], complete), lines, shape
+
+
+def _confidence(group: list[Summary], chosen: _Pick, shape: str, speed_weight: float) -> Confidence | None:
+    """How sure the group's pick is against the runner-up among the options it was picked from (those
+    reaching the minimum, in every workload): on recommend's score in log space (throughput alone
+    without on-disk sizes), per workload, every workload counted the same. None for a pick on size
+    alone: the on-disk size of the same data is not noisy, there is no interval to state."""
+    if chosen.pick is None or shape not in ("throughput", "throughput and space"):
+        return None
+    weight = speed_weight if shape == "throughput and space" else 1.0
+    workloads: list[dict[tuple[str, ...], list[float]]] = []
+    names: dict[tuple[str, ...], str] = {}
+    for workload in dict.fromkeys(s.workload for s in group):
+        samples = {}
+        for c in candidates_of([s for s in group if s.workload == workload]):
+            option = _option(c.summary)
+            if option in chosen.scores and c.throughput is not None and (weight == 1 or c.space):
+                samples[option] = [objective(v, c.space if weight < 1 else None, weight) for v in c.throughput.values]
+                names.setdefault(option, c.label)
+        workloads.append(samples)
+    pick = _option(chosen.pick.summary)
+    everywhere = [o for o in names if all(o in w for w in workloads)]
+    if pick not in everywhere or len(everywhere) < 2:
+        return None
+    overall = {o: mean([mean(w[o]) for w in workloads]) for o in everywhere}
+    runner_up = max((o for o in everywhere if o != pick), key=lambda o: overall[o])
+    return confidence_of(pick, runner_up, workloads, what="score" if weight < 1 else "throughput", names=names)
 
 
 _NOTE_ORDER = ("the data cannot decide", "the pick depends on", "configuration(s) of", "no on-disk size for",
@@ -397,8 +459,11 @@ def recommend(section: Section, speed_weight: float = 0.5, min_throughput: float
     if len(groups) == 1:
         chosen, lines, _ = results[0]
         return Recommendation(section.matrix, first, chosen.front, chosen.pick, chosen.reason,
-                              _ordered(chosen.notes + notes), shape, lines)
+                              _ordered(chosen.notes + notes), shape, lines,
+                              confidences=[("", chosen.confidence)] if chosen.confidence else [])
     # Several settings (e.g. two RAM sizes x two NTFS clusters): a pick in each, and whether they agree.
+    sure = [(section.describe(g[0], OPTION_AXES), r[0].confidence) for g, r in zip(groups, results)]
+    confidences = [(where, c) for where, c in sure if c is not None]
     lines = []
     for group, (chosen, per_workload, _) in zip(groups, results):
         where = section.describe(group[0], OPTION_AXES)
@@ -412,14 +477,14 @@ def recommend(section: Section, speed_weight: float = 0.5, min_throughput: float
     if len(labels) == 1 and all(picked):
         reason = (f"{picked[0].label} in every one of the {len(groups)} settings ({', '.join(settings)}).")  # type: ignore[union-attr]
         return Recommendation(section.matrix, first, main.front, picked[0], reason, _ordered(main.notes + notes),
-                              shape, lines)
+                              shape, lines, confidences=confidences)
     if not any(picked) and len(reasons) == 1:
         # the same reason in every setting (nothing to weigh, no minimum reached)
         return Recommendation(section.matrix, first, main.front, None, reasons.pop(), _ordered(main.notes + notes),
                               shape, lines)
     conditional, reason, why = _conditional(section, groups, [r[0] for r in results])
     return Recommendation(section.matrix, first, main.front, None, reason, _ordered([why] + main.notes + notes), shape,
-                          lines, conditional)
+                          lines, conditional, confidences)
 
 
 def _conditional(section: Section, groups: list[list[Summary]],
@@ -467,5 +532,6 @@ def render(rec: Recommendation) -> str:
         lines += [f"  {where}: {text}" for where, text in rec.per_workload]
         lines.append("")
     lines.append(("pick: " if rec.pick else "pick " if rec.conditional else "no pick: ") + rec.reason)
+    lines += rec.confidence
     lines += [f"note: {n}" for n in rec.notes]
     return "\n".join(lines) + "\n"

@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from ..sources.benchschema import (
     FINAL,
@@ -187,6 +188,12 @@ class Store:
         with self.tx() as db:
             db.execute("UPDATE matrix_runs SET status=?, finished=? WHERE id=?", (status, time.time(), run_id))
 
+    def record_race(self, run_id: str, record: dict[str, Any]) -> None:
+        """How the race of `run_id` ended (racing.Race.to_record), kept with the run for `report` and
+        `recommend` to state later."""
+        with self.tx() as db:
+            db.execute("UPDATE matrix_runs SET race=? WHERE id=?", (json.dumps(record, sort_keys=True), run_id))
+
     def start_result(self, run_id: str, cell: int, config: Configuration, repeat: int, dataset: str,
                      started: float | None = None) -> int:
         """A `running` row of `config`; its readable columns are the configuration's labels."""
@@ -226,10 +233,12 @@ class Store:
         return result_id
 
     def import_results(self, run_id: str, matrix: str, dataset: str, results: list[tuple[Configuration, ResultFigures]],
-                       started: float, finished: float, details: dict | None = None) -> list[int]:
+                       started: float, finished: float, details: dict | None = None,
+                       status: str = "complete") -> list[int]:
         """Results measured elsewhere (`zfsnas-bench import`), with their matrix run, in ONE
         transaction: a bad value or a full disk stores none of them. `results`: (configuration,
-        figures) in file order; each row is `complete` from `started` to `finished`."""
+        figures) in file order; each row is `complete` (or `status`: `predicted` for `zfsnas-bench
+        predict`'s estimates, which no reader of measurements selects) from `started` to `finished`."""
         ids = []
         with self.tx() as db:
             db.execute("INSERT INTO matrix_runs (id, matrix, dataset, pool, host, pid, started, finished, status,"
@@ -244,7 +253,7 @@ class Store:
                            "config_id", "config", *encoded]
                 row = [run_id, cell, config.matrix, config.workload, labels["compression"], labels["recordsize"],
                        config.size, config.pool, labels["encryption"], 1, dataset, self.host, os.getpid(), started,
-                       finished, "complete", config.id, config.to_json(), *encoded.values()]
+                       finished, status, config.id, config.to_json(), *encoded.values()]
                 cur = db.execute(f"INSERT INTO results ({', '.join(columns)}) VALUES ({', '.join('?' * len(row))})",
                                  row)
                 ids.append(_rowid(cur))

@@ -31,7 +31,8 @@ TABLES = {
         "host TEXT NOT NULL", "pid INTEGER NOT NULL", "started REAL NOT NULL", "finished REAL",
         "status TEXT NOT NULL", "zfs_version TEXT", "fio_version TEXT", "kernel TEXT", "pool_layout TEXT",
         "cells INTEGER NOT NULL DEFAULT 0",
-        "parameters TEXT"),                 # every module parameter at run start (JSON)
+        "parameters TEXT",                  # every module parameter at run start (JSON)
+        "race TEXT"),                       # `run --until-decided`: how the race ended (JSON; racing.py)
     "results": (
         "id INTEGER PRIMARY KEY AUTOINCREMENT", "run_id TEXT NOT NULL REFERENCES matrix_runs(id)",
         "cell INTEGER NOT NULL", "matrix TEXT NOT NULL", "workload TEXT NOT NULL", "compression TEXT NOT NULL",
@@ -187,6 +188,7 @@ class MatrixRun:
     pool_layout: str | None
     cells: int
     parameters: str | None
+    race: str | None = None        # a race's record (JSON), None for a full run or an import
 
 
 @dataclass(frozen=True)

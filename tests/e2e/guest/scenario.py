@@ -852,7 +852,15 @@ def failures_phase() -> None:
     failures.run_all(sys.modules[__name__])
 
 
-PHASES = {"client": client_phase, "bench": bench_phase, "capture": capture_roundtrip, "failures": failures_phase}
+def predict_phase() -> None:
+    """Issue 40's space and racing figures, in guest/predict.py (results/predict/; tests/e2e/test_predict.py)."""
+    import predict
+
+    predict.run_all(sys.modules[__name__])
+
+
+PHASES = {"client": client_phase, "bench": bench_phase, "capture": capture_roundtrip, "failures": failures_phase,
+          "predict": predict_phase}
 
 
 def main() -> int:
@@ -921,6 +929,7 @@ def main() -> int:
         # Last, so that on a slow host it can only cut itself short, never the moments before it.
         timeline["capture_roundtrip_seconds"] = optional_phase("capture round trip", capture_roundtrip)
         timeline["failures_seconds"] = optional_phase("failures phase", failures_phase)
+        timeline["predict_seconds"] = optional_phase("predict phase", predict_phase)
         if (SHARE / "container" / "run.json").exists():   # the stack's exporter container (port 9923 too)
             timeline["exporter_stop_seconds"] = stop_exporter(exporter)
             exporter = None
