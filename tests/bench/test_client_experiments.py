@@ -392,7 +392,7 @@ def test_import_fio_json_round_trips_a_real_fio_run(tmp_path, capsys):
     ('{"fio version": "fio-3.33", "jobs": [{"jobname": "a", "write": {"io_bytes": 10, "bw_bytes": 1', "truncated?"),
     ('{"fio version": "fio-3.33", "jobs": []}', "fio JSON without jobs"),
     ('{"jobs": [{"jobname": "a", "write": {"io_bytes": 10, "bw_bytes": "fast", "iops": 1}}]}',
-     "fio job 'a': write.bw_bytes is 'fast', not a number"),
+     "fio job 'a': write.bw_bytes is 'fast', not a finite number"),
     ('{"jobs": [{"jobname": "a", "error": 5, "write": {"io_bytes": 10, "bw_bytes": 1, "iops": 1}}]}',
      "ended with error 5"),
 ])
