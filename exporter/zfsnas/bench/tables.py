@@ -336,11 +336,13 @@ def section_tables(section: Section, baseline: Selector | None = None, cdm: str 
 # --- renderings ----------------------------------------------------------------------------------------
 
 def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|")
+    """Text from the store (names a user gave, fio job names) as inline Markdown: a line break or
+    other control character shown as `\\xNN`, never starting a line of its own (a heading)."""
+    return "".join(f"\\x{ord(ch):02x}" if ord(ch) < 32 or ord(ch) == 127 else ch for ch in text).replace("|", "\\|")
 
 
 def table_markdown(table: Table) -> str:
-    out = [f"### {table.title}", ""]
+    out = [f"### {_md_cell(table.title)}", ""]
     if table.code:
         out += ["```", *table.code, "```", ""]
     out += ["| " + " | ".join(map(_md_cell, table.headers)) + " |", "|" + "---|" * len(table.headers)]
@@ -353,7 +355,7 @@ def table_markdown(table: Table) -> str:
 def markdown(sections: list[Section], baseline: Selector | None = None, cdm: str | None = None) -> str:
     parts = ["# zfsnas-bench report", ""]
     for section in sections:
-        parts += [f"## {section.title}", ""]
+        parts += [f"## {_md_cell(section.title)}", ""]
         parts += [table_markdown(t) for t in section_tables(section, baseline, cdm)]
     return "\n".join(parts)
 
