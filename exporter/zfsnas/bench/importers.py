@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ..sources.benchdb import MAX_CONFIG_CHARS, MAX_LABEL_CHARS
-from ..sources.benchschema import ResultFigures, number_problem, time_problem
+from ..sources.benchschema import ResultFigures, number_problem, stored_time_problem, time_problem
 from . import crystaldiskmark
 from .config import UNKNOWN, Configuration
 from .identity import DatasetIdentity, configuration
@@ -165,8 +165,8 @@ def crystaldiskmark_results(data: bytes, matrix: str, identity: DatasetIdentity 
 
 
 def _check_time(what: str, value: float) -> None:
-    if problem := time_problem(value):
-        when = time.strftime("%Y-%m-%d", time.gmtime(value)) if problem == "out_of_range" else repr(value)
+    if time_problem(value):
+        when = time.strftime("%Y-%m-%d", time.gmtime(value)) if not stored_time_problem(value) else f"{value:g}"
         raise ImportFormatError(f"{what} is {when}: not a time a result can have (from 2000 to tomorrow)")
 
 
@@ -183,7 +183,7 @@ def _number(job: str, path: str, value: Any, integer: bool = False) -> float:
         raise ImportFormatError(f"fio job {job!r}: {path} is {value!r}: it cannot be negative")
     if integer and (not isinstance(value, int) or value > MAX_INTEGER):
         raise ImportFormatError(f"fio job {job!r}: {path} is {value!r:.60}, not a byte count (a whole number below 2^63)")
-    return float(value)
+    return value if integer else float(value)   # a byte count past 2^53 keeps its every unit
 
 
 def _object(job: str, path: str, value: Any) -> dict[str, Any]:
