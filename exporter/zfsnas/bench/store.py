@@ -185,20 +185,9 @@ class Store:
         """A new database, built whole beside its name and linked into place: a full disk, a
         read-only directory or a kill leave no empty or half-made file (nor the directories made
         for it)."""
-        made: list[Path] = []
-        for parent in reversed([self.path.parent, *self.path.parent.parents]):
-            if not parent.exists():
-                try:
-                    parent.mkdir()
-                except FileExistsError:
-                    continue
-                except OSError as exc:
-                    self._undo(made)
-                    raise StoreError(f"cannot create {parent}: {exc.strerror or exc}; nothing written") from None
-                made.append(parent)
-            elif not parent.is_dir():
-                raise StoreError(f"{parent} is not a directory")
+        made = self._make_parents()
         temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}-{secrets.token_hex(4)}.new")
+        failure: str | None = None
         try:
             os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))   # mode as SQLite's own
             self.db = self._connect(temporary)
@@ -213,16 +202,34 @@ class Store:
                 pass         # another writer made it meanwhile: theirs is used
             except OSError:  # a file system without hard links
                 os.rename(temporary, self.path)
-        except (OSError, sqlite3.Error) as exc:
-            self._undo(made)
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-            raise StoreError(f"cannot create {self.path}: {reason}; nothing written") from None
+        except (OSError, sqlite3.Error, StoreError) as exc:
+            failure = (exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)).split("; nothing")[0]
         finally:
             for suffix in ("", "-wal", "-shm", "-journal"):
                 try:
                     os.unlink(f"{temporary}{suffix}")
                 except OSError:
                     pass
+        if failure is not None:
+            self._undo(made)
+            raise StoreError(f"cannot create {self.path}: {failure.removeprefix(f'{self.path}: ')}; nothing written")
+
+    def _make_parents(self) -> list[Path]:
+        """The database's missing directories, made; those made, for `_undo`."""
+        made: list[Path] = []
+        for parent in reversed([self.path.parent, *self.path.parent.parents]):
+            if not parent.exists():
+                try:
+                    parent.mkdir()
+                except FileExistsError:
+                    continue
+                except OSError as exc:
+                    self._undo(made)
+                    raise StoreError(f"cannot create {parent}: {exc.strerror or exc}; nothing written") from None
+                made.append(parent)
+            elif not parent.is_dir():
+                raise StoreError(f"{parent} is not a directory")
+        return made
 
     @staticmethod
     def _undo(made: list[Path]) -> None:
