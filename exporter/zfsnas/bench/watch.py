@@ -250,6 +250,8 @@ class Watcher:
             target.see(sample, txgs.get(target.pool, []))
         if any(t.first is None for t in watched.targets):
             self._recent.append(sample)
+        elif self._recent:
+            self._recent.clear()      # every dataset has its own copy of what came before its first byte
 
     def watch(self, stop: threading.Event, duration: float | None = None, until_idle: float | None = None,
               on_first_byte: Any = None) -> Watched:
