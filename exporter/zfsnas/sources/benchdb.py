@@ -234,22 +234,23 @@ class BenchDbReader:
 
     def _load_all(self, db: sqlite3.Connection, dropped: Dropped) -> None:
         """The first read: the most recently stored configurations (by their newest row: the index
-        on configuration ids holds it), up to the limit; the others counted."""
+        on configuration ids holds it), up to the limit; the others counted, not read."""
         state = self._state
-        cursor = db.execute("SELECT config_id, MAX(id) AS newest FROM results WHERE status IN ('complete', 'running')"
-                            " GROUP BY config_id ORDER BY newest DESC")
-        first_left_out = None
-        for config_id, _newest in cursor:
-            self.rows_read += 1
-            if len(state.series) >= self.max_configurations:
-                first_left_out = first_left_out or f"configuration {config_id}"
-                state.left_out += 1
-            elif isinstance(config_id, str):
+        newest = self._rows(db, "SELECT config_id, MAX(id) AS newest FROM results WHERE status IN ('complete', "
+                                "'running') GROUP BY config_id ORDER BY newest DESC LIMIT ?",
+                            (self.max_configurations,))
+        for config_id, _newest in newest:
+            if isinstance(config_id, str):
                 self._admit(db, config_id, dropped)
             else:
                 dropped.add("malformed", f"a result without a configuration id: {config_id!r}")
-        if first_left_out:
-            dropped.add("over_limit", first_left_out, count=state.left_out)
+        if len(newest) == self.max_configurations:
+            [(count,)] = self._rows(db, "SELECT COUNT(DISTINCT config_id) FROM results WHERE status IN "
+                                        "('complete', 'running')")
+            if count > len(newest):
+                state.left_out = count - len(newest)
+                dropped.add("over_limit", f"{state.left_out} configurations stored before the {len(newest)} served",
+                            count=state.left_out)
 
     def _read_changes(self, db: sqlite3.Connection, dropped: Dropped) -> None:
         """Results added since the last read, and the end of the results seen `running`."""
