@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from zfsnas.bench.store import ResultFigures, Store
-from zfsnas.sources.benchdb import DEFAULT_MAX_CONFIGURATIONS, MEDIAN_WINDOW, BenchDbReader, read_bench_db
+from zfsnas.sources.benchdb import read_bench_db
 from zfsnas.sources.model import Dropped, SourceIncomplete
 
 from tests.bench.configs import configuration
@@ -24,6 +24,8 @@ from tests.conftest import samples, scrape_text, value
 RESULTS = 100_000
 FAMILIES = 8                                  # zfs_bench_* families a configuration may have
 MiB = 1 << 20
+MAX_CONFIGURATIONS = 1000                     # --bench.max-configurations' default
+MEDIAN_WINDOW = 1000                          # benchdb.MEDIAN_WINDOW: the earlier runs a median is taken over
 
 
 def configurations_of(count: int) -> list[tuple[str, str, dict[str, str]]]:
@@ -84,10 +86,10 @@ def test_a_read_of_100000_results_is_bounded_in_memory_and_page(big):
     finally:
         tracemalloc.stop()
     assert peak < 64 * MiB, f"{peak / MiB:.0f} MiB to read {RESULTS} results"
-    assert len(configs) == min(configurations, DEFAULT_MAX_CONFIGURATIONS)
+    assert len(configs) == min(configurations, MAX_CONFIGURATIONS)
     text = scrape_text("--collector.disable-defaults", "--collector.bench", "--bench.db", str(path))
     series = [line for line in text.splitlines() if line.startswith("zfs_bench_")]
-    assert len(series) <= DEFAULT_MAX_CONFIGURATIONS * FAMILIES
+    assert len(series) <= MAX_CONFIGURATIONS * FAMILIES
     assert len(text) < 8 * MiB
 
 
@@ -105,6 +107,8 @@ def test_one_configuration_of_100000_runs_reads_its_latest_window(big):
 def test_a_refresh_reads_what_changed_only(big, tmp_path):
     import shutil
 
+    from zfsnas.sources.benchdb import BenchDbReader
+
     path = tmp_path / "bench.sqlite"
     shutil.copy(big[0], path)
     configurations = big[1]
@@ -112,7 +116,7 @@ def test_a_refresh_reads_what_changed_only(big, tmp_path):
     first = _read(reader)
     at_start = reader.rows_read
     # the start reads the ids of the configurations it keeps and their summaries: not the results
-    assert at_start <= min(configurations, DEFAULT_MAX_CONFIGURATIONS) * 4 + MEDIAN_WINDOW + 2
+    assert at_start <= min(configurations, MAX_CONFIGURATIONS) * 4 + MEDIAN_WINDOW + 2
     assert _read(reader) is first and reader.rows_read == at_start       # nothing changed: nothing read
     store = Store(path)
     latest = configuration(size=f"{(RESULTS - 1) % configurations}M")
@@ -135,7 +139,7 @@ def test_a_refresh_reads_what_changed_only(big, tmp_path):
     assert not new.running and new.runs == 1 and reader.rows_read - before <= MEDIAN_WINDOW + 8
 
 
-def _read(reader: BenchDbReader):
+def _read(reader):
     try:
         return reader.read(Dropped())
     except SourceIncomplete as exc:
@@ -195,9 +199,20 @@ def test_a_dead_watch_is_not_running(tmp_path):
         assert live.running
     [dead] = read_bench_db(path)
     assert not dead.running
+    from zfsnas.sources.benchdb import BenchDbReader
+
     reader = BenchDbReader(path)              # and one reader, as the exporter keeps it, sees it change
     with RunLock(f"{path}.lock"):
         assert _read(reader)[0].running
     assert not _read(reader)[0].running
     store.close()
     assert os.path.exists(f"{path}.lock")
+
+
+def test_the_bounds_are_defined_once():
+    """The flag's default is the reader's; the figures above are theirs."""
+    from zfsnas.collectors.bench import BenchSettings
+    from zfsnas.sources import benchdb
+
+    assert BenchSettings.flags["max_configurations"].default == benchdb.DEFAULT_MAX_CONFIGURATIONS == MAX_CONFIGURATIONS
+    assert benchdb.MEDIAN_WINDOW == MEDIAN_WINDOW

@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import FIXTURES
 from zfsnas.refresh import Follower
-from zfsnas.sources.zpool_events import MAX_LINES_PER_SECOND, EventReader
+from zfsnas.sources.zpool_events import EventReader
 
 RECORDED = (FIXTURES / "commands" / "zfs-2.3" / "zpool-events.txt").read_text()
 rng = random.Random(43)
@@ -101,6 +101,8 @@ class FakeClock:
 def test_a_storm_is_read_at_a_bounded_rate():
     """100,000 lines as fast as they come: the follower takes MAX_LINES_PER_SECOND a second and
     waits the rest of each second (on a fake clock: the waits are counted, not slept)."""
+    from zfsnas.sources.zpool_events import MAX_LINES_PER_SECOND
+
     clock = FakeClock()
     seen: list[str] = []
     lines = 100_000
