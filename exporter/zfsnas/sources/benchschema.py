@@ -76,6 +76,9 @@ FUTURE_SLACK_SECONDS = 86_400.0
 LATEST_READABLE_TIME = 253_402_300_799.0     # 9999-12-31T23:59:59Z
 # Figures that can be negative: a watch's `used`/`logicalused` are growths (files deleted meanwhile).
 SIGNED_FIGURES = frozenset({"used_bytes", "logicalused_bytes"})
+# Figures bounded by what they are: shares of CPU time, and a compression ratio (ZFS's best: a 16 MiB
+# record held in a block pointer's 112 bytes, about 150,000; 10^6 leaves room).
+FIGURE_RANGES = {"cpu_busy_ratio": (0.0, 1.0), "cpu_iowait_ratio": (0.0, 1.0), "compressratio": (0.0, 1e6)}
 
 JsonObject = dict[str, Any]
 
@@ -164,8 +167,13 @@ def _time_outside(value: object, earliest: float, latest: float) -> str | None:
 
 
 def figure_problem(name: str, value: object) -> str | None:
-    """`number_problem` of one figure of ResultFigures (signed where SIGNED_FIGURES says)."""
-    return number_problem(value, signed=name in SIGNED_FIGURES)
+    """`number_problem` of one figure of ResultFigures (signed where SIGNED_FIGURES says), and
+    `out_of_range` outside FIGURE_RANGES."""
+    problem = number_problem(value, signed=name in SIGNED_FIGURES)
+    if problem is None and name in FIGURE_RANGES:
+        low, high = FIGURE_RANGES[name]
+        return None if low <= float(value) <= high else "out_of_range"  # type: ignore[arg-type]
+    return problem
 
 
 @dataclass(frozen=True)
