@@ -79,11 +79,16 @@ class Watching(logging.Handler):
             self.event.set()
 
     def __enter__(self) -> threading.Event:
-        logging.getLogger("zfsnas.bench").addHandler(self)
+        logger = logging.getLogger("zfsnas.bench")
+        self.level = logger.level
+        logger.setLevel(logging.INFO)       # the line is at info: not dropped before it reaches us
+        logger.addHandler(self)
         return self.event
 
     def __exit__(self, *exc: object) -> None:
-        logging.getLogger("zfsnas.bench").removeHandler(self)
+        logger = logging.getLogger("zfsnas.bench")
+        logger.removeHandler(self)
+        logger.setLevel(self.level)
 
 
 class Breaker(threading.Thread):
