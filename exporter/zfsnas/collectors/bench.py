@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ..exposition import Families, Family
+from ..refresh import RenderedOnce
 from ..settings import Settings, flag, interval
 from .base import Context, RefreshingCollector, Report
 
@@ -62,6 +63,7 @@ class BenchCollector(RefreshingCollector):
         self.path = self.settings.db
         self.refresher = self.add_refresher("bench_db", self._read, self.settings.refresh_interval)
         self._reader: BenchDbReader | None = None   # made by the first refresh (its module is not imported at start)
+        self._rendered = RenderedOnce(2)            # the families of the reader's last lists
 
     def _read(self) -> list[BenchConfig]:
         # The reader is imported here, in the refresh thread: nothing of it is needed to start.
@@ -77,8 +79,15 @@ class BenchCollector(RefreshingCollector):
             self.refresher.count_dropped(dropped)
 
     def collect(self, report: Report) -> Iterable[Family]:
-        families = Families()
         configs: list[BenchConfig] = self.current(self.refresher, report) or []
+        # The reader hands out the same list while nothing changed: its families are rendered once
+        # for it (up to --bench.max-configurations of them: 8,000 samples), not at every scrape.
+        frozen: list[Family] = self._rendered.get((configs,), lambda: self._families(configs).frozen())
+        return frozen
+
+    @staticmethod
+    def _families(configs: list[BenchConfig]) -> Families:
+        families = Families()
         for config in configs:
             labels = config.labels
             for metric, kind, helptext, attribute in FAMILIES:
