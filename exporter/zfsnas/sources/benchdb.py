@@ -114,10 +114,7 @@ def row_alive(host: object, pid: object, lock: bool | None, this_host: str) -> b
     if lock is False:
         return False
     if host == this_host:
-        try:
-            return pid_alive(int(pid))  # type: ignore[call-overload]
-        except (TypeError, ValueError):
-            return False
+        return isinstance(pid, int) and pid_alive(pid)   # a pid that is no number: no process of ours
     return True
 
 

@@ -163,7 +163,8 @@ def _time_outside(value: object, earliest: float, latest: float) -> str | None:
     problem = number_problem(value)
     if problem is not None:
         return problem
-    return None if earliest <= float(value) <= latest else "out_of_range"  # type: ignore[arg-type]
+    assert isinstance(value, (int, float))   # number_problem said so
+    return None if earliest <= value <= latest else "out_of_range"
 
 
 def figure_problem(name: str, value: object) -> str | None:
@@ -171,8 +172,9 @@ def figure_problem(name: str, value: object) -> str | None:
     `out_of_range` outside FIGURE_RANGES."""
     problem = number_problem(value, signed=name in SIGNED_FIGURES)
     if problem is None and name in FIGURE_RANGES:
+        assert isinstance(value, (int, float))   # number_problem said so
         low, high = FIGURE_RANGES[name]
-        return None if low <= float(value) <= high else "out_of_range"  # type: ignore[arg-type]
+        return None if low <= value <= high else "out_of_range"
     return problem
 
 
