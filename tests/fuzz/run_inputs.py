@@ -121,15 +121,9 @@ def import_outcomes(seed: int, per_kind: int, work: Path) -> list[Outcome]:
 
 
 def _count_rows(db: Path) -> int:
-    import sqlite3
+    from tests.bench.test_store_hostile import rows
 
-    if not db.exists():
-        return -1
-    con = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True)
-    try:
-        return con.execute("SELECT COUNT(*) FROM results").fetchone()[0]
-    finally:
-        con.close()
+    return len(rows(db, "id")) if db.exists() else -1
 
 
 # --- the store ---------------------------------------------------------------------------------------
@@ -223,13 +217,9 @@ def watch_outcomes(seed: int, work: Path) -> list[Outcome]:
 
 
 def _watch_rows(db: Path) -> list[tuple]:
-    import sqlite3
+    from tests.bench.test_store_hostile import rows
 
-    con = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True)
-    try:
-        return con.execute("SELECT status, bytes FROM results ORDER BY id").fetchall()
-    finally:
-        con.close()
+    return rows(db, "status, bytes")
 
 
 LONG_WATCH = """
