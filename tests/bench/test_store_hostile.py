@@ -352,7 +352,7 @@ def test_four_concurrent_big_imports_all_go_in(tmp_path):
 
 # --- case 11: hostile names in the store, options in dataset names ----------------------------------
 
-def test_names_from_the_store_never_inject_markdown(tmp_path):
+def test_names_from_the_store_never_inject_markdown(tmp_path, capsys):
     """Names stored by an older release (or by hand) with line breaks: the report's headings are its own."""
     path = tmp_path / "bench.sqlite"
     store = Store(path)
@@ -370,6 +370,12 @@ def test_names_from_the_store_never_inject_markdown(tmp_path):
     assert headings[0] == "# zfsnas-bench report"
     assert all(line.startswith(("## m0", "## m1", "### m0", "### m1")) for line in headings[1:]), headings
     assert not any(ch in text.replace("\n", "") for ch in "\r\t\x1b")
+    matrices = list(dict.fromkeys(r.matrix for r in ReadOnlyStore(path).results()))
+    assert main(["compare", *matrices[:2], "--db", str(path)]) in (0, 1)      # A vs B: its head names both
+    out = capsys.readouterr().out
+    assert [line for line in out.splitlines() if line.startswith("#")] == [] or \
+        all(line.startswith("### ") for line in out.splitlines() if line.startswith("#"))
+    assert out.splitlines()[0].startswith("A: ") and out.splitlines()[1].startswith("B: ")
 
 
 @pytest.mark.parametrize("argv", [["watch", "--duration", "1"], ["import", "fio", "FIO"]], ids=["watch", "import"])

@@ -181,7 +181,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         found = compare.tables(comparison, drop)
         regressed = any(c.verdict == "regression" for c in comparison.changes)
         if args.format == "markdown":
-            sys.stdout.write("".join(f"{line}\n" for line in compare.describe_sides(a, b)) + "\n")
+            sys.stdout.write("".join(f"{tables.md_inline(line)}\n" for line in compare.describe_sides(a, b)) + "\n")
     render = tables.table_markdown if args.format == "markdown" else tables.table_csv
     sys.stdout.write("\n".join(render(t) for t in found))
     return 1 if regressed else 0

@@ -150,8 +150,9 @@ class _Cell:
 
 @dataclass
 class WatchRun:
-    """One watch, from its rows `running` to every one of them finished: `complete` as asked, or
-    `failed` with what was seen (the bytes kept) when anything goes wrong or a signal ends it."""
+    """One watch, from its rows `running` to every one of them finished: `complete` as asked (its
+    end, SIGINT, SIGTERM or SIGHUP), or `failed` with what was seen (the bytes kept) when anything
+    goes wrong (an error, a KeyboardInterrupt outside the sampling)."""
     args: argparse.Namespace
     store: Store
     run_id: str
@@ -248,7 +249,11 @@ class WatchRun:
             values = ResultFigures(error=reason)
             if watched is not None and target is not None and target.first is not None:
                 watched.error = reason
-                values = dataclasses.replace(figures(watched, target, [], cell.before, {}, None), error=reason)
+                try:
+                    values = dataclasses.replace(figures(watched, target, [], cell.before, {}, None), error=reason)
+                except Exception as exc:     # what was seen cannot be figured: its bytes at least
+                    values = ResultFigures(error=f"{reason} (and its figures: {exc})",
+                                           bytes=target.bytes_moved(target.previous))
                 kept += values.bytes or 0
             try:
                 self._end(cell, "failed", values)

@@ -335,18 +335,18 @@ def section_tables(section: Section, baseline: Selector | None = None, cdm: str 
 
 # --- renderings ----------------------------------------------------------------------------------------
 
-def _md_cell(text: str) -> str:
+def md_inline(text: str) -> str:
     """Text from the store (names a user gave, fio job names) as inline Markdown: a line break or
     other control character shown as `\\xNN`, never starting a line of its own (a heading)."""
     return "".join(f"\\x{ord(ch):02x}" if ord(ch) < 32 or ord(ch) == 127 else ch for ch in text).replace("|", "\\|")
 
 
 def table_markdown(table: Table) -> str:
-    out = [f"### {_md_cell(table.title)}", ""]
+    out = [f"### {md_inline(table.title)}", ""]
     if table.code:
         out += ["```", *table.code, "```", ""]
-    out += ["| " + " | ".join(map(_md_cell, table.headers)) + " |", "|" + "---|" * len(table.headers)]
-    out += ["| " + " | ".join(map(_md_cell, row)) + " |" for row in table.rows]
+    out += ["| " + " | ".join(map(md_inline, table.headers)) + " |", "|" + "---|" * len(table.headers)]
+    out += ["| " + " | ".join(map(md_inline, row)) + " |" for row in table.rows]
     if table.note:
         out += ["", table.note]
     return "\n".join(out) + "\n"
@@ -355,7 +355,7 @@ def table_markdown(table: Table) -> str:
 def markdown(sections: list[Section], baseline: Selector | None = None, cdm: str | None = None) -> str:
     parts = ["# zfsnas-bench report", ""]
     for section in sections:
-        parts += [f"## {_md_cell(section.title)}", ""]
+        parts += [f"## {md_inline(section.title)}", ""]
         parts += [table_markdown(t) for t in section_tables(section, baseline, cdm)]
     return "\n".join(parts)
 
@@ -376,6 +376,6 @@ def to_csv(sections: list[Section], baseline: Selector | None = None, cdm: str |
     return "".join(table_csv(t) for section in sections for t in section_tables(section, baseline, cdm))
 
 
-__all__ = ["MISSING", "Axis", "Column", "Table", "cdm_tables", "configurations_table", "fmt", "markdown",
+__all__ = ["MISSING", "Axis", "Column", "Table", "cdm_tables", "configurations_table", "fmt", "markdown", "md_inline",
            "pivot_tables", "section_tables", "size_unit", "space_table", "table_markdown", "to_csv",
            "write_size_tables"]
