@@ -12,10 +12,10 @@ import signal
 from contextlib import contextmanager
 
 import pytest
-from zfsnas.bench.cli import main
-from zfsnas.bench.store import ReadOnlyStore
 
 from tests.fuzz.inputs import import_cases
+from zfsnas.bench.cli import main
+from zfsnas.bench.store import ReadOnlyStore
 
 CASES = import_cases(seed=43, per_kind=1)
 HANG_SECONDS = 120       # far past any bound's time: an import still running then hangs (a FIFO read forever)

@@ -20,12 +20,12 @@ import time
 from pathlib import Path
 
 import pytest
-from zfsnas.bench.cli import main
-from zfsnas.bench.store import SCHEMA_VERSION, TABLES, ReadOnlyStore, ResultFigures, Store
-from zfsnas.bench.tables import markdown
-from zfsnas.bench.report import sections
 
 from tests.fuzz.inputs import fio_document, fio_job
+from zfsnas.bench.cli import main
+from zfsnas.bench.report import sections
+from zfsnas.bench.store import SCHEMA_VERSION, TABLES, ReadOnlyStore, ResultFigures, Store
+from zfsnas.bench.tables import markdown
 
 from .configs import configuration
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gc
 import json
-import logging
 import os
 import random
 import re
@@ -20,12 +19,13 @@ import time
 from pathlib import Path
 
 import pytest
+
 from zfsnas.bench import watch as watch_module
 from zfsnas.bench.cli import main
 from zfsnas.bench.store import ReadOnlyStore, StoreError
 from zfsnas.sources.benchdb import read_bench_db
 
-from .test_client_experiments import MiB, set_counters, sync_txg, tree
+from .test_client_experiments import MiB, Watching, set_counters, sync_txg, tree
 
 ROOT = Path(__file__).resolve().parents[2]
 rng = random.Random(43)
@@ -62,33 +62,6 @@ def base_counters(path: Path) -> tuple[int, int]:
     text = path.read_text()
     return (int(re.search(r"^nwritten\s+4\s+(\d+)$", text, re.M)[1]),   # type: ignore[index]
             int(re.search(r"^writes\s+4\s+(\d+)$", text, re.M)[1]))     # type: ignore[index]
-
-
-WATCHING = "start the client now"     # what watch logs as its sampling begins
-
-
-class Watching(logging.Handler):
-    """Set once this process's watch says it samples (an in-process `main`)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.event = threading.Event()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if WATCHING in record.getMessage():
-            self.event.set()
-
-    def __enter__(self) -> threading.Event:
-        logger = logging.getLogger("zfsnas.bench")
-        self.level = logger.level
-        logger.setLevel(logging.INFO)       # the line is at info: not dropped before it reaches us
-        logger.addHandler(self)
-        return self.event
-
-    def __exit__(self, *exc: object) -> None:
-        logger = logging.getLogger("zfsnas.bench")
-        logger.removeHandler(self)
-        logger.setLevel(self.level)
 
 
 class Breaker(threading.Thread):

@@ -14,12 +14,12 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
-from zfsnas.bench.store import ResultFigures, Store
-from zfsnas.sources.benchdb import read_bench_db
-from zfsnas.sources.model import Dropped, SourceIncomplete
 
 from tests.bench.configs import configuration
 from tests.conftest import samples, scrape_text, value
+from zfsnas.bench.store import ResultFigures, Store
+from zfsnas.sources.benchdb import read_bench_db
+from zfsnas.sources.model import Dropped, SourceIncomplete
 
 RESULTS = 100_000
 FAMILIES = 8                                  # zfs_bench_* families a configuration may have

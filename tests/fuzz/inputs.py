@@ -151,7 +151,7 @@ def _cdm(rng: random.Random, per_kind: int) -> list[ImportCase]:
         # 10: queue depth, threads or block size of thousands of digits
         field_re = rng.choice((r"(Q=\s*)\d+", r"(T=\s*)\d+", r"(SEQ\s+|RND\s+)\d+"))
         digits = _digits(rng, rng.randint(7, 6000))
-        text = "\n".join(re.sub(field_re, lambda m: m[1] + digits, line, count=1) if i == at else line
+        text = "\n".join(re.sub(field_re, lambda m, d=digits: m[1] + d, line, count=1) if i == at else line
                          for i, line in enumerate(lines8))
         add(10, "a count of thousands of digits", "crystaldiskmark", _text("count.txt", text),
             ("is not a queue depth, thread count or block size",))
@@ -217,6 +217,17 @@ def _fio(rng: random.Random, per_kind: int) -> list[ImportCase]:
         raw = json.dumps(document).replace('"size": "1G"', '"size": ' + "[" * depth + "]" * depth)
         add(10, "nesting of thousands of levels", "fio", _text("deep.json", raw),
             ("nested deeper than Python reads", "bytes of --max-input-bytes, which raises it"))
+    return cases + _fio_values(rng, per_kind)
+
+
+def _fio_values(rng: random.Random, per_kind: int) -> list[ImportCase]:
+    """fio JSON whose values are not what fio prints: lists for objects, numbers that are none, names."""
+    cases: list[ImportCase] = []
+
+    def add(*args, **kwargs) -> None:
+        cases.append(ImportCase(*args, **kwargs))
+
+    for _ in range(per_kind):
         # 10: a list where fio prints an object
         document = fio_document([fio_job()])
         where = rng.choice(("clat_ns", "percentile", "job options", "global options", "write"))

@@ -398,10 +398,9 @@ def _nonsense_sample(line: str) -> bool:
 
 def _dead_watch(work: Path) -> Outcome:
     """Case 4: a watch killed by `kill -9` left its row `running`; its lock is free."""
+    from tests.bench.configs import configuration
     from zfsnas.bench.runner import RunLock
     from zfsnas.bench.store import Store
-
-    from tests.bench.configs import configuration
 
     db = work / "dead-watch.sqlite"
     store = Store(db)
