@@ -370,7 +370,10 @@ def input_figures(args) -> None:
         for name, part in parts.items():
             (work / name[0]).mkdir()
             begun = time.monotonic()
-            found = part()
+            try:
+                found = part()
+            except Exception as exc:     # the harness itself: said as a crash of that part, the others run
+                found = [run_inputs.Outcome(0, f"the {name} part", "crash", f"{type(exc).__name__}: {exc}", 0, 0.0)]
             outcomes += found
             print(f"  {name}: {len(found)} cases in {time.monotonic() - begun:.0f} s", flush=True)
     by_number = collections.defaultdict(list)

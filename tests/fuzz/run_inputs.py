@@ -49,16 +49,19 @@ def _env(extra: dict | None = None) -> dict:
 
 
 def run(argv: list[str], limit_bytes: int | None = None, env: dict | None = None, timeout: float = 300,
-        said: tuple[str, threading.Event] | None = None) -> tuple[int, list[str], int, float]:
+        said: tuple[str, threading.Event] | None = None, pid: list[int] | None = None) \
+        -> tuple[int, list[str], int, float]:
     """A process of its own (files limited to `limit_bytes`: a full disk): (exit status, stderr
     lines, its tree's peak RSS in KiB, seconds); a hang is exit status -1. `said`: an event set
-    when a line of stderr holds the text."""
+    when a line of stderr holds the text; `pid`: a list its pid is appended to once it runs."""
     def limited() -> None:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
     started = time.monotonic()
     proc = subprocess.Popen(argv, cwd=ROOT, env=_env(env), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, preexec_fn=limited if limit_bytes is not None else None)
+    if pid is not None:
+        pid.append(proc.pid)
     lines: list[str] = []
 
     def drain() -> None:
@@ -184,7 +187,7 @@ def watch_outcomes(seed: int, work: Path) -> list[Outcome]:
     process, and a watch of an hour of samples (at 0.1 s) on a fake clock."""
     import tests.bench.test_watch_hostile as hostile
     from tests.bench.conftest import FakeZfs
-    from tests.bench.test_client_experiments import tree
+    from tests.bench.test_client_experiments import WATCHING, tree
 
     hostile.rng.seed(seed)
     out = []
@@ -202,7 +205,7 @@ def watch_outcomes(seed: int, work: Path) -> list[Outcome]:
         breaker.start()
         result = run([sys.executable, "-c", CLI, "watch", "--dataset", "tank/lz4", "--duration", "120",
                       "--path.procfs", str(root / "proc"), "--path.sysfs", str(root / "sys"), *fake.flags(db)],
-                     env=fake.env, said=(hostile.WATCHING, ready))
+                     env=fake.env, said=(WATCHING, ready))
         breaker.join()
 
         def ended(code: int, err: list[str], db=db, chunks=chunks, expect=expect) -> str:
@@ -212,8 +215,73 @@ def watch_outcomes(seed: int, work: Path) -> list[Outcome]:
                 return f"exit {code}, rows {rows}: {err[-1:]}"
             return ""
         out.append(judge(4, f"watch: the dataset {name}", result, ended))
+    out.append(_backwards(work, hostile, FakeZfs, tree, WATCHING))
+    out.append(_killed(work, hostile, FakeZfs, tree, WATCHING))
     out.append(_long_watch(work))
     return out
+
+
+def _watch_setup(work: Path, name: str, hostile, fake_zfs, tree) -> tuple:
+    directory = work / f"watch-{name}"
+    directory.mkdir()
+    fake = fake_zfs(directory)
+    hostile.lz4(fake)
+    return fake, tree(directory), directory / "bench.sqlite"
+
+
+def _watch_argv(fake, root: Path, db: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-c", CLI, "watch", "--dataset", "tank/lz4", "--settle-timeout", "1", *extra,
+            "--path.procfs", str(root / "proc"), "--path.sysfs", str(root / "sys"), *fake.flags(db)]
+
+
+def _backwards(work: Path, hostile, fake_zfs, tree, watching: str) -> Outcome:
+    """Case 5: the pool exported and imported mid-watch: its counters start again from 0."""
+    fake, root, db = _watch_setup(work, "backwards", hostile, fake_zfs, tree)
+    chunks = hostile.rng.randint(2, 5)
+
+    def reimport(path: Path) -> None:
+        hostile.set_counters(path, hostile.rng.randint(0, hostile.MiB), 1)
+        time.sleep(0.5)
+        hostile.set_counters(path, 50 * hostile.MiB, 100)
+    ready = threading.Event()
+    breaker = hostile.Breaker(root, ready, chunks, reimport)
+    breaker.start()
+    result = run(_watch_argv(fake, root, db, "--duration", "120"), env=fake.env, said=(watching, ready))
+    breaker.join()
+
+    def window(code: int, err: list[str]) -> str:
+        rows = _watch_rows(db)
+        if code != 0 or len(rows) != 1 or rows[0][0] != "complete" or not 0 < rows[0][1] <= chunks * hostile.MiB:
+            return f"exit {code}, rows {rows}: {err[-1:]}"
+        return ""
+    return judge(5, "watch: counters going backwards mid-watch", result, window)
+
+
+def _killed(work: Path, hostile, fake_zfs, tree, watching: str) -> Outcome:
+    """Case 4: `kill -9` mid-watch: readers show the row incomplete, the next writer marks it."""
+    fake, root, db = _watch_setup(work, "killed", hostile, fake_zfs, tree)
+    ready, pid = threading.Event(), []
+
+    def kill() -> None:
+        if ready.wait(120):
+            written, writes = hostile.base_counters(hostile.objset(root))
+            hostile.set_counters(hostile.objset(root), written + hostile.MiB, writes + 1)
+            time.sleep(1.0)
+            os.kill(pid[0], signal.SIGKILL)
+    killer = threading.Thread(target=kill, daemon=True)
+    killer.start()
+    result = run(_watch_argv(fake, root, db), env=fake.env, said=(watching, ready), pid=pid)
+    killer.join()
+    listed = cli("list", "--db", str(db))
+    fio = work / "killed.json"
+    fio.write_text(json.dumps({"jobs": [{"jobname": "a", "write": {"io_bytes": 1, "bw_bytes": 1}}]}))
+    imported = cli("import", "fio", str(fio), "--db", str(db))
+
+    def marked(code: int, err: list[str]) -> str:
+        if code != -signal.SIGKILL or listed[0] != 0 or imported[0] != 0:
+            return f"exit {code}, list {listed[0]}, import {imported[0]}: {imported[1][-1:]}"
+        return "" if _watch_rows(db)[0][0] == "incomplete" else f"rows {_watch_rows(db)}"
+    return judge(4, "watch: kill -9, then list and an import", result, marked)
 
 
 def _watch_rows(db: Path) -> list[tuple]:
