@@ -216,3 +216,30 @@ def test_the_bounds_are_defined_once():
 
     assert BenchSettings.flags["max_configurations"].default == benchdb.DEFAULT_MAX_CONFIGURATIONS == MAX_CONFIGURATIONS
     assert benchdb.MEDIAN_WINDOW == MEDIAN_WINDOW
+
+
+def test_more_new_configurations_than_are_kept_are_read_as_at_the_start(tmp_path):
+    """5,000 configurations stored between two reads (a bulk copy by hand): the reader takes the
+    most recent of them as it would at its start, not one by one."""
+    from zfsnas.sources.benchdb import BenchDbReader
+
+    path = tmp_path / "bench.sqlite"
+    bulk_store(path, 3, results=3)
+    reader = BenchDbReader(path, max_configurations=100)
+    assert len(_read(reader)) == 3
+    db = sqlite3.connect(path)
+    texts = configurations_of(5003)[3:]
+    db.executemany("INSERT INTO results (run_id, cell, matrix, workload, compression, recordsize, size, pool, "
+                   "encryption, repeat, dataset, host, pid, started, finished, status, config_id, config, "
+                   "throughput_bytes_per_second) VALUES ('r', 1, 'm', 'w', 'lz4', '1M', ?, 'tank', 'off', 1, 'd', 'h', "
+                   "1, 1.7e9, 1.7e9, 'complete', ?, ?, 1e8)", [(labels["size"], cid, text) for cid, text, labels in texts])
+    db.commit()
+    db.close()
+    before = reader.rows_read
+    dropped = Dropped()
+    with pytest.raises(SourceIncomplete) as cut:
+        reader.read(dropped)
+    served = cut.value.value
+    assert {c.labels["size"] for c in served} == {f"{i}M" for i in range(4903, 5003)}   # the 100 most recent
+    assert dropped.counts == {"over_limit": 4903}
+    assert reader.rows_read - before <= 100 * 4 + 2 + 5000     # the new ids once, then as at the start

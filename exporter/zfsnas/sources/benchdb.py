@@ -176,8 +176,8 @@ class BenchDbReader:
             self._reads += 1
             self._state.stat = key
         value = self._served(run_in_progress(self.path))
-        if state.left_out:
-            raise SourceIncomplete(f"{self.path}: {state.left_out} configuration(s) past --bench.max-configurations "
+        if left_out := self._state.left_out:      # (the state a read started again from, when it did)
+            raise SourceIncomplete(f"{self.path}: {left_out} configuration(s) past --bench.max-configurations "
                                    f"({self.max_configurations}) left out (the most recently stored are served)",
                                    value)
         return value
@@ -259,6 +259,10 @@ class BenchDbReader:
                               " ORDER BY id LIMIT ?", (after, PAGE_ROWS))
             for row_id, config_id in rows:
                 changed[config_id] = row_id
+            if len(changed) > self.max_configurations:    # more new ones than are kept: read as at the start
+                self._state = _State(file=state.file)
+                self._load_all(db, dropped)
+                return
             if len(rows) < PAGE_ROWS:
                 break
             after = rows[-1][0]
