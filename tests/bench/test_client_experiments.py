@@ -10,6 +10,7 @@ program does), and a real fio 3.33 JSON produced here."""
 from __future__ import annotations
 
 import json
+import logging
 import re
 import shutil
 import subprocess
@@ -18,10 +19,11 @@ import time
 from pathlib import Path
 
 import pytest
+
 from zfsnas.bench import crystaldiskmark
 from zfsnas.bench.cli import main
 from zfsnas.bench.report import sections
-from zfsnas.bench.store import ReadOnlyStore, StoreError
+from zfsnas.bench.store import ReadOnlyStore
 from zfsnas.bench.tables import cdm_tables, configurations_table
 
 from .grafana import FakeGrafana
@@ -50,25 +52,45 @@ def set_counters(path: Path, nwritten: int, writes: int) -> None:
     tmp.replace(path)
 
 
+WATCHING = "start the client now"     # what watch logs as its sampling begins
+
+
+class Watching(logging.Handler):
+    """Set once this process's watch says it samples (an in-process `main`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.event = threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if WATCHING in record.getMessage():
+            self.event.set()
+
+    def __enter__(self) -> threading.Event:
+        logger = logging.getLogger("zfsnas.bench")
+        self.level = logger.level
+        logger.setLevel(logging.INFO)       # the line is at info: not dropped before it reaches us
+        logger.addHandler(self)
+        return self.event
+
+    def __exit__(self, *exc: object) -> None:
+        logger = logging.getLogger("zfsnas.bench")
+        logger.removeHandler(self)
+        logger.setLevel(self.level)
+
+
 class Client(threading.Thread):
     """Writes `chunks` x 1 MiB to tank/lz4 (counters and, sparse 4x, files) one chunk per `pace` s,
-    once the watch has started (its `running` row is in `db`) and `delay` more seconds passed."""
+    once the watch samples (`ready` is set: see `Watching`) and `delay` more seconds passed."""
 
-    def __init__(self, objset: Path, files: Path, chunks: int, pace: float, delay: float, db: Path):
+    def __init__(self, objset: Path, files: Path, chunks: int, pace: float, delay: float, ready: threading.Event):
         super().__init__(daemon=True)
-        self.objset, self.files, self.chunks, self.pace, self.delay, self.db = objset, files, chunks, pace, delay, db
+        self.objset, self.files, self.chunks, self.pace, self.delay = objset, files, chunks, pace, delay
+        self.ready = ready
         self.first = self.last = 0.0
 
-    def watch_started(self) -> bool:
-        try:
-            return bool(ReadOnlyStore(self.db).results(status="running"))
-        except StoreError:
-            return False
-
     def run(self) -> None:
-        deadline = time.monotonic() + 60
-        while not self.watch_started() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        assert self.ready.wait(120), "the watch never started sampling"
         time.sleep(self.delay)
         text = self.objset.read_text()
         base = int(re.search(r"^nwritten\s+4\s+(\d+)$", text, re.M)[1])   # type: ignore[index]
@@ -106,10 +128,10 @@ def test_watch_measures_first_byte_to_last_and_stops_when_idle(fake_zfs, tmp_pat
     files = fake_zfs.root / "tank/lz4"
     files.mkdir(parents=True)
     db = tmp_path / "bench.sqlite"
-    client = Client(root / "proc/spl/kstat/zfs/tank/objset-0x53", files, chunks=11, pace=0.2, delay=0.5, db=db)
-    client.start()
-    started = time.monotonic()
-    with FakeGrafana("glsa_abc") as grafana:
+    with Watching() as ready, FakeGrafana("glsa_abc") as grafana:
+        client = Client(root / "proc/spl/kstat/zfs/tank/objset-0x53", files, chunks=11, pace=0.2, delay=0.5,
+                        ready=ready)
+        client.start()
         code = main(["watch", "--dataset", "tank/lz4", "--until-idle", "0.6", "--duration", "30", "--label",
                      "FITS over SMB", "--set", "protocol=smb", "--set", "client=win11", "--path.procfs",
                      str(root / "proc"), "--path.sysfs", str(root / "sys"), "--grafana-url", grafana.url,
@@ -427,7 +449,7 @@ def test_import_fio_json_round_trips_a_real_fio_run(tmp_path, capsys):
     ('{"fio version": "fio-3.33", "jobs": [{"jobname": "a", "write": {"io_bytes": 10, "bw_bytes": 1', "truncated?"),
     ('{"fio version": "fio-3.33", "jobs": []}', "fio JSON without jobs"),
     ('{"jobs": [{"jobname": "a", "write": {"io_bytes": 10, "bw_bytes": "fast", "iops": 1}}]}',
-     "fio job 'a': write.bw_bytes is 'fast', not a number"),
+     "fio job 'a': write.bw_bytes is 'fast', not a finite number"),
     ('{"jobs": [{"jobname": "a", "error": 5, "write": {"io_bytes": 10, "bw_bytes": 1, "iops": 1}}]}',
      "ended with error 5"),
 ])

@@ -221,8 +221,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
             sides = [f"{line} (PREDICTED by zfsnas-bench predict, not measured)" for line in sides]
     regressed = any(c.verdict == "regression" for comparison in comparisons for c in comparison.changes)
     if args.format == "markdown":
-        sys.stdout.write("".join(f"- {line}\n" for line in opening) + "\n"
-                         + "".join(f"{line}\n" for line in sides) + ("\n" if sides else ""))
+        sys.stdout.write("".join(f"- {tables.md_inline(line)}\n" for line in opening) + "\n"
+                         + "".join(f"{tables.md_inline(line)}\n" for line in sides) + ("\n" if sides else ""))
         sys.stdout.write("\n".join(tables.table_markdown(t) for c in comparisons for t in compare.tables(c, drop)))
     else:
         sys.stdout.write("".join(f"# {line}\n" for line in opening))

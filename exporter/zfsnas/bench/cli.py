@@ -34,7 +34,7 @@ from .planner import PlanOptions, plan_matrix, render_plan
 from .racing import RaceSettings, parse_duration
 from .runner import RunError, RunLock, RunSettings, new_run_id
 from .session import RunSession, results_dir
-from .store import DEFAULT_DB, Store, StoreError
+from .store import DEFAULT_DB, DEFAULT_WAIT, Store, StoreError
 from .zfs import ZfsOps
 
 log = logging.getLogger("zfsnas.bench")
@@ -73,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
     common = OneLineParser(add_help=False)
     common.add_argument("--db", default=os.environ.get("ZFSNAS_BENCH_DB", DEFAULT_DB),
                         help=f"results database (default $ZFSNAS_BENCH_DB or {DEFAULT_DB})")
+    common.add_argument("--db-timeout", type=positive, default=DEFAULT_WAIT, metavar="SECONDS",
+                        help=f"how long a command that writes waits for another one writing the database "
+                             f"(default {DEFAULT_WAIT:g})")
     common.add_argument("--zfs.command-prefix", dest="command_prefix", default="",
                         help="prefix for zfs/zpool commands, e.g. 'nsenter --target 1 --mount --'")
     common.add_argument("--zfs.command-timeout", dest="command_timeout", type=positive, default=60.0)
@@ -216,7 +219,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         sys.stdout.write(render_plan(matrix, plans, params, tuple(args.labels)))
         return 0
     version_text = _check_before_run(args, matrix, jobs_dir)
-    store = Store(args.db)
+    store = Store(args.db, wait=args.db_timeout)
     if cleared is None:  # only `plan`/`--dry-run` skip the guard, and they returned above
         raise GuardError(f"{scratch}: not checked by the guard: refused")
     settings = RunSettings(matrix.name, scratch, opts.run_id, procfs=args.procfs, sysfs=args.sysfs,
@@ -281,7 +284,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
     if not Path(args.db).exists():   # nothing recorded, nothing to restore: create no database for it
         print(f"no database at {args.db}: no parameter change was recorded, nothing to restore", file=sys.stderr)
         return 0
-    store = Store(args.db, create=False)
+    store = Store(args.db, create=False, wait=args.db_timeout)
     with RunLock(f"{args.db}.lock"):  # never while a run is changing parameters
         done = restore_pending(_parameters(args), store)
     for line in done:
@@ -294,7 +297,7 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     if not Path(args.db).exists():
         print(f"no database at {args.db}: no annotation is queued", file=sys.stderr)
         return 0
-    store = Store(args.db, create=False)
+    store = Store(args.db, create=False, wait=args.db_timeout)
     client = _client(args) or GrafanaClient("", load_token(args.grafana_token, args.grafana_token_file, args.secrets),
                                             args.grafana_timeout)
     sent, failed = Annotator(store, client).retry(args.grafana_url)

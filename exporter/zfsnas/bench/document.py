@@ -16,7 +16,7 @@ from .axes import Selector
 from .findings import Findings, findings
 from .recommend import Recommendation, recommend
 from .report import Section
-from .tables import Table, precise, section_tables, table_csv, table_markdown
+from .tables import Table, md_inline, precise, section_tables, table_csv, table_markdown
 
 
 def opening(section: Section, rec: Recommendation | None = None, focus: str | None = None) -> Findings:
@@ -42,11 +42,11 @@ def markdown(sections: list[Section], baseline: Selector | None = None, cdm: str
              races: Mapping[str, list[str]] | None = None) -> str:
     """`races`: per matrix, how its races ended (racing.stored_verdict), under the section's title."""
     found = [(section, opening(section)) for section in sections]
-    parts = [*finding_lines(found), "", "# zfsnas-bench report", ""]
+    parts = [*map(md_inline, finding_lines(found)), "", "# zfsnas-bench report", ""]
     for section, block in found:
-        parts += [f"## {section.title}", ""]
+        parts += [f"## {md_inline(section.title)}", ""]
         if said := (races or {}).get(section.matrix):
-            parts += [*said, ""]
+            parts += [*map(md_inline, said), ""]
         parts += [table_markdown(t) for t in _tables(section, block, baseline, cdm)]
     return "\n".join(parts)
 

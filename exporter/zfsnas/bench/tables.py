@@ -425,16 +425,18 @@ def section_tables(section: Section, baseline: Selector | None = None, cdm: str 
 
 # --- renderings ----------------------------------------------------------------------------------------
 
-def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|")
+def md_inline(text: str) -> str:
+    """Text from the store (names a user gave, fio job names) as inline Markdown: a line break or
+    other control character shown as `\\xNN`, never starting a line of its own (a heading)."""
+    return "".join(f"\\x{ord(ch):02x}" if ord(ch) < 32 or ord(ch) == 127 else ch for ch in text).replace("|", "\\|")
 
 
 def table_markdown(table: Table) -> str:
-    out = [f"### {table.title}", ""]
+    out = [f"### {md_inline(table.title)}", ""]
     if table.code:
         out += ["```", *table.code, "```", ""]
-    out += ["| " + " | ".join(map(_md_cell, table.headers)) + " |", "|" + "---|" * len(table.headers)]
-    out += ["| " + " | ".join(map(_md_cell, row)) + " |" for row in table.rows]
+    out += ["| " + " | ".join(map(md_inline, table.headers)) + " |", "|" + "---|" * len(table.headers)]
+    out += ["| " + " | ".join(map(md_inline, row)) + " |" for row in table.rows]
     if table.note:
         out += ["", table.note]
     return "\n".join(out) + "\n"
@@ -452,5 +454,5 @@ def table_csv(table: Table) -> str:
 
 
 __all__ = ["MISSING", "Axis", "Column", "Table", "cdm_tables", "configurations_table", "difference_unit",
-           "figure_columns", "fmt", "number", "pivot_tables", "precise", "section_tables", "signed", "size_digits",
+           "figure_columns", "fmt", "md_inline", "number", "pivot_tables", "precise", "section_tables", "signed", "size_digits",
            "size_unit", "space_table", "table_csv", "table_markdown", "write_size_tables"]

@@ -161,8 +161,10 @@ class PoolsCollector(RefreshingCollector):
         return status
 
     def _follow_events(self, stop: threading.Event) -> Iterable[str]:
-        from ..sources.zpool_events import FOLLOW_EVENTS, EventCounts, EventReader
+        from ..sources.zpool_events import FOLLOW_EVENTS, MAX_LINES_PER_SECOND, EventCounts, EventReader
 
+        if self.events is not None:     # an event storm costs a bounded share of a core
+            self.events.lines_per_second = MAX_LINES_PER_SECOND
         if self.event_counts is None:
             self.event_counts = EventCounts()
         self._event_reader = EventReader()  # a block cut short by the last run's end is forgotten
@@ -170,10 +172,14 @@ class PoolsCollector(RefreshingCollector):
         return self.ctx.commands.follow(FOLLOW_EVENTS, stop)
 
     def _event_line(self, line: str) -> None:
+        from ..sources.model import Dropped
         from ..sources.zpool_events import changes_health
 
         assert self._event_reader is not None and self.event_counts is not None  # made by _follow_events
         event = self._event_reader.feed(line)
+        if self._event_reader.left_out and self.events is not None:   # a line that did not read: counted, skipped
+            self.events.count_dropped(self._event_reader.left_out)
+            self._event_reader.left_out = Dropped()
         if event is not None and self.event_counts.add(event) and changes_health(event):
             for source in self._zpool_sources():
                 source.request()
