@@ -25,7 +25,7 @@ from tests.fuzz.inputs import fio_document, fio_job
 from zfsnas.bench.cli import main
 from zfsnas.bench.report import sections
 from zfsnas.bench.store import SCHEMA_VERSION, TABLES, ReadOnlyStore, ResultFigures, Store
-from zfsnas.bench.tables import markdown
+from zfsnas.bench.document import markdown
 
 from .configs import configuration
 
@@ -375,7 +375,10 @@ def test_names_from_the_store_never_inject_markdown(tmp_path, capsys):
     out = capsys.readouterr().out
     assert [line for line in out.splitlines() if line.startswith("#")] == [] or \
         all(line.startswith("### ") for line in out.splitlines() if line.startswith("#"))
-    assert out.splitlines()[0].startswith("A: ") and out.splitlines()[1].startswith("B: ")
+    lines = out.splitlines()
+    sides = [i for i, line in enumerate(lines) if line.startswith("A: ")]     # after the findings lines
+    assert len(sides) == 1 and lines[sides[0] + 1].startswith("B: ")
+    assert not any(ch in out for ch in "\r\t\x1b")
 
 
 @pytest.mark.parametrize("argv", [["watch", "--duration", "1"], ["import", "fio", "FIO"]], ids=["watch", "import"])
