@@ -1,6 +1,7 @@
 """What `zfsnas-exporter` does between its start and its first answer: the zfs/zpool refreshes wait
-for that answer (`Exporter.hold_refreshes`, `refresh.START`), so it is not slowed by their imports,
-commands and parses, while in-process sources are read at once; and it stops on SIGTERM however early."""
+for the first scrape (`Exporter.hold_refreshes`, `refresh.START`), so the imports and the bind are not
+slowed by their commands and parses, while in-process sources are read at once (that scrape then
+waits for them all: tests/integration/test_first_scrape.py); and it stops on SIGTERM however early."""
 
 import threading
 import time
@@ -19,7 +20,7 @@ def kstat_exporter():
     return build_exporter(args)
 
 
-def test_refreshes_wait_for_the_first_page_and_run_once_it_is_rendered():
+def test_refreshes_wait_for_the_first_scrape_and_run_once_it_comes():
     exporter = kstat_exporter()
     fetched = threading.Event()
     refresher = BackgroundRefresher("probe", lambda: fetched.set() or 1, interval=60, wait_for_start=True)

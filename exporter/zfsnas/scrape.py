@@ -28,6 +28,9 @@ log = logging.getLogger("zfsnas")
 
 Outcome = tuple[Iterable[Family], Report, float]  # a collector's families, its report, its seconds
 JOIN_BELOW = 1 << 20  # characters of a collector's page joined into one piece
+# The first scrape of a started exporter waits for every source's first read for at most this share
+# of its time to the deadline: the rest is left for the collectors and the answer.
+FIRST_READS_SHARE = 0.75
 ZFS_CHECK = "(zfs check)"  # what `_blocked` calls the look for ZFS kstats that starts each scrape
 
 
@@ -120,6 +123,21 @@ class ScrapeCollector:
         self._job: _Job | None = None  # the scrape in progress, when the watchdog can answer it
         self._watchdog: _Watchdog | None = None
         self._blocked: dict[str, float] = {}  # collector -> since when a read of it has not returned
+        self._first_reads = False  # the next scrape with a deadline waits for the sources' first reads
+
+    def await_first_reads(self) -> None:
+        """The collectors have started: the next scrape with a deadline waits, at most
+        FIRST_READS_SHARE of its time, for each source's first read to end, so that the first
+        answer after a start (or restart) holds every family (a disk scan or a `zpool status` not
+        done yet would leave theirs out, and their series would blink stale until the next scrape)."""
+        self._first_reads = True
+
+    def _wait_first_reads(self, deadline: float) -> None:
+        self._first_reads = False
+        until = time.monotonic() + FIRST_READS_SHARE * max(0.0, deadline - time.monotonic())
+        for collector in self.collectors:
+            for source in collector.sources():
+                source.wait_tried(max(0.0, until - time.monotonic()))
 
     def render(self, extra: Iterable[Family] = (), deadline: float | None = None) -> str:
         """The whole page: every collector's families, `extra` ones (e.g. process metrics), then the
@@ -137,6 +155,8 @@ class ScrapeCollector:
         call, when the read returns, gives None."""
         extra = list(extra)
         self._acquire(deadline)
+        if self._first_reads and deadline is not None:
+            self._wait_first_reads(deadline)
         job = None if deadline is None or deliver is None else _Job(deadline, extra, deliver)
         try:
             if job is not None:
