@@ -3,6 +3,7 @@ for the first scrape (`Exporter.hold_refreshes`, `refresh.START`), so the import
 slowed by their commands and parses, while in-process sources are read at once (that scrape then
 waits for them all: tests/integration/test_first_scrape.py); and it stops on SIGTERM however early."""
 
+import re
 import threading
 import time
 
@@ -107,10 +108,13 @@ def start_log(tmp_path, *flags: str) -> tuple[str, str]:
 
 
 def the_one_warning(log: str) -> str:
-    """The log's only line above INFO, which must be a warning."""
+    """The log's only line above INFO, which must be a warning: the start-up line, without where it
+    listens (its end: `; listening on http://127.0.0.1:<port>/metrics`)."""
     above_info = [line for line in log.splitlines() if "level=INFO" not in line]
     assert len(above_info) == 1 and "level=WARNING " in above_info[0], log
-    return above_info[0].split("level=WARNING ", 1)[1]
+    line, listening = above_info[0].split("level=WARNING ", 1)[1].rsplit("; listening on ", 1)
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/metrics", listening), listening
+    return line
 
 
 DISKS = FIXTURES / "linux-disks"
@@ -149,5 +153,8 @@ def test_with_zfs_the_line_names_the_collectors(tmp_path):
     tree = linux_tree("2.3.2")
     log, _ = start_log(tmp_path, f"--path.procfs={tree}/proc", f"--path.sysfs={tree}/sys",
                        "--collector.disable-defaults", "--collector.arc", "--collector.txg")
-    assert log.splitlines()[0].endswith("level=INFO zfsnas-exporter 0.1.0: collectors arc, txg"), log
+    # one line at start: what is served and where
+    assert re.search(r"level=INFO zfsnas-exporter 0\.1\.0: collectors arc, txg; listening on http://127\.0\.0\.1:\d+/metrics$",
+                     log.splitlines()[0]), log
+    assert [line for line in log.splitlines() if "shutting down" not in line] == log.splitlines()[:1], log
     assert "WARNING" not in log
