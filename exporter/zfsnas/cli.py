@@ -17,6 +17,8 @@ from .server import describe_listener, make_server, serve_in_thread, systemd_soc
 from .wiring import LOG_LEVELS, Exporter, ExporterConfig, build_exporter, build_parser
 
 if TYPE_CHECKING:
+    from typing import TextIO
+
     from .replay import ReplayExporter
     from .sources.commands import CommandRunner
     from .webconfig import WebConfig, WebConfigFile
@@ -69,11 +71,11 @@ class JournalFormatter(logging.Formatter):
         return f"<{PRIORITIES.get(record.levelno, 6)}>{record.getMessage()}"
 
 
-def to_journal(stream: object) -> bool:
+def to_journal(stream: TextIO) -> bool:
     """Whether `stream` is journald's (systemd sets JOURNAL_STREAM to its device:inode)."""
     device, _, inode = os.environ.get("JOURNAL_STREAM", "").partition(":")
     try:
-        st = os.fstat(stream.fileno())  # type: ignore[attr-defined]
+        st = os.fstat(stream.fileno())
     except (AttributeError, OSError, ValueError):
         return False
     return device.isdigit() and inode.isdigit() and (st.st_dev, st.st_ino) == (int(device), int(inode))

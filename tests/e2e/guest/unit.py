@@ -33,12 +33,13 @@ import traceback
 import urllib.request
 from pathlib import Path
 
-from pace import Budget, Stopwatch, wait_until
+from pace import PACE, Budget, Stopwatch, wait_until
 
 UNIT = "zfsnas-exporter.service"
+SOCKET = "zfsnas-exporter.socket"   # systemd holds the port and passes it (since issue 42)
 UNIT_DIR = Path("/etc/systemd/system")
 DROPINS = UNIT_DIR / f"{UNIT}.d"
-PORT = 9923                      # the unit's --web.listen-address=:9923
+PORT = 9923                      # the socket's ListenStream (the previous unit's --web.listen-address=:9923)
 BENCH_DB = Path("/var/lib/zfsnas/bench.sqlite")   # the runner's default store, the unit's ReadOnlyPaths
 PIPX_ENV = {"PIPX_HOME": "/opt/pipx", "PIPX_BIN_DIR": "/usr/local/bin"}
 # What a listing of the root file system leaves out: kernel and runtime trees, the share, what the
@@ -97,7 +98,7 @@ class UnitPhase:
         <name>.txt."""
         request = urllib.request.Request(f"http://127.0.0.1:{PORT}/metrics",
                                          headers={"X-Prometheus-Scrape-Timeout-Seconds": str(timeout)})
-        with urllib.request.urlopen(request, timeout=timeout + 60) as response:
+        with urllib.request.urlopen(request, timeout=(timeout + 60) * PACE.slowness()) as response:
             text = response.read().decode()
         (self.out / f"{name}.txt").write_text(text)
         return text
@@ -150,12 +151,12 @@ class UnitPhase:
             # environment, which every pip it starts reads (the wheelhouse carries those three)
             self.sh(["pipx", "install", "--force", str(wheel)],
                     env={**PIPX_ENV, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(self.wheelhouse)})
-        self.sh(["cp", str(deploy / UNIT), str(UNIT_DIR / UNIT)])
+        self.sh(["cp", *(str(deploy / name) for name in (SOCKET, UNIT) if (deploy / name).exists()), str(UNIT_DIR)])
 
     def uninstall(self) -> None:
         """docs/maintenance.md#uninstall, line by line."""
-        self.sh(["systemctl", "disable", "--now", "zfsnas-exporter"])
-        self.sh(["rm", "-rf", str(UNIT_DIR / UNIT), str(DROPINS)])
+        self.sh(["systemctl", "disable", "--now", SOCKET, UNIT])
+        self.sh(["rm", "-rf", str(UNIT_DIR / SOCKET), str(UNIT_DIR / UNIT), str(DROPINS)])
         self.sh(["systemctl", "daemon-reload"])
         if self.install_method == "venv":
             self.sh(["rm", "-rf", "/opt/zfsnas", "/usr/local/bin/zfsnas-exporter", "/usr/local/bin/zfsnas-bench"])
@@ -307,7 +308,7 @@ class UnitPhase:
             self.step("upgrade", self.upgrade)
         else:
             self.step("install", lambda: (self.install(wheel, deploy),
-                                          self.sh(["systemctl", "enable", "--now", "zfsnas-exporter"])))
+                                          self.sh(["systemctl", "enable", "--now", SOCKET, UNIT])))
             self.step("first_answer", lambda: (self.listening(), self.scrape("first"), self.process("first")))
         self.step("events", self.events)
         self.step("security", self.security)
@@ -331,7 +332,10 @@ class UnitPhase:
         deploy = self.share / "deploy"
         self.install(wheel, deploy)
         self.sh(["systemctl", "daemon-reload"])
-        self.sh(["systemctl", "restart", "zfsnas-exporter"])
+        # the previous unit listened itself: the socket takes the port once it is let go
+        self.sh(["systemctl", "stop", UNIT])
+        self.sh(["systemctl", "enable", "--now", SOCKET])
+        self.sh(["systemctl", "restart", UNIT])
         self.listening()
         self.scrape("first")
         self.process("first")
