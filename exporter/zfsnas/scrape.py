@@ -10,6 +10,7 @@ It must not read the OS itself: that is the sources' job.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -18,7 +19,7 @@ from contextlib import ExitStack
 from typing import TYPE_CHECKING
 
 from .collectors.base import Collector, Report, one_line
-from .exposition import Families, Family, RenderIssues, render_family, render_pieces, settle
+from .exposition import Families, Family, FieldLayout, RenderIssues, render_pieces, settle
 
 if TYPE_CHECKING:
     from .sources.model import KstatSource
@@ -188,8 +189,7 @@ class ScrapeCollector:
             if problems:
                 self._count(name, problems)
         self._problem_metrics(families)
-        for family in families.families():
-            render_family(family, out)
+        render_pieces(families, out)
         return out
 
     def _rescue(self, job: _Job) -> None:
@@ -233,14 +233,14 @@ class ScrapeCollector:
     def _self_metrics(self, outcomes: list[Outcome]) -> tuple[list[tuple[str, Iterable[Family]]], Families]:
         out: list[tuple[str, Iterable[Family]]] = []
         families = Families()
-        for collector, (result, report, seconds) in zip(self.collectors, outcomes):
-            labels = {"collector": collector.name}
-            families.gauge("zfs_exporter_collector_success",
-                           "1 if the collector's last scrape read everything it tried, else 0.",
-                           labels, 1 if report.ok else 0)
-            families.gauge("zfs_exporter_collector_duration_seconds", "How long the collector took in the last scrape.",
-                           labels, seconds)
+        names, ok, seconds = [], [], []
+        for collector, (result, report, took) in zip(self.collectors, outcomes):
+            names.append(collector.name)
+            ok.append(1 if report.ok else 0)
+            seconds.append(took)
             out.append((collector.name, result))
+        if names:   # laid out once per collector list: a scrape fills in the numbers
+            families.add_fields(_collector_layout(tuple(names)), [*ok, *seconds])
         self._source_metrics(families)
         return out, families
 
@@ -343,21 +343,19 @@ class ScrapeCollector:
         return reason
 
     def _source_metrics(self, families: Families) -> None:
-        for collector in self.collectors:
-            for source in collector.sources():
-                state = source.state()
-                families.gauge("zfs_exporter_source_age_seconds",
-                               "Seconds since the background source last refreshed successfully.",
-                               {"source": source.name}, state.age_seconds)
-                families.gauge("zfs_exporter_source_success",
-                               "1 if the background source's last refresh succeeded, else 0.",
-                               {"source": source.name}, 1 if state.success else 0)
-                for reason, count in sorted(source.dropped().items()):
-                    families.counter("zfs_exporter_source_values_dropped_total",
-                                     "Lines or fields of a source's input left out because they could not be "
-                                     "read or be true (reason: malformed, not_a_number, negative, too_long) or "
-                                     "lay past what the source may hold (over_limit); the rest was served.",
-                                     {"source": source.name, "reason": reason}, count)
+        sources = [source for collector in self.collectors for source in collector.sources()]
+        if not sources:
+            return
+        states = [source.state() for source in sources]
+        families.add_fields(_source_layout(tuple(source.name for source in sources)),
+                            [*(state.age_seconds for state in states), *(1 if state.success else 0 for state in states)])
+        for source in sources:
+            for reason, count in sorted(source.dropped().items()):
+                families.counter("zfs_exporter_source_values_dropped_total",
+                                 "Lines or fields of a source's input left out because they could not be "
+                                 "read or be true (reason: malformed, not_a_number, negative, too_long) or "
+                                 "lay past what the source may hold (over_limit); the rest was served.",
+                                 {"source": source.name, "reason": reason}, count)
 
     def _log_changes(self, name: str, errors: list[str], explained: set[str] | frozenset = frozenset()) -> None:
         """A new failure is logged once as a warning; repeats, and failures said elsewhere
@@ -369,3 +367,26 @@ class ScrapeCollector:
         if before and not errors:
             log.info("collector %s recovered", name)
         self._last_errors[name] = errors
+
+
+COLLECTOR_SUCCESS = ("zfs_exporter_collector_success", "1 if the collector's last scrape read everything it tried, else 0.",
+                     "gauge", ("collector",))
+COLLECTOR_DURATION = ("zfs_exporter_collector_duration_seconds", "How long the collector took in the last scrape.",
+                      "gauge", ("collector",))
+SOURCE_AGE = ("zfs_exporter_source_age_seconds", "Seconds since the background source last refreshed successfully.",
+              "gauge", ("source",))
+SOURCE_SUCCESS = ("zfs_exporter_source_success", "1 if the background source's last refresh succeeded, else 0.",
+                  "gauge", ("source",))
+
+
+@functools.lru_cache(maxsize=8)
+def _collector_layout(names: tuple[str, ...]) -> FieldLayout:
+    """Each collector's success, then each one's duration (numbers in that order)."""
+    return FieldLayout([*((COLLECTOR_SUCCESS, (name,), 1) for name in names),
+                        *((COLLECTOR_DURATION, (name,), 1) for name in names)])
+
+
+@functools.lru_cache(maxsize=8)
+def _source_layout(names: tuple[str, ...]) -> FieldLayout:
+    """Each source's age, then each one's success (numbers in that order)."""
+    return FieldLayout([*((SOURCE_AGE, (name,), 1) for name in names), *((SOURCE_SUCCESS, (name,), 1) for name in names)])

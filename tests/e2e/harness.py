@@ -576,6 +576,12 @@ class Progress:
         return newest
 
 
+def wanted(phase: str) -> bool:
+    """Whether the guest runs `phase` (all of them but under ZFSNAS_E2E_ONLY, a developer's shortcut)."""
+    only = os.environ.get("ZFSNAS_E2E_ONLY")
+    return not only or phase in only.split()
+
+
 def previous_commit() -> str:
     return os.environ.get("ZFSNAS_E2E_PREVIOUS", PREVIOUS)
 
@@ -590,12 +596,12 @@ def run_flavour(flavour: str, image: Path, wheel: Path, workdir: Path, pytest_ar
     guest_port, host_port = GUEST_PORT, free_port()
     prepare_share(share, wheel, guest_port, disks, flavour, house,
                   previous if UNIT_INSTALL.get(flavour) == "pipx" else None)
-    if flavour == "2.3":   # the stack's exporter container on live ZFS (tests/e2e/container.py)
+    if flavour == "2.3" and wanted("container"):   # the stack's exporter container on live ZFS (tests/e2e/container.py)
         from tests.e2e import container
         container.prepare(share)
     client = grafana = None
     smb_port = free_port()
-    if flavour == "2.3" and shutil.which("smbclient"):   # a client copying over SMB (guest client_phase)
+    if flavour == "2.3" and wanted("client") and shutil.which("smbclient"):   # a client copying over SMB (guest client_phase)
         from tests.bench.grafana import FakeGrafana
 
         grafana = FakeGrafana("glsa_e2e").__enter__()

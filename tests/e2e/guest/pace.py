@@ -23,8 +23,9 @@ import time
 PROBE_EVERY = 5.0        # seconds between two probes
 PROBE_LOOPS = 200_000    # the probe's work: a pure-Python loop
 # Seconds PROBE_LOOPS take in the guest when the host is idle (measured under TCG on the 2-core
-# test machine with nothing else running: 0.045-0.06 s). Slowness is the probe's time over this.
-PROBE_IDLE_SECONDS = 0.05
+# test machine with nothing else running; calibrated from the probes of guest runs, timeline.json "pace").
+# Slowness is the probe's time over this.
+PROBE_IDLE_SECONDS = 0.1
 MAX_SLOWNESS = 50.0      # a probe stalled this long counts this much (a hang is then still found)
 
 
@@ -55,18 +56,19 @@ class Pace:
 
     def _run(self) -> None:
         while True:
-            slowness = min(MAX_SLOWNESS, max(1.0, _work() / self.idle_seconds))
+            took = _work()
+            slowness = min(MAX_SLOWNESS, max(1.0, took / self.idle_seconds))
             now = time.time()
             with self._lock:
                 self._samples = [*self._samples[-5:], (now, slowness)]
-                self.history.append((now, round(slowness, 2)))
+                self.history.append((now, round(slowness, 2), round(took, 4)))
             time.sleep(PROBE_EVERY)
 
     def nominal_between(self, start: float, end: float) -> float:
         """Nominal seconds between two wall-clock instants: each stretch between probes divided by the
         slowness the probe at its end measured (the stretch after the last probe by the current one)."""
         with self._lock:
-            points = [(t, s) for t, s in self.history if start < t < end]
+            points = [(t, s) for t, s, *_ in self.history if start < t < end]
         total, at = 0.0, start
         for t, slowness in points:
             total += (t - at) / slowness

@@ -286,7 +286,7 @@ def create_pools() -> dict:
     run(fast)
     # partitions show their ZFS labels only after a change event
     run(["udevadm", "trigger", "--action=change", "--subsystem-match=block"])
-    run(["udevadm", "settle", "--timeout=60"])
+    run(["udevadm", "settle", f"--timeout={int(120 * PACE.slowness())}"])   # a hang guard: the queue empties at the guest's pace
     return paths
 
 
@@ -868,6 +868,7 @@ def unit_phase() -> None:
 
 
 PHASES = {"client": client_phase, "bench": bench_phase, "capture": capture_roundtrip, "failures": failures_phase,
+          "container": container_phase,
           "unit": unit_phase}
 
 
