@@ -158,3 +158,25 @@ def test_with_zfs_the_line_names_the_collectors(tmp_path):
                      log.splitlines()[0]), log
     assert [line for line in log.splitlines() if "shutting down" not in line] == log.splitlines()[:1], log
     assert "WARNING" not in log
+
+
+def test_stopping_says_nothing_but_that_it_stops(tmp_path):
+    """The commands the stop kills (`zpool events -f`, which never ends by itself, and any refresh
+    running) are no failure: the log of a start and stop is the start-up line and `shutting down`
+    (under systemd every stop logged two warnings before)."""
+    from tests.conftest import copy_commands, copy_tree, free_port, zfs_commands
+    from tests.integration.exporter_process import ExporterProcess
+
+    root = copy_tree(tmp_path / "tree", disks=True)
+    commands = copy_commands(tmp_path / "commands")
+    flags = ["--path.procfs", str(root / "proc"), "--path.sysfs", str(root / "sys"), "--path.udev.data",
+             str(root / "udev" / "data"), *zfs_commands(commands), "--no-collector.smart", "--bench.db",
+             str(tmp_path / "none.sqlite"), "--pools.refresh-interval=0.2", "--datasets.refresh-interval=0.2"]
+    with ExporterProcess(free_port(), *flags, log_path=tmp_path / "log") as exporter:
+        exporter.wait_ready()
+        page = exporter.get()
+        assert value(page, "zfs_exporter_source_success", source="zpool_events") == 1   # following
+        time.sleep(1.0)   # refreshes every 0.2 s: one is likely running when the stop comes
+    lines = exporter.log().splitlines()
+    assert "level=INFO zfsnas-exporter 0.1.0: collectors " in lines[0] and lines[1:] == [lines[-1]], lines
+    assert lines[-1].endswith("level=INFO shutting down"), lines

@@ -162,13 +162,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.log(level, "%s", line)
         log.error("cannot listen on %s: %s", where, exc)
         return 2
-    exporter.start()
-    # Long-lived objects made so far never become garbage: keep the collector from rescanning them.
-    gc.freeze()
-    # the one line of a start: what is served, and where (systemd's socket: `deploy/zfsnas-exporter.socket`)
+    # the one line of a start: what is served, and where (systemd's socket: `deploy/zfsnas-exporter.socket`);
+    # before the collectors start, so that it opens the log
     log.log(level, "%s; listening on %s%s%s%s", line, "https://" if web and web.config.tls else "http://",
             describe_listener(server), config.server.telemetry_path,
             " (systemd's socket)" if listener is not None else "")
+    exporter.start()
+    # Long-lived objects made so far never become garbage: keep the collector from rescanning them.
+    gc.freeze()
     stop_signals = catch_stop_signals()
     serve_in_thread(server)
     os.read(stop_signals, 1)
