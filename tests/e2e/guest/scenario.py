@@ -833,7 +833,7 @@ class Timeline(dict):
 
     def __setitem__(self, key: str, value) -> None:
         super().__setitem__(key, value)
-        (RESULTS / "timeline.json").write_text(json.dumps(self, indent=1))
+        (RESULTS / "timeline.json").write_text(json.dumps({**self, "pace": PACE.history}, indent=1))
 
     def phase(self, name: str, action, optional: bool = True):
         """Run `action`, record `<name>_seconds` and `<name>_nominal_seconds`; an optional phase's
@@ -925,7 +925,6 @@ def main() -> int:
     finally:
         timeline["scenario_seconds"] = time.time() - T0
         timeline["uptime_at_end"] = float(Path("/proc/uptime").read_text().split()[0])
-        timeline["pace"] = PACE.history
         if exporter:
             stop_exporter(exporter)
     log(f"scenario done, status {status}")
