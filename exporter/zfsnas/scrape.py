@@ -43,7 +43,7 @@ class _Job:
 
     __slots__ = ("lock", "outcomes", "abandoned", "finished", "current", "deadline", "extra", "deliver")
 
-    def __init__(self, deadline: float, extra: list[Family], deliver: Callable[[list[str]], None]):
+    def __init__(self, deadline: float, extra: Iterable[Family], deliver: Callable[[list[str]], None]):
         self.lock = threading.Lock()
         self.outcomes: list[Outcome] = []
         self.abandoned = False   # the watchdog answered: the caller's results go nowhere
@@ -154,7 +154,7 @@ class ScrapeCollector:
         hold the answer: the watchdog sends the page of the others through `deliver` (this one
         reported failed, and skipped, failed, by later scrapes until that read returns) and this
         call, when the read returns, gives None."""
-        extra = list(extra)
+        extra = extra if isinstance(extra, Families) else list(extra)   # a Families keeps its laid-out text
         self._acquire(deadline)
         if self._first_reads and deadline is not None:
             self._wait_first_reads(deadline)
@@ -173,7 +173,7 @@ class ScrapeCollector:
                 self._job = None
                 self._lock.release()
 
-    def _page(self, outcomes: list[Outcome], extra: list[Family]) -> list[str]:
+    def _page(self, outcomes: list[Outcome], extra: Iterable[Family]) -> list[str]:
         per_collector, families = self._self_metrics(outcomes)
         out: list[str] = []
         for name, items in [*per_collector, ("exporter", extra)]:

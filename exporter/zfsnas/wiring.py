@@ -229,7 +229,7 @@ class Exporter:
         if self._holding:  # the first scrape: held refreshes run now, and that scrape waits for them
             self._holding = False
             START.release()
-        return self.scrape.render_parts(process_families().families() if self.process_metrics else (),
+        return self.scrape.render_parts(process_families() if self.process_metrics else (),
                                         deadline, deliver)
 
     def hold_refreshes(self, seconds: float) -> None:
