@@ -261,7 +261,7 @@ class PoolsCollector(RefreshingCollector):
         states = {}
         for pool in pools:
             try:
-                states[pool] = self.ctx.kstat.pool_state(pool).upper()
+                states[pool] = self.ctx.pool_state(pool)   # read once per scrape, poolstats serves the same
             except Exception:  # exported since it was listed: gone, as the next listing will say
                 continue
         changed = self._states is not None and states != self._states
