@@ -166,6 +166,11 @@ class BackgroundRefresher(Generic[T]):
                 and self._covered >= ask
 
     @property
+    def stopping(self) -> bool:
+        """Whether the refresher was told to stop (what fails from now on is expected, not news)."""
+        return self._stop.is_set()
+
+    @property
     def tried(self) -> bool:
         """Whether a refresh has ended yet, well or not."""
         return self._tried

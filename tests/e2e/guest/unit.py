@@ -47,6 +47,9 @@ PIPX_ENV = {"PIPX_HOME": "/opt/pipx", "PIPX_BIN_DIR": "/usr/local/bin"}
 NOT_LISTED = ("/proc", "/sys", "/dev", "/run", "/tmp", "/mnt", "/var/log/journal", "/var/tmp", "/opt/zfsnas-e2e")
 # The user's own flags, kept in a drop-in across the upgrade (`systemctl edit`'s way)
 USER_FLAGS = "--pools.expected=tank,fast"
+# The commands' time limit (30 s by default) at the guest's pace: under TCG on a busy host one
+# smartctl took more than 30 s and was killed. Set in the same drop-in, as a user adds flags.
+COMMAND_SECONDS = 30
 
 
 class UnitPhase:
@@ -94,11 +97,12 @@ class UnitPhase:
         wait_until(f"{UNIT} listening on {PORT}", accepts, seconds, 0.3)
 
     def scrape(self, name: str, timeout: float = 120) -> str:
-        """One /metrics answer as Prometheus asks for it (its scrape timeout in the header), saved as
-        <name>.txt."""
+        """One /metrics answer as Prometheus asks for it, with a scrape timeout of `timeout` nominal
+        seconds at the guest's pace in the header (the exporter's scrape deadline), saved as <name>.txt."""
+        seconds = timeout * PACE.slowness()
         request = urllib.request.Request(f"http://127.0.0.1:{PORT}/metrics",
-                                         headers={"X-Prometheus-Scrape-Timeout-Seconds": str(timeout)})
-        with urllib.request.urlopen(request, timeout=(timeout + 60) * PACE.slowness()) as response:
+                                         headers={"X-Prometheus-Scrape-Timeout-Seconds": f"{seconds:.0f}"})
+        with urllib.request.urlopen(request, timeout=seconds + 60) as response:
             text = response.read().decode()
         (self.out / f"{name}.txt").write_text(text)
         return text
@@ -167,10 +171,14 @@ class UnitPhase:
             self.sh(["rm", "-rf", PIPX_ENV["PIPX_HOME"]])
 
     def user_flags(self) -> None:
-        """The user's own flags in a drop-in, as `systemctl edit zfsnas-exporter` writes one."""
+        """Flags added in a drop-in, as `systemctl edit zfsnas-exporter` writes one: the commands' time
+        limit at the guest's pace, and where a previous version is upgraded the user's own flags."""
         DROPINS.mkdir(parents=True, exist_ok=True)
         exec_start = (UNIT_DIR / UNIT).read_text().split("\nExecStart=", 1)[1].split("\n", 1)[0]
-        (DROPINS / "override.conf").write_text(f"[Service]\nExecStart=\nExecStart={exec_start} {USER_FLAGS}\n")
+        flags = [f"--zfs.command-timeout={max(COMMAND_SECONDS, round(COMMAND_SECONDS * PACE.slowness()))}"]
+        flags += [USER_FLAGS] if self.previous else []
+        (DROPINS / "override.conf").write_text(f"[Service]\nExecStart=\nExecStart={exec_start} {' '.join(flags)}\n")
+        self.record["override"] = (DROPINS / "override.conf").read_text()
 
     def smart_dropin(self, deploy: Path) -> None:
         DROPINS.mkdir(parents=True, exist_ok=True)
@@ -309,7 +317,8 @@ class UnitPhase:
                                                  self.scrape_until("previous_bench", lambda t: "zfs_bench_" in t, 120)))
             self.step("upgrade", self.upgrade)
         else:
-            self.step("install", lambda: (self.install(wheel, deploy),
+            self.step("install", lambda: (self.install(wheel, deploy), self.user_flags(),
+                                          self.sh(["systemctl", "daemon-reload"]),
                                           self.sh(["systemctl", "enable", "--now", SOCKET, UNIT])))
             self.step("first_answer", lambda: (self.listening(), self.scrape("first"), self.process("first")))
         self.step("events", self.events)
