@@ -42,6 +42,8 @@ if TYPE_CHECKING:  # a Protocol costs start-up and checks nothing at run time
 
         def dropped(self) -> dict[str, int]: ...
 
+        def wait_tried(self, timeout: float) -> bool: ...
+
         def start(self) -> None: ...
 
         def request_stop(self) -> None: ...
@@ -189,9 +191,22 @@ class BackgroundRefresher(Generic[T]):
                 and self._covered >= ask
 
     @property
+    def stopping(self) -> bool:
+        """Whether the refresher was told to stop (what fails from now on is expected, not news)."""
+        return self._stop.is_set()
+
+    @property
     def tried(self) -> bool:
         """Whether a refresh has ended yet, well or not."""
         return self._tried
+
+    def wait_tried(self, timeout: float) -> bool:
+        """Wait at most `timeout` seconds for the first refresh to end (well or not); True once one
+        has. Without a running thread nothing refreshes: the answer at once."""
+        with self._changed:
+            if self._thread is None:
+                return self._tried
+            return self._changed.wait_for(lambda: self._tried or self._stop.is_set(), timeout) and self._tried
 
     def refresh_now(self) -> bool:
         """Fetch once, synchronously; True on success. A fetch that raises `SourceIncomplete` (a
@@ -316,6 +331,10 @@ class Follower:
 
     def dropped(self) -> dict[str, int]:
         return self._dropped.counts()
+
+    def wait_tried(self, timeout: float) -> bool:
+        """A followed command has no first read to wait for (its first line may never come)."""
+        return True
 
     def state(self) -> SourceState[None]:
         with self._lock:

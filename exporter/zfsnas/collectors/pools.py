@@ -154,7 +154,7 @@ class PoolsCollector(RefreshingCollector):
             self._space_said = None
         except SourceError as exc:   # the tree is served all the same; why not its space is said once
             reason = one_line(exc)
-            if reason != self._space_said and not isinstance(exc, Explained):
+            if reason != self._space_said and not isinstance(exc, Explained) and not self.status.stopping:
                 log.warning("pools: the vdevs' space is left out: %s", reason)
             self._space_said = reason
         self._families_of(status, self._status_families)
@@ -267,7 +267,7 @@ class PoolsCollector(RefreshingCollector):
         states = {}
         for pool in pools:
             try:
-                states[pool] = self.ctx.kstat.pool_state(pool).upper()
+                states[pool] = self.ctx.pool_state(pool)   # read once per scrape, poolstats serves the same
             except Exception:  # exported since it was listed: gone, as the next listing will say
                 continue
         changed = self._states is not None and states != self._states
