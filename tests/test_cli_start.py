@@ -128,7 +128,7 @@ TREE = linux_tree("2.3.2")
      "self metrics; not arc, txg, objset, poolstats, tunables, datasets, pools (their zfs_exporter_collector_success "
      "is 0 until that changes); smart serves nothing: smartctl: command not found (install smartmontools 7.0 or "
      "later; docs/disks.md#smart)",
-     {"disks": 1, "bench": 1, "arc": 0, "datasets": 0, "smart": 1}),
+     {"disks": 1, "bench": 1, "arc": 0, "datasets": 0, "smart": 0}),
     # the kstats but no zfs/zpool command (a container without --zfs.command-prefix): one line, not five
     ([f"--path.procfs={TREE}/proc", f"--path.sysfs={TREE}/sys", "--no-collector.disks"],
      "zfsnas-exporter 0.1.0: zfs, zpool: command not found (in a container: --zfs.command-prefix 'nsenter --target 1 "
@@ -136,7 +136,9 @@ TREE = linux_tree("2.3.2")
      "zfs_exporter_collector_success is 0 until that changes); smart serves nothing: smartctl: command not found "
      "(install smartmontools 7.0 or later; docs/disks.md#smart)",
      {"arc": 1, "datasets": 0, "pools": 0, "smart": 1}),
-    # ZFS and its commands are there, smartctl is not: SMART is an extra, its absence no failure
+    # ZFS and its commands are there, smartctl is not: said once at start. This tree has no disks, so
+    # nothing goes unread (success 1); with disks, success 0 and zfs_disk_smart_unavailable say it
+    # (test_smart.py; the first case above, which has disks)
     ([f"--path.procfs={TREE}/proc", f"--path.sysfs={TREE}/sys", "--collector.disable-defaults", "--collector.arc",
       "--collector.smart"],
      "zfsnas-exporter 0.1.0: collectors arc; smart serves nothing: smartctl: command not found (install "

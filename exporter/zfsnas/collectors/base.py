@@ -185,8 +185,9 @@ class Collector:
     default_enabled: ClassVar[bool] = True
     needs_zfs: ClassVar[bool] = True
     programs: ClassVar[tuple[str, ...]] = ()  # the commands it runs (`zfs`, `zpool`): without them it serves nothing
-    # commands without which it serves nothing, which is no failure (smartctl: SMART is an extra); the
-    # start-up line says so, with `missing_hint` (what to install), and its success stays 1
+    # commands without which it serves nothing but needs no ZFS (smartctl): the start-up line says so,
+    # with `missing_hint` (what to install), and the collector itself reports the failure after that
+    # (smart: success 0 beside zfs_disk_smart_unavailable{reason}), logged at debug as already said
     optional_programs: ClassVar[tuple[str, ...]] = ()
     missing_hint: ClassVar[str] = ""
     # Its own flags (named `--<name>.<option>`), declared once; an instance is `self.settings`.

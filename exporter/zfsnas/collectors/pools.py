@@ -91,6 +91,10 @@ VDEV_SPACE = (
     ("capacity", "zfs_vdev_capacity_ratio", "Share of a top-level vdev or cache device allocated, 0..1."),
 )
 ERROR_TYPES = (("read", "read_errors"), ("write", "write_errors"), ("checksum", "checksum_errors"))
+# Event classes served at 0 for every imported pool while events are followed: the ones alerts and
+# dashboards take increase() of (errors, slow I/O). A counter born at its first count gives
+# increase() nothing for that event (issue 37: ZfsPoolSlowIO missed the first burst of delays).
+ZERO_EVENT_CLASSES = ("checksum", "io", "delay", "deadman")
 
 
 class PoolsSettings(Settings):
@@ -248,7 +252,11 @@ class PoolsCollector(RefreshingCollector):
                 families.gauge("zfs_pool_expected_imported", "1 if the pool named in --pools.expected is imported "
                                "(it has kstats), 0 if not.", {"pool": pool}, 1 if pool in imported else 0)
         if self.event_counts is not None:
-            for (pool, event_class), count in sorted(self.event_counts.counts.copy().items()):
+            counts = self.event_counts.counts.copy()
+            for pool in imported or ():  # born at 0, so that increase() sees the first event of a class
+                for event_class in ZERO_EVENT_CLASSES:
+                    counts.setdefault((pool, event_class), 0)
+            for (pool, event_class), count in sorted(counts.items()):
                 if self._selected(pool) or not pool:
                     families.counter("zfs_pool_events_total", "ZFS events seen since the exporter started "
                                      "(zpool events), by pool and class without its *.fs.zfs. prefix.",

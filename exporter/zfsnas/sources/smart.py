@@ -175,6 +175,7 @@ class SmartSurvey(NamedTuple):
     identities: list[DiskIdentity]
     unavailable: str                 # why smartctl cannot be used at all ("" when it can)
     scanned: bool = False            # the disks came from `smartctl --scan` (no sysfs), labelled by smartctl
+    unavailable_reason: str = ""     # the same as a short snake_case word (zfs_disk_smart_unavailable{reason})
 
 
 def smartctl_argv(device_path: str, device_type: str | None = None) -> list[str]:
