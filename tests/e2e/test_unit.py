@@ -57,11 +57,15 @@ def by_label(data: dict, metric: str, label: str) -> dict[str, float]:
 
 def all_succeed(data: dict, what: str, smart: bool = False) -> None:
     """Every collector's success 1, and every source's; without the SMART drop-in (`smart` False)
-    the smartctl source fails (it may not open the disks) while its collector serves nothing and
-    succeeds, as docs/disks.md#smart says."""
+    the smartctl source fails (it may not open the disks) and the smart collector says so: success 0
+    beside zfs_disk_smart_unavailable{reason="permission_denied"}, as docs/disks.md#smart says."""
     collectors = by_label(data, "zfs_exporter_collector_success", "collector")
     sources = by_label(data, "zfs_exporter_source_success", "source")
+    smart_success = collectors.pop("smart", None)
     assert collectors and set(collectors.values()) == {1.0}, f"{what}: collectors {collectors}"
+    assert smart_success == (1.0 if smart else 0.0), f"{what}: smart collector {smart_success}"
+    unavailable = by_label(data, "zfs_disk_smart_unavailable", "reason")
+    assert unavailable == ({} if smart else {"permission_denied": 1.0}), f"{what}: SMART unavailable {unavailable}"
     smartctl = sources.pop("smartctl", None)
     assert sources and set(sources.values()) == {1.0}, f"{what}: sources {sources}"
     assert smartctl == (1.0 if smart else 0.0), f"{what}: smartctl source {smartctl}"
@@ -100,7 +104,7 @@ def test_zpool_events_are_followed(record, unit):
 def test_the_journal_holds_the_start_up_line_and_nothing_else(record, unit):
     """Per start of the process (invocation), at info and above: the one start-up line (what is
     served and where), and the line saying it stops. Without the SMART drop-in also the one line
-    the unit documents for that case (smartctl may not open the disks: SMART serves nothing), and
+    the unit documents for that case (smartctl may not open the disks: SMART unavailable), and
     no other warning; with the drop-in none."""
     step(record, "journal")
     step(record, "smart")
@@ -115,7 +119,7 @@ def test_the_journal_holds_the_start_up_line_and_nothing_else(record, unit):
     assert with_smart in invocations and len(invocations) >= 4, invocations   # first, restart, kill, SMART
     for invocation, lines in invocations.items():
         starts = [m for p, m in lines if m.startswith("zfsnas-exporter ") and "; listening on http://" in m]
-        smart = [(p, m) for p, m in lines if m.startswith("smart: ") and "serves nothing" in m]
+        smart = [(p, m) for p, m in lines if m.startswith("smart: ") and 'zfs_disk_smart_unavailable{reason="permission_denied"}' in m]
         others = [(p, m) for p, m in lines if not m.startswith("zfsnas-exporter ") and (p, m) not in smart
                   and m != "shutting down"]
         assert len(starts) == 1 and not others, f"invocation {invocation}: {lines}"
