@@ -236,7 +236,10 @@ def interpret(returncode: int, stdout: str, stderr: str = "") -> SmartResult:
     if not isinstance(data, dict):
         if returncode == MISSING_STATUS:
             raise SmartctlMissing(f"{SMARTCTL} not found: {_first_line(stderr) or 'exit status 127'}")
-        detail = unread or _first_line(stderr) or _first_line(stdout) or "no output"
+        if unread:  # JSON, but too much to parse: a disk's (or a hostile prefix's) fault, not an old smartctl's
+            return SmartResult(FAILED, reason=f"{SMARTCTL} printed JSON too big to read (exit status {returncode}): "
+                                              f"{unread}")
+        detail = _first_line(stderr) or _first_line(stdout) or "no output"
         return SmartResult(FAILED, reason=f"{SMARTCTL} printed no JSON object (exit status {returncode}; "
                                           f"smartmontools 7.0 or later has --json): {detail}")
     status = _status(data, returncode)
