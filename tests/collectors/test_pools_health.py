@@ -16,6 +16,7 @@ import pytest
 from tests.collectors.test_shared_runner import wait_until
 from tests.conftest import exporter_args, linux_tree, samples, scrape_text, value, zfs_commands
 from tests.fixtures.commands.generate import render_tree
+from zfsnas.collectors import pools as pools_module
 from zfsnas.collectors.pools import FRESH_WAIT, expected_pools
 from zfsnas.sources.zpool import LIST_POOLS, LIST_VDEVS, STATUS_GUIDS, STATUS_PATHS
 from zfsnas.sources.zpool_events import FOLLOW_EVENTS
@@ -90,10 +91,14 @@ def served_states(text: str) -> tuple[str, str, str]:
     return kstat, health, root
 
 
-def test_health_vdev_tree_and_kstat_state_agree_within_one_scrape_of_a_change(tmp_path):
+def test_health_vdev_tree_and_kstat_state_agree_within_one_scrape_of_a_change(tmp_path, monkeypatch):
     """Default intervals (`zpool` every 60 s): a disk comes back and the pool is ONLINE again; the
     very next scrape serves ONLINE from the kstat, from zpool list and in the vdev tree, and the
-    resilver that brought it back. Then the disk goes again: DEGRADED in all three at once."""
+    resilver that brought it back. Then the disk goes again: DEGRADED in all three at once.
+    The scrape's wait for the early refresh is widened (2 s in production): on a machine at load
+    17 the stand-in zpool took longer than 2 s, and a fixed wait must not decide this test; without
+    the early refresh the scrape would not wait at all and serve the old tree."""
+    monkeypatch.setattr(pools_module, "FRESH_WAIT", 120.0)
     root = kstat_tree(tmp_path, "DEGRADED")
     recordings = write_recordings(tmp_path / "zpool", tank("DEGRADED", "REMOVED"))
     exporter = build_exporter(exporter_args(*flags(root, recordings)), process_metrics=False)
@@ -110,7 +115,7 @@ def test_health_vdev_tree_and_kstat_state_agree_within_one_scrape_of_a_change(tm
         assert value(text, "zfs_vdev_state", pool="tank", vdev=DISKS[1], vdev_guid=GUIDS[1], role="data",
                      parent="mirror-0", state="ONLINE") == 1
         assert value(text, "zfs_pool_scan_info", pool="tank", function="resilver", state="finished") == 1
-        assert took < FRESH_WAIT, took   # the refresh ran at once; it was not waited out
+        assert took < 60, took   # the refresh ran at once, not at the zpool interval's end
         write_recordings(recordings, tank("DEGRADED", "REMOVED", SCAN_DONE))
         (root / "proc/spl/kstat/zfs/tank/state").write_text("DEGRADED\n")
         assert served_states(exporter.render()) == ("DEGRADED", "DEGRADED", "DEGRADED")
@@ -135,16 +140,19 @@ def test_a_hung_zpool_after_a_state_change_is_not_waited_for(tmp_path):
     exporter.start()
     try:
         wait_until(lambda: zpool_read(exporter))
+        started = time.monotonic()
+        exporter.render()
+        ordinary = time.monotonic() - started   # this machine's scrape now: the bounds below scale with it
         hang.touch()
         (root / "proc/spl/kstat/zfs/tank/state").write_text("SUSPENDED\n")
         started = time.monotonic()
         text = exporter.render()
         first = time.monotonic() - started
-        assert FRESH_WAIT - 0.1 <= first < FRESH_WAIT + 1.0, first
+        assert FRESH_WAIT - 0.1 <= first < FRESH_WAIT + max(1.0, 5 * ordinary), (first, ordinary)
         assert served_states(text) == ("SUSPENDED", "ONLINE", "ONLINE")
         started = time.monotonic()
         text = exporter.render()
-        assert time.monotonic() - started < 0.5
+        assert time.monotonic() - started < FRESH_WAIT - 0.1    # waiting again would cost FRESH_WAIT
         assert value(text, "zfs_exporter_source_age_seconds", source="zpool_status") >= FRESH_WAIT - 0.1
         assert value(text, "zfs_pool_state", pool="tank", state="SUSPENDED") == 1
     finally:
