@@ -236,12 +236,11 @@ def interpret(returncode: int, stdout: str, stderr: str = "") -> SmartResult:
     if not isinstance(data, dict):
         if returncode == MISSING_STATUS:
             raise SmartctlMissing(f"{SMARTCTL} not found: {_first_line(stderr) or 'exit status 127'}")
-        if unread:  # JSON, but too much to parse: a disk's (or a hostile prefix's) fault, not an old smartctl's
-            return SmartResult(FAILED, reason=f"{SMARTCTL} printed JSON too big to read (exit status {returncode}): "
-                                              f"{unread}")
-        detail = _first_line(stderr) or _first_line(stdout) or "no output"
-        return SmartResult(FAILED, reason=f"{SMARTCTL} printed no JSON object (exit status {returncode}; "
-                                          f"smartmontools 7.0 or later has --json): {detail}")
+        # JSON, but too much to parse, is a disk's (or a hostile prefix's) fault, not an old smartctl's
+        reason = (f"{SMARTCTL} printed JSON too big to read (exit status {returncode}): {unread}" if unread else
+                  f"{SMARTCTL} printed no JSON object (exit status {returncode}; smartmontools 7.0 or later has "
+                  f"--json): {_first_line(stderr) or _first_line(stdout) or 'no output'}")
+        return SmartResult(FAILED, reason=reason)
     status = _status(data, returncode)
     errors = [text for text, severity in _messages(data) if severity == "error"]
     if status == STANDBY_STATUS:
