@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .model import DAY, DELAYS, HOUR, MINUTE, THRESHOLDS
-from .nas import Dataset, Disk, Nas, Pool, Scan, Steps, Vdev, at
+from .nas import REMOTE, Dataset, Disk, Nas, Pool, Scan, Steps, Vdev, at
 from .series import subtract
 
 
@@ -220,6 +220,8 @@ def night_off(nas: Nas) -> None:
         if end > 0:
             power_off(nas, max(begin, 0.0), min(end, nas.H))
     nas.part(f"off every night from {start:.1f} h UTC for {length / HOUR:.1f} h (across {around:02d}:00 UTC)")
+    if nas.life.topology in REMOTE and "nightly_off_remote" not in nas.life.parts:
+        nas.part("nightly_off_remote")
 
 
 # --- sick kinds: a fault and the alert that names it ----------------------------------------------
