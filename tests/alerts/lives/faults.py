@@ -67,7 +67,13 @@ def window(nas: Nas, low: float, high: float, length: tuple[float, float], on: b
 
 
 def main_pool(nas: Nas) -> Pool:
-    return next(p for p in nas.pools if p.name != "usb-backup" and p.imported == [(0.0, nas.H)])
+    """A pool imported from start to end: the fault's. A NAS whose only pool was re-created gets one."""
+    found = next((p for p in nas.pools if p.name != "usb-backup" and p.imported == [(0.0, nas.H)]), None)
+    if found is None:
+        found = nas.make_pool("main", [(0.0, nas.H)], nas.rng.uniform(0.05, 0.6))
+        nas.pools.append(found)
+        nas.scrubs(found)
+    return found
 
 
 def leaves(pool: Pool) -> list[Vdev]:
