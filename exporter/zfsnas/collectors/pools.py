@@ -158,15 +158,17 @@ class PoolsCollector(RefreshingCollector):
             self._space_said = None
         except SourceError as exc:   # the tree is served all the same; why not its space is said once
             reason = one_line(exc)
-            if reason != self._space_said and not isinstance(exc, Explained):
+            if reason != self._space_said and not isinstance(exc, Explained) and not self.status.stopping:
                 log.warning("pools: the vdevs' space is left out: %s", reason)
             self._space_said = reason
         self._families_of(status, self._status_families)
         return status
 
     def _follow_events(self, stop: threading.Event) -> Iterable[str]:
-        from ..sources.zpool_events import FOLLOW_EVENTS, EventCounts, EventReader
+        from ..sources.zpool_events import FOLLOW_EVENTS, MAX_LINES_PER_SECOND, EventCounts, EventReader
 
+        if self.events is not None:     # an event storm costs a bounded share of a core
+            self.events.lines_per_second = MAX_LINES_PER_SECOND
         if self.event_counts is None:
             self.event_counts = EventCounts()
         self._event_reader = EventReader()  # a block cut short by the last run's end is forgotten
@@ -174,10 +176,14 @@ class PoolsCollector(RefreshingCollector):
         return self.ctx.commands.follow(FOLLOW_EVENTS, stop)
 
     def _event_line(self, line: str) -> None:
+        from ..sources.model import Dropped
         from ..sources.zpool_events import changes_health
 
         assert self._event_reader is not None and self.event_counts is not None  # made by _follow_events
         event = self._event_reader.feed(line)
+        if self._event_reader.left_out and self.events is not None:   # a line that did not read: counted, skipped
+            self.events.count_dropped(self._event_reader.left_out)
+            self._event_reader.left_out = Dropped()
         if event is not None and self.event_counts.add(event) and changes_health(event):
             for source in self._zpool_sources():
                 source.request()
@@ -269,7 +275,7 @@ class PoolsCollector(RefreshingCollector):
         states = {}
         for pool in pools:
             try:
-                states[pool] = self.ctx.kstat.pool_state(pool).upper()
+                states[pool] = self.ctx.pool_state(pool)   # read once per scrape, poolstats serves the same
             except Exception:  # exported since it was listed: gone, as the next listing will say
                 continue
         changed = self._states is not None and states != self._states
