@@ -19,6 +19,7 @@ promtool prints what it got instead of nothing: those are the violations, each n
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -284,8 +285,8 @@ def run(lives: list[Life], rules: Path = RULES, jobs: int = 2, keep: Path | None
             size = max(1, -(-len(group) // max(1, jobs)))
             for n in range(0, len(group), size):
                 path = directory / f"{name}-{n // size}.yml"
-                path.write_text(yaml.safe_dump(test_file(group[0].tier, group[n:n + size], rules.resolve()),
-                                               width=10 ** 9, sort_keys=False))
+                # JSON is YAML to promtool, and written in a tenth of the time PyYAML takes
+                path.write_text(json.dumps(test_file(group[0].tier, group[n:n + size], rules.resolve()), indent=0))
                 files.append(path)
 
         def one(path: Path) -> str:
