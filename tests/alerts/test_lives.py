@@ -60,7 +60,8 @@ def test_the_invariants_can_fail():
                                                    "last_over_time(zfs_pool_data_errors[10m]) > 1e9"))
         assert rules.read_text() != RULES.read_text()
         outcome = run(lives, rules, jobs=1)
-    assert {(v.check, v.alert, v.life) for v in outcome.violations} == {("missed", "ZfsPoolDataErrors", life.id) for life in lives}
+    found = {(v.check, v.alert, v.life) for v in outcome.violations}
+    assert found == {("missed", "ZfsPoolDataErrors", life.id) for life in lives}
 
 
 def test_hundreds_of_lives_raise_exactly_their_alerts():
