@@ -38,6 +38,7 @@ RULES = ROOT / "alerts" / "zfsnas.rules.yml"
 ALERTMANAGER = ROOT / "deploy" / "alertmanager" / "alertmanager.yml"
 JUDGED = "warning|critical"
 CHECKS = ("unexpected", "missed", "flapping", "record")
+PER_FILE = {"minutes": 100, "days": 60, "weeks": 10}
 
 
 @dataclass
@@ -281,8 +282,9 @@ def run(lives: list[Life], rules: Path = RULES, jobs: int = 2, keep: Path | None
         directory.mkdir(parents=True, exist_ok=True)
         files = []
         for name, group in tiers.items():
-            # at most this many lives per promtool run: two runs share the two cores
-            size = max(1, -(-len(group) // max(1, jobs)))
+            # the lives spread over the parallel runs, at most PER_FILE of a tier in one: promtool
+            # refuses a query over too many samples (ZfsPoolMissing's [7d:1h] over 30 weeks lives)
+            size = max(1, min(PER_FILE[name], -(-len(group) // max(1, jobs))))
             for n in range(0, len(group), size):
                 path = directory / f"{name}-{n // size}.yml"
                 # JSON is YAML to promtool, and written in a tenth of the time PyYAML takes
