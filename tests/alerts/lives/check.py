@@ -38,7 +38,7 @@ RULES = ROOT / "alerts" / "zfsnas.rules.yml"
 ALERTMANAGER = ROOT / "deploy" / "alertmanager" / "alertmanager.yml"
 JUDGED = "warning|critical"
 CHECKS = ("unexpected", "missed", "flapping", "record")
-PER_FILE = {"minutes": 100, "days": 60, "weeks": 10}
+PER_FILE = {"minutes": 60, "days": 20, "weeks": 10}
 
 
 @dataclass
@@ -283,7 +283,8 @@ def run(lives: list[Life], rules: Path = RULES, jobs: int = 2, keep: Path | None
         files = []
         for name, group in tiers.items():
             # the lives spread over the parallel runs, at most PER_FILE of a tier in one: promtool
-            # refuses a query over too many samples (ZfsPoolMissing's [7d:1h] over 30 weeks lives)
+            # refuses a query over too many samples (ZfsPoolMissing's [7d:1h] over 30 weeks lives, the
+            # record check over 30 days lives)
             size = max(1, min(PER_FILE[name], -(-len(group) // max(1, jobs))))
             for n in range(0, len(group), size):
                 path = directory / f"{name}-{n // size}.yml"
