@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .model import DAY, DELAYS, HOUR, MINUTE, THRESHOLDS
-from .nas import Dataset, Disk, Nas, Pool, Scan, Steps, Vdev, at
+from .nas import REMOTE, Dataset, Disk, Nas, Pool, Scan, Steps, Vdev, at
 from .series import subtract
 
 
@@ -67,7 +67,13 @@ def window(nas: Nas, low: float, high: float, length: tuple[float, float], on: b
 
 
 def main_pool(nas: Nas) -> Pool:
-    return next(p for p in nas.pools if p.name != "usb-backup" and p.imported == [(0.0, nas.H)])
+    """A pool imported from start to end: the fault's. A NAS whose only pool was re-created gets one."""
+    found = next((p for p in nas.pools if p.name != "usb-backup" and p.imported == [(0.0, nas.H)]), None)
+    if found is None:
+        found = nas.make_pool("main", [(0.0, nas.H)], nas.rng.uniform(0.05, 0.6))
+        nas.pools.append(found)
+        nas.scrubs(found)
+    return found
 
 
 def leaves(pool: Pool) -> list[Vdev]:
@@ -197,7 +203,8 @@ def resilver_when_due(nas: Nas) -> None:
     pool.scans = [Scan(0.0, "scrub", "finished", last_end - 10 * HOUR, last_end),
                   Scan(start, "resilver", "scanning", start), Scan(start + length, "resilver", "finished", start, start + length),
                   Scan(scrub, "scrub", "scanning", scrub), Scan(scrub + 12 * HOUR, "scrub", "finished", scrub, scrub + 12 * HOUR)]
-    nas.part(f"{pool.name}: a resilver from day {start / DAY:.1f} for {length / DAY:.1f} days as its scrub fell due, scrubbed after")
+    nas.part(f"{pool.name}: a resilver from day {start / DAY:.1f} for {length / DAY:.1f} days "
+             "as its scrub fell due, scrubbed after")
 
 
 @kind("snapshots_night_off", ("weeks",), sick=False, defect="2: SnapshotsStopped and a NAS off at 00:00 or 12:00 UTC")
@@ -220,6 +227,8 @@ def night_off(nas: Nas) -> None:
         if end > 0:
             power_off(nas, max(begin, 0.0), min(end, nas.H))
     nas.part(f"off every night from {start:.1f} h UTC for {length / HOUR:.1f} h (across {around:02d}:00 UTC)")
+    if nas.life.topology in REMOTE and "nightly_off_remote" not in nas.life.parts:
+        nas.part("nightly_off_remote")
 
 
 # --- sick kinds: a fault and the alert that names it ----------------------------------------------
@@ -324,7 +333,8 @@ def scrub_errors(nas: Nas) -> None:
     pool = main_pool(nas)
     start = window(nas, 0.1, 0.4, (2 * HOUR, 3 * HOUR))[0]
     end = start + nas.rng.uniform(20, 90) * MINUTE
-    errors, repaired = (float(nas.rng.randint(1, 9)), 0.0) if nas.rng.random() < 0.5 else (0.0, float(nas.rng.randint(4096, 10**9)))
+    errors, repaired = ((float(nas.rng.randint(1, 9)), 0.0) if nas.rng.random() < 0.5
+                        else (0.0, float(nas.rng.randint(4096, 10**9))))
     pool.scans = [s for s in pool.scans if s.t < start] + [Scan(start, "scrub", "scanning", start),
                                                           Scan(end, "scrub", "finished", start, end, errors, repaired)]
     expect(nas, "ZfsPoolScrubFoundErrors", end, None)
@@ -701,7 +711,8 @@ def snapshot_future(nas: Nas) -> None:
     nas.host["offset"] = splice(nas.host["offset"], t, t + HOUR, 365 * DAY)
     expect(nas, "ZfsDatasetSnapshotInFuture", t, destroyed)
     expect(nas, "ZfsHostClockSkew", t, t + HOUR, must=False)
-    nas.part(f"the clock a year ahead for an hour on day {t / DAY:.1f}; the snapshot then taken destroyed on day {destroyed / DAY:.1f}")
+    nas.part(f"the clock a year ahead for an hour on day {t / DAY:.1f}; "
+             f"the snapshot then taken destroyed on day {destroyed / DAY:.1f}")
 
 
 @kind("listing_frozen", ("weeks",), defect="4: SnapshotsStopped trusts the frozen values of a listing that times out")

@@ -97,13 +97,14 @@ def counter(name: str, labels: dict[str, str], rates: Sequence[tuple[float, floa
     marks = sorted({start, end, *(t for t, _ in rates if start < t < end), *(t for t, _ in resets if start < t < end)})
     reset_at = dict(resets)
     value = base
+    ordered = sorted(rates, key=lambda r: r[0])   # stable: of two rates at one time the later holds
+    rate, n = 0.0, 0
     for t0, t1 in zip(marks, marks[1:]):
         if t0 in reset_at and t0 != start:
             value = reset_at[t0]
-        rate = 0.0
-        for t, r in rates:
-            if t <= t0:
-                rate = r
+        while n < len(ordered) and ordered[n][0] <= t0:
+            rate = ordered[n][1]
+            n += 1
         series.add(t0, t1, value, rate)
         value += rate * (t1 - t0)
     return series
