@@ -41,6 +41,9 @@ class BenchConfig:
     duration_seconds: float | None
     last_run_timestamp: float | None            # when the latest complete run finished
     previous_median_throughput: float | None    # median over the complete runs before the latest
+    # (id, what changed in words) of the configuration that ran before this one's latest run among
+    # those sharing its readable labels: the same cell before a tuning change
+    previous: tuple[str, str] | None = None
 
 
 def read_bench_db(path: str | Path) -> list[BenchConfig]:
@@ -73,10 +76,37 @@ def read_bench_db(path: str | Path) -> list[BenchConfig]:
     for row in rows:
         config = row.configuration
         groups.setdefault(config.id, (config, []))[1].append(row)
-    return [_bench_config(config, group) for _cid, (config, group) in sorted(groups.items())]
+    previous = previous_configurations(groups)
+    return [_bench_config(config, group, previous.get(cid)) for cid, (config, group) in sorted(groups.items())]
 
 
-def _bench_config(config: Configuration, group: list[ResultRow]) -> BenchConfig:
+def previous_configurations(groups: dict[str, tuple[Configuration, list[ResultRow]]]) -> dict[str, tuple[str, str]]:
+    """{id: (previous id, what changed in words)}: for each configuration, the one among those with
+    its readable labels (matrix, workload, compression, ..., pool) whose complete run finished last
+    before its own latest one. A tuning change between two runs of a matrix makes the second run's
+    configurations new ids; this names the change."""
+    from .benchconfig import in_words
+
+    finished = {cid: sorted(r.finished for r in rows if r.status == "complete" and r.finished is not None)
+                for cid, (_config, rows) in groups.items()}
+    cells: dict[tuple, list[str]] = {}
+    for cid, (config, _rows) in groups.items():
+        cells.setdefault(tuple(v for k, v in config.labels.items() if k != "config"), []).append(cid)
+    out = {}
+    for ids in cells.values():
+        for cid in ids:
+            if not finished[cid]:
+                continue
+            latest = finished[cid][-1]
+            earlier = [(max(t for t in finished[other] if t < latest), other) for other in ids
+                       if other != cid and any(t < latest for t in finished[other])]
+            if earlier:
+                previous = max(earlier)[1]
+                out[cid] = (previous, in_words(groups[previous][0], groups[cid][0]))
+    return out
+
+
+def _bench_config(config: Configuration, group: list[ResultRow], previous: tuple[str, str] | None = None) -> BenchConfig:
     """One configuration's series from its rows (in finishing order)."""
     done = [r for r in group if r.status == "complete"]
     latest = done[-1] if done else None
@@ -89,7 +119,7 @@ def _bench_config(config: Configuration, group: list[ResultRow]) -> BenchConfig:
         cpu_busy_ratio=latest.cpu_busy_ratio if latest else None,
         duration_seconds=latest.duration_seconds if latest else None,
         last_run_timestamp=latest.finished if latest else None,
-        previous_median_throughput=median(earlier) if earlier else None)
+        previous_median_throughput=median(earlier) if earlier else None, previous=previous)
 
 
 def median(values: list[float]) -> float:
