@@ -543,7 +543,7 @@ def disk_stats() -> list:
                "over the drive's own limit where it reports one, else alerts/thresholds.toml's for its kind "
                f"({SHARED['disk_temperature_hdd_max']} °C spinning, {SHARED['disk_temperature_ssd_max']} °C SSD/NVMe); "
                f"orange from {NEAR_LIMIT:.0%}, red at the limit.", "percentunit",
-               query(f"topk by (nas, instance, pool) (1, {temperature_of_limit(SMART_POOL)})",
+               query(with_disk_names(f"topk by (nas, instance, pool) (1, {temperature_of_limit(SMART_POOL)})"),
                      "{{pool}} {{serial}} ({{device}})", instant=True), steps=LIMIT_STEPS)
         .text_mode(common.BigValueTextMode.VALUE_AND_NAME).no_value("No temperatures (SMART off or disks asleep)"),
     ]
@@ -725,16 +725,20 @@ def per_disk(expr: str) -> str:
     """A per-device expression labelled by serial, pool and vdev through zfs_disk_info; a disk in no
     pool or without a serial reads "(no pool)" / "(no serial)" (a legend's missing label would read
     as its name)."""
-    joined = (f"({expr}) * on (nas, instance, device) group_left (serial, model, pool, vdev_guid) "
-              f"max by (nas, instance, device, serial, model, pool, vdev_guid) ({DISK_INFO})")
-    for label, missing in (("pool", "(no pool)"), ("serial", "(no serial)")):   # a spare; a USB stick
-        joined = f'label_replace({joined}, "{label}", "{missing}", "{label}", "")'
-    return joined
+    return with_disk_names(f"({expr}) * on (nas, instance, device) group_left (serial, model, pool, vdev_guid) "
+                           f"max by (nas, instance, device, serial, model, pool, vdev_guid) ({DISK_INFO})")
+
+
+def with_disk_names(expr: str) -> str:
+    """`expr` with an empty pool or serial reading "(no pool)" / "(no serial)" (a spare; a USB stick)."""
+    for label, missing in (("pool", "(no pool)"), ("serial", "(no serial)")):
+        expr = f'label_replace({expr}, "{label}", "{missing}", "{label}", "")'
+    return expr
 
 
 # The SMART families of the selected disks; every one carries zfs_disk_info's device, serial, pool, vdev_guid.
 SMART = f'{NAS_MATCHERS}, pool=~"$pool", device=~"$disk"'
-SMART_POOL = POOL_MATCHERS   # the same on a dashboard without a disk variable
+SMART_POOL = f'{POOL_MATCHERS}, pool!=""'   # a pool's disks, on a dashboard without a disk variable
 
 DISK_KEY = "nas, instance, device, serial, pool, vdev_guid"
 ASLEEP = f'(zfs_disk_smart_state{{{SMART}, state="standby"}} == 1)'
@@ -837,6 +841,22 @@ def health_table():
                   "7.0, no raw disk access in a container: docs/disks.md#smart).")
 
 
+# The reasons the smart collector serves in zfs_disk_smart_unavailable, in words with what to do; a
+# reason not listed here shows as the exporter spells it.
+SMART_UNAVAILABLE = {
+    "smartctl_missing": "smartctl missing: install smartmontools 7.0 or later on the host",
+    "permission_denied": "smartctl may not open the disks (permission denied): docs/disks.md#smart",
+    "smartctl_too_old": "smartctl too old (no --json): install smartmontools 7.0 or later",
+}
+
+
+def smart_unavailable(unavailable: str) -> str:
+    expr = f"max by (nas, instance, reason) ({unavailable})"
+    for reason, words in SMART_UNAVAILABLE.items():
+        expr = f'label_replace({expr}, "reason", "{words}", "reason", "{reason}")'
+    return expr
+
+
 def smart_status():
     """Per exporter, whether SMART reads the disks, and why not: the reason the smart collector
     serves (zfs_disk_smart_unavailable), a failing collector, or no smart collector at all."""
@@ -844,7 +864,7 @@ def smart_status():
     smart = f'zfs_exporter_collector_success{{{NAS_MATCHERS}, collector="smart"}}'
     unavailable = f"zfs_disk_smart_unavailable{{{NAS_MATCHERS}}} == 1"
     reasons = [
-        (f"max by (nas, instance, reason) ({unavailable})", None),
+        (smart_unavailable(unavailable), None),
         (f"max by (nas, instance) ({smart} == 0) * 0 + 1 unless on (nas, instance) ({unavailable})",
          "the smart collector fails: see the exporter's log"),
         (f"max by (nas, instance) ({collectors}) * 0 + 1 unless on (nas, instance) {smart}",
@@ -854,9 +874,9 @@ def smart_status():
     ]
     exprs = [expr if reason is None else f'label_replace({expr}, "reason", "{reason}", "", "")' for expr, reason in reasons]
     panel = single("SMART", "Whether the smart collector reads the disks of each NAS, and if not why (red): the "
-                   "reason it serves in zfs_disk_smart_unavailable (no raw disk access in a container without "
-                   "deploy/docker-compose.smart.yml, smartctl missing or too old, permission denied), a failing "
-                   "collector, or none running. docs/disks.md#smart says how to turn SMART on.", "none",
+                   "reason it serves in zfs_disk_smart_unavailable (smartctl missing, permission denied: no raw "
+                   "disk access, smartctl too old), a failing collector, or none running. docs/disks.md#smart says "
+                   "how to turn SMART on.", "none",
                    query(" or ".join(f"({e})" for e in exprs), "SMART: {{reason}}", instant=True),
                    width=24, height=3, steps=((None, "green"), (1, "red")))
     return panel.text_mode(common.BigValueTextMode.NAME).no_value("No exporter selected")
@@ -883,7 +903,8 @@ def smart_trends() -> list:
     legend = "{{pool}} {{serial}} ({{device}})"
     return [series(f"{title} over time", f"SMART {metric} per disk ({meaning}): a line that climbs is a disk "
                    "failing, a flat line a disk that had its trouble once.", "none",
-                   query(f"max by (nas, instance, device, serial, pool) ({metric}{{{SMART}}})", legend), width=6)
+                   query(with_disk_names(f"max by (nas, instance, device, serial, pool) ({metric}{{{SMART}}})"),
+                         legend), width=6)
             .no_value("No disk of the selected pools reports it (SMART off, or no such disk)")
             for title, metric, meaning in SMART_TRENDS]
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from dataclasses import dataclass, field, replace
 
 GiB = 1 << 30
@@ -35,6 +36,7 @@ INFO = {"type": "filesystem", "compression": "lz4", "recordsize": "131072", "syn
 SIGNALS = ("write_throughput", "txg_sync", "throttle_delays", "dirty_peak", "read_latency", "write_latency",
            "arc_hit_ratio", "compression_new", "cpu_busy")
 CPUS = 2
+TARGET_LABELS = re.compile(r'instance="[^"]*", job="[^"]*"(, )?')
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,14 @@ class Segment:
     start: int        # minutes from the history's start
     end: int
     behaviour: Behaviour
-    idle_until: int = 0   # minutes from the start of the segment with nothing but ARC reads (a burst after)
+    # minutes from the segment's start of its busy part (a burst); outside it the NAS only reads its ARC
+    busy_from: int = 0
+    busy_to: int | None = None
+
+    @property
+    def burst(self) -> tuple[int, int]:
+        return self.start + self.busy_from, self.start + (self.busy_to if self.busy_to is not None else
+                                                          self.end - self.start)
 
 
 @dataclass(frozen=True)
@@ -74,6 +83,9 @@ class Change:
     new: str
     before: dict[str, float | None] = field(default_factory=dict)   # per signal; None: too little activity
     after: dict[str, float | None] = field(default_factory=dict)
+    # per side, minutes of activity in the window when it starts or ends inside it (a burst), else 0:
+    # there a step may be half busy, which moves a rate by up to a step's share
+    partial: dict[str, int] = field(default_factory=dict)
 
     @property
     def kind(self) -> str:
@@ -95,40 +107,40 @@ class History:
     changes: list[Change]
     minutes: int
     failing: dict[str, str] = field(default_factory=dict)   # device -> what fails (SMART, ZFS errors)
-    second: int = 7                          # changes and dataset refreshes happen this far into a minute
+    second: int = 7                          # changes and dataset refreshes happen this far (of 60) into a minute
 
     # --- values at a time (seconds from the start, in minutes of `minute` seconds) ----------------
 
     def _segment_integral(self, t: float, minute: float, rate) -> float:
-        """The integral up to `t` of rate(segment, active) over the segments, active = outside idle_until."""
+        """The integral up to `t` of rate(behaviour, busy) over the segments, busy inside their burst."""
         total = 0.0
         for seg in self.segments:
             start, end = seg.start * minute, seg.end * minute
             if t <= start:
                 break
-            busy_from = start + seg.idle_until * minute
-            idle_part = max(0.0, min(t, busy_from, end) - start)
-            busy_part = max(0.0, min(t, end) - busy_from)
+            lo, hi = (m * minute for m in seg.burst)
+            busy_part = max(0.0, min(t, hi) - lo)
+            idle_part = max(0.0, min(t, end) - start) - busy_part
             total += idle_part * rate(seg.behaviour, False) + busy_part * rate(seg.behaviour, True)
         return total
 
     def _at(self, t: float, minute: float) -> tuple[Segment, bool]:
         for seg in self.segments:
             if seg.start * minute <= t < seg.end * minute:
-                return seg, t >= (seg.start + seg.idle_until) * minute
+                return seg, seg.burst[0] * minute <= t < seg.burst[1] * minute
         return self.segments[-1], True
 
     def parameters(self, t: float, minute: float) -> dict[str, float]:
         values = dict(PARAMETERS)
         for change in self.changes:
-            if isinstance(change.what, str) and t >= change.minute * minute + self.second:
+            if isinstance(change.what, str) and t >= (change.minute + self.second / 60) * minute:
                 values[change.what] = float(change.new)
         return values
 
     def properties(self, t: float, minute: float) -> dict[str, dict[str, str]]:
         out = {ds: dict(INFO) for datasets in self.pools.values() for ds in datasets}
         for change in self.changes:
-            if not isinstance(change.what, str) and t >= change.minute * minute + self.second:
+            if not isinstance(change.what, str) and t >= (change.minute + self.second / 60) * minute:
                 out[change.what[0]][change.what[1]] = change.new
         return out
 
@@ -185,7 +197,8 @@ class History:
                 out[f"zfs_disk_{io}s_total{{{d}}}"] = self._segment_integral(t, minute, ops)
                 out[f"zfs_disk_{io}_time_seconds_total{{{d}}}"] = self._segment_integral(
                     t, minute, lambda b, active, ops=ops, latency=latency: ops(b, active) * getattr(b, latency))
-        refreshed = math.floor((t - self.second) / minute) * minute + self.second   # `zfs list` runs once a minute
+        late = self.second / 60 * minute   # `zfs list` runs once a minute, this far into it
+        refreshed = math.floor((t - late) / minute) * minute + late
         for pool, datasets in self.pools.items():
             for dataset in datasets:
                 children = [d for d in datasets if d == dataset or dataset == pool]   # the root holds them all
@@ -243,8 +256,13 @@ class History:
                 columns.setdefault(name, ["_"] * n).append(repr(float(value)))
         return [{"series": name, "values": " ".join(values)} for name, values in columns.items()]
 
-    def exposition(self, t: float, minute: float) -> str:
-        return "".join(f"{name} {value!r}\n" for name, value in self.samples(t, minute).items())
+    def exposition(self, t: float, minute: float, stamp: float | None = None) -> str:
+        """/metrics at `t`, without the target's labels (Prometheus sets instance and job); with
+        `stamp` (Unix seconds), every sample carries it: the time its values are of, not the time
+        Prometheus started the scrape (which a busy machine may answer a second later)."""
+        at = f" {round(stamp * 1000)}" if stamp is not None else ""
+        return "".join(f"{TARGET_LABELS.sub('', name).replace('{}', '')} {value!r}{at}\n"
+                       for name, value in self.samples(t, minute).items())
 
 
 # --- generating histories ------------------------------------------------------------------------
@@ -267,11 +285,15 @@ def behaviour(rng: random.Random, pools: dict[str, list[str]], queued: frozenset
         cpu_busy=round(rng.uniform(0.05, 0.9), 3))
 
 
-def busy_minutes(seg: Segment, side: str, window: int, gap: int) -> int:
-    """Minutes of the segment's busy part (after `idle_until`) inside the window of `side`: before a
-    change at the segment's end (ending `gap` earlier), or after one at its start."""
-    lo, hi = (seg.end - gap - window, seg.end - gap) if side == "before" else (seg.start, seg.start + window)
-    return max(0, hi - max(lo, seg.start + seg.idle_until))
+def busy_minutes(seg: Segment, side: str, window: int, gap: int, seen_after: tuple[int, int]) -> tuple[int, int]:
+    """The fewest and the most minutes of the segment's burst inside the window of `side` (before a
+    change at the segment's end, ending `gap` earlier; or after one at its start), wherever within
+    `seen_after` steps after it the change is seen."""
+    found = []
+    for late in seen_after:
+        lo, hi = (seg.end - gap - window, seg.end - gap) if side == "before" else (seg.start, seg.start + window)
+        found.append(max(0, min(hi + late, seg.burst[1]) - max(lo + late, seg.burst[0])))
+    return min(found), max(found)
 
 
 def expected(history: History, seg: Segment, change: Change, busy: int, min_active: int) -> dict[str, float | None]:
@@ -279,7 +301,6 @@ def expected(history: History, seg: Segment, change: Change, busy: int, min_acti
     dataset of one pool) with `busy` minutes of the segment's activity in it: the behaviour's
     number, or None with too little activity."""
     b = seg.behaviour
-    assert busy >= min_active + 2 or busy <= min_active - 2, "activity too close to the minimum to expect anything"
     enough = busy >= min_active + 2
     pools = list(history.pools) if change.kind == "module parameter" else [change.what[0].split("/")[0]]
     queued = [p for p in pools if p in b.queued]
@@ -303,12 +324,14 @@ def expected(history: History, seg: Segment, change: Change, busy: int, min_acti
     }
 
 
-def generate(seed: int, window: int = 60, min_active: int = 5, gap: int = 5, instance: str | None = None) -> History:
+def generate(seed: int, window: int = 60, min_active: int = 5, gap: int = 5, instance: str | None = None,
+             seen_after: tuple[int, int] = (0, 4)) -> History:
     """A history: a first segment, then three changes (a parameter, a property, and one of: two
     parameters at once, the first change reverted, another property), each between two segments
     long enough for a whole window on either side (`window` minutes, the before window ending `gap`
-    minutes before the change). A segment may have nothing queued, or be idle but for a burst at
-    its end clearly shorter or longer than `min_active`; a family of signals may be quiet."""
+    minutes before the change), which is seen `seen_after` steps (at least, at most) after it is
+    served. A segment may have nothing queued, or be idle but for a burst clearly shorter or longer
+    than `min_active`, inside both windows it is part of; a family of signals may be quiet."""
     rng = random.Random(seed)
     pools = {}
     for p in ("tank", "backup")[:rng.choice((1, 1, 2))]:
@@ -316,16 +339,22 @@ def generate(seed: int, window: int = 60, min_active: int = 5, gap: int = 5, ins
         pools[p] = [p] + [f"{p}/{name}" for name in names]
     disks = {f"sd{chr(ord('a') + n)}": p for n, p in enumerate(q for q in pools for _ in range(rng.choice((2, 3))))}
     length = window + gap + 4            # a segment holds a whole window with margins on each side
+    # where a burst lies inside the after window of the change at a segment's start and the before
+    # window of the one at its end, wherever they are seen
+    first, last = 4 + seen_after[1], window + seen_after[0]
 
     def segment(start: int) -> Segment:
         queued = frozenset(p for p in pools if rng.random() < 0.8) or frozenset([next(iter(pools))])
         quiet = {q for q in ("disks", "arc", "data") if rng.random() < 0.15}
-        idle, roll = 0, rng.random()
+        busy, roll = (0, length), rng.random()
         if roll < 0.15:
             queued = frozenset()          # nothing queued: no number for the write path
-        elif roll < 0.35:                 # idle but for a burst at the end: short, or long enough
-            idle = length - gap - rng.choice((min_active - 3, min_active + 8))
-        return Segment(start, start + length, behaviour(rng, pools, queued, quiet), idle)
+        elif roll < 0.35:                 # idle but for a burst: short, or long enough
+            size = rng.choice((1, min_active + 4))
+            assert last - first >= size, "windows too short for a burst"
+            at = rng.randint(first, last - size)
+            busy = (at, at + size)
+        return Segment(start, start + length, behaviour(rng, pools, queued, quiet), *busy)
 
     params, props = dict(PARAMETERS), {d: dict(INFO) for ds in pools.values() for d in ds}
     segments, changes = [segment(0)], []
@@ -351,9 +380,16 @@ def generate(seed: int, window: int = 60, min_active: int = 5, gap: int = 5, ins
     for change in changes:
         before = next(s for s in segments if s.end == change.minute)
         after = next(s for s in segments if s.start == change.minute)
+        busy = {}
+        for side, seg in (("before", before), ("after", after)):
+            fewest, most = busy_minutes(seg, side, window, gap, seen_after)
+            assert fewest >= min_active + 2 or most <= min_active - 1, \
+                f"seed {seed}: {side} activity {fewest}-{most} too near the minimum {min_active} to expect anything"
+            busy[side] = fewest
         history.changes.append(replace(
-            change, before=expected(history, before, change, busy_minutes(before, "before", window, gap), min_active),
-            after=expected(history, after, change, busy_minutes(after, "after", window, gap), min_active)))
+            change, before=expected(history, before, change, busy["before"], min_active),
+            after=expected(history, after, change, busy["after"], min_active),
+            partial={side: busy[side] if busy[side] < window else 0 for side in busy}))
     failing = rng.choice(sorted(disks))
     history.failing = {failing: rng.choice(("smart", "zfs"))}
     others = [d for d in disks if d != failing]

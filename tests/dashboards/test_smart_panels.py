@@ -123,12 +123,17 @@ def test_overview_counts_disks_by_health_and_finds_the_hottest(tmp_path):
 
 
 def test_smart_status_says_why_there_is_no_health_data(tmp_path):
-    """Four exporters: one whose smart collector cannot read the disks and says why, one without
-    a smart collector, one whose smart collector fails without a reason, one reading its disks."""
+    """Six exporters: three whose smart collector cannot read the disks and says why (each reason the
+    exporter serves, in words), one without a smart collector, one whose smart collector fails
+    without a reason, one reading its disks."""
     (status,) = panel_queries("disks", "SMART")
     series = {
         'zfs_exporter_collector_success{instance="a", job="zfsnas", collector="smart"}': "0x20",
-        'zfs_disk_smart_unavailable{instance="a", job="zfsnas", reason="no_raw_disk_access"}': "1x20",
+        'zfs_disk_smart_unavailable{instance="a", job="zfsnas", reason="permission_denied"}': "1x20",
+        'zfs_exporter_collector_success{instance="e", job="zfsnas", collector="smart"}': "0x20",
+        'zfs_disk_smart_unavailable{instance="e", job="zfsnas", reason="smartctl_missing"}': "1x20",
+        'zfs_exporter_collector_success{instance="f", job="zfsnas", collector="smart"}': "0x20",
+        'zfs_disk_smart_unavailable{instance="f", job="zfsnas", reason="smartctl_too_old"}': "1x20",
         'zfs_exporter_collector_success{instance="b", job="zfsnas", collector="arc"}': "1x20",
         'zfs_exporter_collector_success{instance="c", job="zfsnas", collector="smart"}': "0x20",
         'zfs_exporter_collector_success{instance="d", job="zfsnas", collector="smart"}': "1x20",
@@ -136,7 +141,9 @@ def test_smart_status_says_why_there_is_no_health_data(tmp_path):
             "1x20",
     }
     promtool_eval(tmp_path, series, [(status, [
-        ('{instance="a", reason="no_raw_disk_access"}', 1),
+        ('{instance="a", reason="smartctl may not open the disks (permission denied): docs/disks.md#smart"}', 1),
+        ('{instance="e", reason="smartctl missing: install smartmontools 7.0 or later on the host"}', 1),
+        ('{instance="f", reason="smartctl too old (no --json): install smartmontools 7.0 or later"}', 1),
         ('{instance="b", reason="no smart collector (--no-collector.smart, or an exporter without it)"}', 1),
         ('{instance="c", reason="the smart collector fails: see the exporter\'s log"}', 1),
         ('{instance="d", reason="reading the disks"}', 0)])])
