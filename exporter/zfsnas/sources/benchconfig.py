@@ -167,12 +167,11 @@ def in_words(previous: Configuration, current: Configuration, limit: int = 6) ->
 def _readable(name: str, value: str) -> str:
     if not value.isdigit() or int(value) < 1 << 20 or int(value) % 1024 or name.endswith(("_ms", "_percent", "_pct")):
         return value
-    number, unit = float(value), "B"
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        number /= 1024
-        if number < 1024:
-            break
-    return f"{number:.3g} {unit}"
+    units = ("KiB", "MiB", "GiB", "TiB")
+    number, n = float(value) / 1024, 0
+    while number >= 1024 and n < len(units) - 1:
+        number, n = number / 1024, n + 1
+    return f"{number:.3g} {units[n]}"
 
 
 def look_alikes(configs: list[Configuration]) -> dict[str, list[tuple[str, list[str]]]]:
