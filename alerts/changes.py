@@ -90,7 +90,11 @@ def growth(metric: str, step: str) -> str:
 def signals(minute: int = 60) -> tuple[Signal, ...]:
     """Every signal with its step expressions, a step being one `minute` (seconds)."""
     step = f"{minute}s"
-    queued = f"{minute} * {GATE}"
+    # The seconds a pool's writes were queued: the time its counters' samples of the step span (a
+    # step, but two where a scrape came too late for the one before, whose growth this step then holds).
+    written = "zfs_pool_txg_written_bytes_total"
+    queued = (f"max by (nas, instance, pool) (timestamp({written}) - timestamp({written} offset {step}))"
+              f" and on (nas, instance, pool) {GATE}")
 
     def while_queued(counter: str) -> str:
         """A pool counter's growth over the step, while the pool's writes were queued."""

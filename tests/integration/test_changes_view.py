@@ -45,11 +45,10 @@ SEEDS = (101, 102, 103, 104)
 WINDOW, GAP, MIN_ACTIVE, MISSED = 24, 8, 5, 6
 # Values agree within 3 % (scrapes every 0.5 s against 1-second steps) plus, where the window holds
 # a burst, three steps' share of it (at either end a step is part busy, and a late scrape moves it).
-# A rate (per second of activity) also moves by a scrape that comes late at a window's ends: on this
-# busy machine up to a second, one and a half steps' share of the window (a minute's step makes that
-# 2 % of a second late at most; tests/dashboards/test_changes_rules.py holds the shipped rules exact).
+# A rate is per second its samples span (not per step), so a scrape that comes too late for a step
+# moves it no more than another value (seen: 168 of 172 values within 0.1 %, the others bursts);
+# tests/dashboards/test_changes_rules.py holds the shipped rules exact.
 TOLERANCE = 0.03
-RATES = ("write_throughput", "throttle_delays")
 GiB = 1 << 30
 TUNED = {"zfs_dirty_data_max": str(16 * GiB)}
 
@@ -208,7 +207,7 @@ def test_every_change_shows_what_its_history_was_built_with(lived):
                 for signal, built in getattr(change, side).items():
                     value = row[(signal, side)]
                     partial = change.partial[side]
-                    tolerance = TOLERANCE + (3 / partial if partial else 0) + (1.5 / WINDOW if signal in RATES else 0)
+                    tolerance = TOLERANCE + (3 / partial if partial else 0)
                     seen[f"{history.instance} {change.label} {change.old}->{change.new} {signal} {side}"] = \
                         [value, built]
                     if built is None:
