@@ -2,10 +2,15 @@
 """The full fuzz run (issue 16): the seeded corpus of tests/fuzz/corpus.py at full size, 100 MB
 command outputs included, then the HTTP side (silent clients, basic-auth timing); and issue 33's
 hostile inputs: listings made to grow the exporter (peak RSS of its whole process tree), clients
-that never read a 26 MB page, a flood of wrong passwords (both against node_exporter 1.5). Prints
-the figures docs/reliability.md quotes.
+that never read a 26 MB page, a flood of wrong passwords (both against node_exporter 1.5); and
+issue 43's (`inputs`): what users bring to `zfsnas-bench import` (tests/fuzz/inputs.py), the store
+under crashes, newer schemas, full disks and contention, `watch` when its dataset breaks and for an
+hour of samples, the exporter over 100,000 stored results, nonsense values, hostile SMART output
+and an event storm (tests/fuzz/run_inputs.py), every case in processes of its own, the peak RSS
+of each one's whole tree measured. Prints the figures docs/reliability.md quotes.
 
     .venv/bin/python benchmarks/fuzz.py [--seed 16] [--per-class 300] [--rss-every 10] [--only hostile,slow,...]
+                                        [--inputs-seed 43] [--inputs-per-kind 5]
 
 Every case is scraped twice in-process through the real server and checked with
 `promtool check metrics`; the big cases, every `--rss-every`-th case and an unchanged tree run
@@ -347,7 +352,50 @@ def flood_figures(clients: int = 100, seconds: float = 5.0) -> None:
                       f"{dict(sorted(collections.Counter(answered).items()))}")
 
 
-PARTS = ("http", "hostile", "slow", "flood", "corpus")
+def input_figures(args) -> None:
+    """Issue 43: every numbered case's kind, `--inputs-per-kind` seeded variations of each."""
+    import tempfile
+
+    from tests.fuzz import run_inputs
+
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="zfsnas-inputs-") as tmp:
+        work = Path(tmp)
+        parts = {"imports": lambda: run_inputs.import_outcomes(args.inputs_seed, args.inputs_per_kind, work / "i"),
+                 "store": lambda: run_inputs.store_outcomes(args.inputs_seed, max(1, args.inputs_per_kind // 2),
+                                                            work / "s"),
+                 "watch": lambda: run_inputs.watch_outcomes(args.inputs_seed, work / "w"),
+                 "exporter": lambda: run_inputs.exporter_outcomes(args.inputs_seed, work / "e")}
+        outcomes = []
+        for name, part in parts.items():
+            (work / name[0]).mkdir()
+            begun = time.monotonic()
+            try:
+                found = part()
+            except Exception as exc:     # the harness itself: said as a crash of that part, the others run
+                found = [run_inputs.Outcome(0, f"the {name} part", "crash", f"{type(exc).__name__}: {exc}", 0, 0.0)]
+            outcomes += found
+            print(f"  {name}: {len(found)} cases in {time.monotonic() - begun:.0f} s", flush=True)
+    by_number = collections.defaultdict(list)
+    for outcome in outcomes:
+        by_number[outcome.number].append(outcome)
+    print(f"issue 43 inputs: seed {args.inputs_seed}, {len(outcomes)} cases in {time.monotonic() - started:.0f} s; "
+          f"crashes {sum(o.outcome != 'ok' for o in outcomes)}; peak RSS of each case's whole process tree:")
+    for number in sorted(by_number):
+        cases = by_number[number]
+        worst = max(cases, key=lambda o: o.rss_kib)
+        crashed = [o for o in cases if o.outcome != "ok"]
+        print(f"  case {number or 'controls'}: {len(cases)} cases, {len(crashed)} crashes, worst {worst.rss_kib / 1024:.1f}"
+              f" MiB ({worst.kind})")
+        for o in crashed[:5]:
+            print(f"      CRASH {o.kind}: {o.detail}")
+    print("  the exporter's cases and the long watch:")
+    for o in outcomes:
+        if o.number in (1, 4, 5, 6, 9) and "exporter" in o.kind or o.number in (6, 9) or "samples" in o.kind:
+            print(f"    {o.number}: {o.kind:62.62} {o.rss_kib / 1024:6.1f} MiB  {o.outcome}  {o.detail[:220]}")
+
+
+PARTS = ("http", "hostile", "slow", "flood", "corpus", "inputs")
 
 
 def main() -> int:
@@ -356,6 +404,8 @@ def main() -> int:
     parser.add_argument("--per-class", type=int, default=300)
     parser.add_argument("--rss-every", type=int, default=10)
     parser.add_argument("--only", default=",".join(PARTS), help=f"comma-separated parts to run: {', '.join(PARTS)}")
+    parser.add_argument("--inputs-seed", type=int, default=43)
+    parser.add_argument("--inputs-per-kind", type=int, default=5)
     args = parser.parse_args()
     parts = args.only.split(",")
     if "http" in parts:
@@ -368,6 +418,8 @@ def main() -> int:
         flood_figures()
     if "corpus" in parts:
         corpus_figures(args)
+    if "inputs" in parts:
+        input_figures(args)
     return 0
 
 

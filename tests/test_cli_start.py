@@ -1,7 +1,9 @@
 """What `zfsnas-exporter` does between its start and its first answer: the zfs/zpool refreshes wait
-for that answer (`Exporter.hold_refreshes`, `refresh.START`), so it is not slowed by their imports,
-commands and parses, while in-process sources are read at once; and it stops on SIGTERM however early."""
+for the first scrape (`Exporter.hold_refreshes`, `refresh.START`), so the imports and the bind are not
+slowed by their commands and parses, while in-process sources are read at once (that scrape then
+waits for them all: tests/integration/test_first_scrape.py); and it stops on SIGTERM however early."""
 
+import re
 import threading
 import time
 
@@ -19,7 +21,7 @@ def kstat_exporter():
     return build_exporter(args)
 
 
-def test_refreshes_wait_for_the_first_page_and_run_once_it_is_rendered():
+def test_refreshes_wait_for_the_first_scrape_and_run_once_it_comes():
     exporter = kstat_exporter()
     fetched = threading.Event()
     refresher = BackgroundRefresher("probe", lambda: fetched.set() or 1, interval=60, wait_for_start=True)
@@ -106,10 +108,13 @@ def start_log(tmp_path, *flags: str) -> tuple[str, str]:
 
 
 def the_one_warning(log: str) -> str:
-    """The log's only line above INFO, which must be a warning."""
+    """The log's only line above INFO, which must be a warning: the start-up line, without where it
+    listens (its end: `; listening on http://127.0.0.1:<port>/metrics`)."""
     above_info = [line for line in log.splitlines() if "level=INFO" not in line]
     assert len(above_info) == 1 and "level=WARNING " in above_info[0], log
-    return above_info[0].split("level=WARNING ", 1)[1]
+    line, listening = above_info[0].split("level=WARNING ", 1)[1].rsplit("; listening on ", 1)
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/metrics", listening), listening
+    return line
 
 
 DISKS = FIXTURES / "linux-disks"
@@ -123,7 +128,7 @@ TREE = linux_tree("2.3.2")
      "self metrics; not arc, txg, objset, poolstats, tunables, datasets, pools (their zfs_exporter_collector_success "
      "is 0 until that changes); smart serves nothing: smartctl: command not found (install smartmontools 7.0 or "
      "later; docs/disks.md#smart)",
-     {"disks": 1, "bench": 1, "arc": 0, "datasets": 0, "smart": 1}),
+     {"disks": 1, "bench": 1, "arc": 0, "datasets": 0, "smart": 0}),
     # the kstats but no zfs/zpool command (a container without --zfs.command-prefix): one line, not five
     ([f"--path.procfs={TREE}/proc", f"--path.sysfs={TREE}/sys", "--no-collector.disks"],
      "zfsnas-exporter 0.1.0: zfs, zpool: command not found (in a container: --zfs.command-prefix 'nsenter --target 1 "
@@ -131,7 +136,9 @@ TREE = linux_tree("2.3.2")
      "zfs_exporter_collector_success is 0 until that changes); smart serves nothing: smartctl: command not found "
      "(install smartmontools 7.0 or later; docs/disks.md#smart)",
      {"arc": 1, "datasets": 0, "pools": 0, "smart": 1}),
-    # ZFS and its commands are there, smartctl is not: SMART is an extra, its absence no failure
+    # ZFS and its commands are there, smartctl is not: said once at start. This tree has no disks, so
+    # nothing goes unread (success 1); with disks, success 0 and zfs_disk_smart_unavailable say it
+    # (test_smart.py; the first case above, which has disks)
     ([f"--path.procfs={TREE}/proc", f"--path.sysfs={TREE}/sys", "--collector.disable-defaults", "--collector.arc",
       "--collector.smart"],
      "zfsnas-exporter 0.1.0: collectors arc; smart serves nothing: smartctl: command not found (install "
@@ -148,5 +155,30 @@ def test_with_zfs_the_line_names_the_collectors(tmp_path):
     tree = linux_tree("2.3.2")
     log, _ = start_log(tmp_path, f"--path.procfs={tree}/proc", f"--path.sysfs={tree}/sys",
                        "--collector.disable-defaults", "--collector.arc", "--collector.txg")
-    assert log.splitlines()[0].endswith("level=INFO zfsnas-exporter 0.1.0: collectors arc, txg"), log
+    # one line at start: what is served and where
+    assert re.search(r"level=INFO zfsnas-exporter 0\.1\.0: collectors arc, txg; listening on http://127\.0\.0\.1:\d+/metrics$",
+                     log.splitlines()[0]), log
+    assert [line for line in log.splitlines() if "shutting down" not in line] == log.splitlines()[:1], log
     assert "WARNING" not in log
+
+
+def test_stopping_says_nothing_but_that_it_stops(tmp_path):
+    """The commands the stop kills (`zpool events -f`, which never ends by itself, and any refresh
+    running) are no failure: the log of a start and stop is the start-up line and `shutting down`
+    (under systemd every stop logged two warnings before)."""
+    from tests.conftest import copy_commands, copy_tree, free_port, zfs_commands
+    from tests.integration.exporter_process import ExporterProcess
+
+    root = copy_tree(tmp_path / "tree", disks=True)
+    commands = copy_commands(tmp_path / "commands")
+    flags = ["--path.procfs", str(root / "proc"), "--path.sysfs", str(root / "sys"), "--path.udev.data",
+             str(root / "udev" / "data"), *zfs_commands(commands), "--no-collector.smart", "--bench.db",
+             str(tmp_path / "none.sqlite"), "--pools.refresh-interval=0.2", "--datasets.refresh-interval=0.2"]
+    with ExporterProcess(free_port(), *flags, log_path=tmp_path / "log") as exporter:
+        exporter.wait_ready()
+        page = exporter.get()
+        assert value(page, "zfs_exporter_source_success", source="zpool_events") == 1   # following
+        time.sleep(1.0)   # refreshes every 0.2 s: one is likely running when the stop comes
+    lines = exporter.log().splitlines()
+    assert "level=INFO zfsnas-exporter 0.1.0: collectors " in lines[0] and lines[1:] == [lines[-1]], lines
+    assert lines[-1].endswith("level=INFO shutting down"), lines

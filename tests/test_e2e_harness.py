@@ -1,9 +1,12 @@
-"""The e2e harness's image pipeline (tests/e2e/harness.py ImageBuilder): a guest may boot on the
-first image while the next one builds, and a failed build stops the run with its flavour named.
-image.sh itself is not run here (a cold build takes 15-25 CPU-minutes; the e2e suite runs it)."""
+"""The e2e harness (tests/e2e/harness.py): its image pipeline (ImageBuilder: a guest may boot on the
+first image while the next one builds, and a failed build stops the run with its flavour named),
+the guest's failure reports for the log's tail, budgets at the measured pace (guest/pace.py) and
+the stall watchdog, the wheelhouse's requirements. image.sh itself is not run here (a cold build
+takes 15-25 CPU-minutes; the e2e suite runs it)."""
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
@@ -73,3 +76,76 @@ def test_a_failed_guests_own_reports_are_gathered_for_the_log_tail(tmp_path):
         "RuntimeError: dockerd did not start",
     ]
     assert harness.guest_failures(tmp_path / "nothing") == ""
+
+
+# --- budgets at the measured pace (tests/e2e/guest/pace.py), the stall watchdog -------------------
+
+class FakeClock:
+    def __init__(self, now: float = 1000.0):
+        self.now = now
+
+    def time(self) -> float:
+        return self.now
+
+
+def test_nominal_seconds_divide_each_stretch_by_the_slowness_measured_then(monkeypatch):
+    pace = harness.pace.Pace(idle_seconds=0.05)
+    pace.history = [(10.0, 2.0), (20.0, 4.0), (30.0, 1.0)]
+    pace._samples = [(30.0, 1.0)]
+    # 5..10 at 2 (the probe at 10), 10..20 at 4, 20..30 at 1, 30..40 at the current slowness (1)
+    assert pace.nominal_between(5.0, 40.0) == 5 / 2 + 10 / 4 + 10 / 1 + 10 / 1
+    assert pace.nominal_between(12.0, 18.0) == 6 / 1   # no probe inside: the current slowness
+
+
+def test_a_budget_lasts_longer_on_a_slower_host(monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(harness.pace.time, "time", clock.time)
+    slow = harness.pace.Pace()
+    slow._samples = [(clock.now, 3.0)]            # three times slower than idle, from the start
+    budget = harness.pace.Budget(10, slow)
+    clock.now += 29
+    assert not budget.spent() and round(budget.left(), 6) == round(10 - 29 / 3, 6)
+    clock.now += 2
+    assert budget.spent()
+    idle = harness.pace.Pace()                       # no probe yet: slowness 1, wall time is nominal
+    budget = harness.pace.Budget(10, idle)
+    clock.now += 9.5
+    assert not budget.spent()
+    clock.now += 1
+    assert budget.spent() and "10 nominal s" in budget.describe()
+
+
+def test_a_guest_is_stopped_only_after_a_stall(tmp_path, monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(harness.pace.time, "time", clock.time)
+    monkeypatch.setattr(harness.time, "time", clock.time)
+    monkeypatch.setattr(harness, "HOST_PACE", harness.pace.Pace())
+    share = tmp_path / "share"
+    (share / "results").mkdir(parents=True)
+    console = tmp_path / "console.log"
+    console.write_text("boot\n")
+    os.utime(console, (clock.now, clock.now))
+    progress = harness.Progress(console, share, seconds=100)
+    assert progress.stalled() is None                 # first look: the console is news
+    for _ in range(30):                               # 300 s of nothing: stalled at 100 s
+        clock.now += 10
+        if progress.stalled():
+            break
+    assert 100 <= clock.now - 1000 <= 120
+    progress = harness.Progress(console, share, seconds=100)
+    log = share / "results" / "scenario.log"
+    for step in range(30):                            # a file that keeps changing: never stalled
+        clock.now += 10
+        log.write_text(str(step))
+        os.utime(log, (clock.now, clock.now))
+        assert progress.stalled() is None
+
+
+def test_the_guests_wheelhouse_covers_the_wheels_requirements(tmp_path):
+    import zipfile
+
+    wheel = tmp_path / "zfsnas-0.1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("zfsnas-0.1.0.dist-info/METADATA", "Name: zfsnas\nRequires-Dist: pyudev>=0.24\n"
+                         "Requires-Dist: PyYAML>=6\nRequires-Dist: pytest>=7; extra == \"test\"\n")
+    assert harness.requirements(wheel) == ["PyYAML>=6", "pyudev>=0.24"]

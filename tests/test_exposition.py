@@ -412,10 +412,16 @@ def test_laid_out_fields_keep_their_place_among_plain_families():
     assert [f.name for f in families] == ["zfs_a", "zfs_b", "zfs_c"]
     assert render(families) == ('# HELP zfs_a A.\n# TYPE zfs_a gauge\nzfs_a 1\n# HELP zfs_b B.\n# TYPE zfs_b gauge\n'
                                 'zfs_b{k="x"} 3\nzfs_b{k="y"} 8\n# HELP zfs_c C.\n# TYPE zfs_c gauge\nzfs_c 5\n')
-    plain = Families()
-    plain.add_fields(layout, [3, 4.5])  # not all integers: plain samples, the same text
-    assert render(plain) == render(layout.families_of([3, 4.5]))
-    assert not any(isinstance(part, exposition._TextPart) for part in plain._parts())
+    mixed = Families()
+    mixed.add_fields(layout, [3, 4.5])  # not all integers: still laid out, each written as the renderer does
+    assert render(mixed) == render(layout.families_of([3, 4.5])) and "zfs_b{k=\"y\"} 9\n" in render(mixed)
+    assert any(isinstance(part, exposition._TextPart) for part in mixed._parts())
+    for bad in ([3, "x"], [3, 10 ** 400], [3, float("nan")]):
+        plain = Families()   # a value the renderer drops (or NaN, which it writes): its way, counted
+        plain.add_fields(layout, bad)
+        problems, expected = RenderIssues(), RenderIssues()
+        assert render(plain, problems) == render(layout.families_of(bad), expected), bad
+        assert (problems.dropped, problems.rewritten) == (expected.dropped, expected.rewritten), bad
 
 
 def test_frozen_within_merges_chunks_up_to_the_limit_and_travels_as_text():

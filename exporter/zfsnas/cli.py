@@ -13,10 +13,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from . import __version__
-from .server import make_server, serve_in_thread
+from .server import describe_listener, make_server, serve_in_thread, systemd_socket
 from .wiring import LOG_LEVELS, Exporter, ExporterConfig, build_exporter, build_parser
 
 if TYPE_CHECKING:
+    from typing import TextIO
+
     from .replay import ReplayExporter
     from .sources.commands import CommandRunner
     from .webconfig import WebConfig, WebConfigFile
@@ -57,6 +59,35 @@ def startup_line(exporter: Exporter, runner: CommandRunner) -> tuple[int, str]:
                              f"{extras}")
 
 
+# syslog priorities of the logging levels: journald files each line under the one it begins with
+PRIORITIES = {logging.DEBUG: 7, logging.INFO: 6, logging.WARNING: 4, logging.ERROR: 3, logging.CRITICAL: 2}
+
+
+class JournalFormatter(logging.Formatter):
+    """`<priority>message`: journald takes the priority from the prefix (and stamps the time itself),
+    so `journalctl -p warning -u zfsnas-exporter` shows the warnings and only them."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"<{PRIORITIES.get(record.levelno, 6)}>{record.getMessage()}"
+
+
+def to_journal(stream: TextIO) -> bool:
+    """Whether `stream` is journald's (systemd sets JOURNAL_STREAM to its device:inode)."""
+    device, _, inode = os.environ.get("JOURNAL_STREAM", "").partition(":")
+    try:
+        st = os.fstat(stream.fileno())
+    except (AttributeError, OSError, ValueError):
+        return False
+    return device.isdigit() and inode.isdigit() and (st.st_dev, st.st_ino) == (int(device), int(inode))
+
+
+def setup_logging(level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JournalFormatter() if to_journal(sys.stderr)
+                         else logging.Formatter("%(asctime)s level=%(levelname)s %(message)s"))
+    logging.basicConfig(level=LOG_LEVELS[level], handlers=[handler])
+
+
 def catch_stop_signals() -> int:
     """A pipe's read end that yields a byte once SIGTERM or SIGINT arrives. The Python handlers do
     nothing: the signal's number reaches the reader through the wakeup pipe, written by the
@@ -91,8 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return capture_main(argv[1:])
     args = build_parser().parse_args(argv)
     config = ExporterConfig.from_args(args)
-    logging.basicConfig(level=LOG_LEVELS[args.log_level],
-                        format="%(asctime)s level=%(levelname)s %(message)s", stream=sys.stderr)
+    setup_logging(args.log_level)
     web: WebConfigFile | None = None
     if config.server.web_config_file:
         from .webconfig import WebConfigError, WebConfigFile
@@ -115,24 +145,31 @@ def main(argv: Sequence[str] | None = None) -> int:
             log.error("cannot replay: %s", exc)
             return 2
         log.info("replaying %s: %s", args.replay, replay.describe(capture))
-        log.info("zfsnas-exporter %s: collectors %s", __version__,
-                 ", ".join(c.name for c in exporter.collectors) or "none")
+        level, line = logging.INFO, (f"zfsnas-exporter {__version__}: collectors "
+                                     f"{', '.join(c.name for c in exporter.collectors) or 'none'}")
     else:
         exporter = build_exporter(config)
         assert exporter.owned_runner is not None
-        log.log(*startup_line(exporter, exporter.owned_runner))
+        level, line = startup_line(exporter, exporter.owned_runner)
         exporter.hold_refreshes(START_HOLD)
     render = exporter.render_parts if isinstance(exporter, Exporter) else exporter.render
+    where = config.server.listen_address
     try:
-        server = make_server(config.server.listen_address, render, config.server.telemetry_path, web)
+        listener = systemd_socket()
+        where = "systemd's socket" if listener is not None else where
+        server = make_server(listener or config.server.listen_address, render, config.server.telemetry_path, web)
     except (OSError, ValueError) as exc:
-        log.error("cannot listen on %s: %s", config.server.listen_address, exc)
+        log.log(level, "%s", line)
+        log.error("cannot listen on %s: %s", where, exc)
         return 2
+    # the one line of a start: what is served, and where (systemd's socket: `deploy/zfsnas-exporter.socket`);
+    # before the collectors start, so that it opens the log
+    log.log(level, "%s; listening on %s%s%s%s", line, "https://" if web and web.config.tls else "http://",
+            describe_listener(server), config.server.telemetry_path,
+            " (systemd's socket)" if listener is not None else "")
     exporter.start()
     # Long-lived objects made so far never become garbage: keep the collector from rescanning them.
     gc.freeze()
-    log.info("listening on %s%s, metrics at %s", "https://" if web and web.config.tls else "http://",
-             config.server.listen_address, config.server.telemetry_path)
     stop_signals = catch_stop_signals()
     serve_in_thread(server)
     os.read(stop_signals, 1)

@@ -570,18 +570,24 @@ class FieldLayout:
         return families
 
     def text(self, numbers: list[Any]) -> str | None:
-        """One read's page (`numbers` in entry order), or None where only the renderer writes it exactly."""
-        if not (self.text_ok and numbers and len(numbers) == len(self.fields) and set(map(type, numbers)) == {int}
-                and -INT_LIMIT <= min(numbers) and max(numbers) <= INT_LIMIT):
+        """One read's page (`numbers` in entry order), or None where only the renderer writes it exactly
+        (a value it cannot write: the renderer drops and counts it)."""
+        if not (self.text_ok and numbers and len(numbers) == len(self.fields)):
             return None
-        ordered: list[int | str] = [numbers[i] for i in self.order]
+        ordered: list[Any] = [numbers[i] for i in self.order]
         try:
-            for at, scale in self.scaled:
-                ordered[at] = format_value(ordered[at] * scale)  # type: ignore[operator]
-        except Unrepresentable:
+            if set(map(type, numbers)) == {int} and -INT_LIMIT <= min(numbers) and max(numbers) <= INT_LIMIT:
+                for at, scale in self.scaled:  # a kernel's counters: integers, most of them as they are
+                    ordered[at] = format_value(ordered[at] * scale)
+                texts: Iterable[str] = map(str, ordered)
+            else:  # other numbers (a process's CPU seconds): each as render_family writes it
+                for at, scale in self.scaled:
+                    ordered[at] = ordered[at] * scale
+                texts = list(map(format_value, ordered))
+        except (Unrepresentable, TypeError):
             return None
         page = self.template.copy()
-        page[1::2] = map(str, ordered)
+        page[1::2] = texts
         return "".join(page)
 
 

@@ -42,6 +42,8 @@ if TYPE_CHECKING:  # a Protocol costs start-up and checks nothing at run time
 
         def dropped(self) -> dict[str, int]: ...
 
+        def wait_tried(self, timeout: float) -> bool: ...
+
         def start(self) -> None: ...
 
         def request_stop(self) -> None: ...
@@ -108,6 +110,31 @@ class StartGate:
 START = StartGate()  # one per process: the exporter's own start
 
 
+class DroppedCounts:
+    """What one source's parsers left out since start, by reason
+    (`zfs_exporter_source_values_dropped_total`); the first time a reason appears it is logged, with
+    an example. Shared by the refreshers and the followers."""
+
+    def __init__(self, name: str, lock: threading.Lock) -> None:
+        self.name = name
+        self._lock = lock
+        self._counts: dict[str, int] = {}
+
+    def add(self, dropped: Dropped) -> None:
+        with self._lock:
+            new = [reason for reason in dropped.counts if reason not in self._counts]
+            for reason, count in dropped.counts.items():
+                self._counts[reason] = self._counts.get(reason, 0) + count
+        for reason in new:
+            log.warning("source %s: left out %d line(s) or field(s) (%s), e.g. %s; counted from now on in "
+                        "zfs_exporter_source_values_dropped_total", self.name, dropped.counts[reason], reason,
+                        dropped.examples.get(reason, ""))
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)
+
+
 class BackgroundRefresher(Generic[T]):
     def __init__(self, name: str, fetch: Callable[[], T], interval: float,
                  clock: Callable[[], float] = time.monotonic, wait_for_start: bool = False, min_gap: float = 0.0):
@@ -141,7 +168,7 @@ class BackgroundRefresher(Generic[T]):
         self._asked = 0
         self._urgent = 0   # the number of the last urgent ask
         self._covered = 0
-        self._dropped: dict[str, int] = {}  # reason -> what the parsers left out, over every refresh
+        self._dropped = DroppedCounts(name, self._lock)  # what the parsers left out, over every refresh
 
     def request(self, urgent: bool = False) -> int:
         """Ask for a refresh now rather than at the next interval (in the background: a refresh
@@ -164,9 +191,22 @@ class BackgroundRefresher(Generic[T]):
                 and self._covered >= ask
 
     @property
+    def stopping(self) -> bool:
+        """Whether the refresher was told to stop (what fails from now on is expected, not news)."""
+        return self._stop.is_set()
+
+    @property
     def tried(self) -> bool:
         """Whether a refresh has ended yet, well or not."""
         return self._tried
+
+    def wait_tried(self, timeout: float) -> bool:
+        """Wait at most `timeout` seconds for the first refresh to end (well or not); True once one
+        has. Without a running thread nothing refreshes: the answer at once."""
+        with self._changed:
+            if self._thread is None:
+                return self._tried
+            return self._changed.wait_for(lambda: self._tried or self._stop.is_set(), timeout) and self._tried
 
     def refresh_now(self) -> bool:
         """Fetch once, synchronously; True on success. A fetch that raises `SourceIncomplete` (a
@@ -196,21 +236,12 @@ class BackgroundRefresher(Generic[T]):
         return True
 
     def count_dropped(self, dropped: Dropped) -> None:
-        """Add what one read's parsers left out (`zfs_exporter_source_values_dropped_total`); the
-        first time a reason appears it is logged, with an example."""
-        with self._lock:
-            new = [reason for reason in dropped.counts if reason not in self._dropped]
-            for reason, count in dropped.counts.items():
-                self._dropped[reason] = self._dropped.get(reason, 0) + count
-        for reason in new:
-            log.warning("source %s: left out %d line(s) or field(s) (%s), e.g. %s; counted from now on in "
-                        "zfs_exporter_source_values_dropped_total", self.name, dropped.counts[reason], reason,
-                        dropped.examples.get(reason, ""))
+        """Add what one read's parsers left out (`zfs_exporter_source_values_dropped_total`)."""
+        self._dropped.add(dropped)
 
     def dropped(self) -> dict[str, int]:
         """What the parsers of this source left out since start, by reason."""
-        with self._lock:
-            return dict(self._dropped)
+        return self._dropped.counts()
 
     def state(self) -> SourceState[T]:
         with self._lock:
@@ -260,18 +291,26 @@ class Follower:
     """Follows a long-lived command in a daemon thread: `follow(stop)` runs it and yields its lines
     until it ends (or `stop` is set), each handed to `consume`. When it ends it is started again
     after `backoff[0]` seconds, doubling up to `backoff[1]` while it keeps ending within a minute.
+    At most `lines_per_second` lines are taken a second (none: no bound): under a storm the
+    command's pipe fills and it waits, and the thread's CPU stays bounded. What `consume` leaves
+    out is counted with `count_dropped`, as a refresher's parsers' is.
     `state()`: success while it runs (age 0), else the seconds since it last ran and why it ended."""
 
     RESET_AFTER = 60.0  # a run this long was healthy: the next restart waits backoff[0] again
 
     def __init__(self, name: str, follow: Callable[[threading.Event], Iterable[str]], consume: Callable[[str], None],
-                 backoff: tuple[float, float] = (1.0, 60.0), wait_for_start: bool = False):
+                 backoff: tuple[float, float] = (1.0, 60.0), wait_for_start: bool = False,
+                 lines_per_second: int | None = None, clock: Callable[[], float] = time.monotonic):
         self.name = name
         self._follow = follow
         self._consume = consume
         self.backoff = backoff
         self.wait_for_start = wait_for_start
+        self.lines_per_second = lines_per_second
+        self._clock = clock
+        self.waited = 0.0   # seconds the line bound held the stream back, in all
         self._lock = threading.Lock()
+        self._dropped = DroppedCounts(name, self._lock)
         self._running = False
         self._since = time.monotonic()   # when it last started or stopped running
         self._error: str | None = "not started yet"
@@ -286,9 +325,16 @@ class Follower:
         """How many times the command was started."""
         return self._runs
 
+    def count_dropped(self, dropped: Dropped) -> None:
+        """Add what `consume` left out of the stream (`zfs_exporter_source_values_dropped_total`)."""
+        self._dropped.add(dropped)
+
     def dropped(self) -> dict[str, int]:
-        """Nothing is left out of a followed stream: an event that does not read is not counted."""
-        return {}
+        return self._dropped.counts()
+
+    def wait_tried(self, timeout: float) -> bool:
+        """A followed command has no first read to wait for (its first line may never come)."""
+        return True
 
     def state(self) -> SourceState[None]:
         with self._lock:
@@ -321,8 +367,7 @@ class Follower:
             self._runs += 1
             self._set(True, None)
             try:
-                for line in self._follow(self._stop):
-                    self._consume(line)
+                self._take(self._follow(self._stop))
                 error = "ended"
                 explained = False
             except Exception as exc:
@@ -339,6 +384,24 @@ class Follower:
             log.debug("source %s: started again in %g s", self.name, pause)
             self._stop.wait(pause)
             pause = min(self.backoff[1], pause * 2)
+
+
+    def _take(self, lines: Iterable[str]) -> None:
+        """Each line to `consume`, at most `lines_per_second` a second: past them the thread waits
+        for the second's end (the command's pipe fills meanwhile: it waits too)."""
+        budget, second = self.lines_per_second, self._clock()
+        for line in lines:
+            self._consume(line)
+            if budget is None:
+                continue
+            budget -= 1
+            if budget <= 0:
+                rest = 1.0 - (self._clock() - second)
+                if rest > 0:
+                    self.waited += rest
+                    if self._stop.wait(rest):
+                        return
+                budget, second = self.lines_per_second, self._clock()
 
 
 class RenderedOnce:

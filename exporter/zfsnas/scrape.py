@@ -10,6 +10,7 @@ It must not read the OS itself: that is the sources' job.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -18,7 +19,7 @@ from contextlib import ExitStack
 from typing import TYPE_CHECKING
 
 from .collectors.base import Collector, Report, one_line
-from .exposition import Families, Family, RenderIssues, render_family, render_pieces, settle
+from .exposition import Families, Family, FieldLayout, RenderIssues, render_pieces, settle
 
 if TYPE_CHECKING:
     from .sources.model import KstatSource
@@ -28,6 +29,9 @@ log = logging.getLogger("zfsnas")
 
 Outcome = tuple[Iterable[Family], Report, float]  # a collector's families, its report, its seconds
 JOIN_BELOW = 1 << 20  # characters of a collector's page joined into one piece
+# The first scrape of a started exporter waits for every source's first read for at most this share
+# of its time to the deadline: the rest is left for the collectors and the answer.
+FIRST_READS_SHARE = 0.75
 ZFS_CHECK = "(zfs check)"  # what `_blocked` calls the look for ZFS kstats that starts each scrape
 
 
@@ -39,7 +43,7 @@ class _Job:
 
     __slots__ = ("lock", "outcomes", "abandoned", "finished", "current", "deadline", "extra", "deliver")
 
-    def __init__(self, deadline: float, extra: list[Family], deliver: Callable[[list[str]], None]):
+    def __init__(self, deadline: float, extra: Iterable[Family], deliver: Callable[[list[str]], None]):
         self.lock = threading.Lock()
         self.outcomes: list[Outcome] = []
         self.abandoned = False   # the watchdog answered: the caller's results go nowhere
@@ -120,6 +124,21 @@ class ScrapeCollector:
         self._job: _Job | None = None  # the scrape in progress, when the watchdog can answer it
         self._watchdog: _Watchdog | None = None
         self._blocked: dict[str, float] = {}  # collector -> since when a read of it has not returned
+        self._first_reads = False  # the next scrape with a deadline waits for the sources' first reads
+
+    def await_first_reads(self) -> None:
+        """The collectors have started: the next scrape with a deadline waits, at most
+        FIRST_READS_SHARE of its time, for each source's first read to end, so that the first
+        answer after a start (or restart) holds every family (a disk scan or a `zpool status` not
+        done yet would leave theirs out, and their series would blink stale until the next scrape)."""
+        self._first_reads = True
+
+    def _wait_first_reads(self, deadline: float) -> None:
+        self._first_reads = False
+        until = time.monotonic() + FIRST_READS_SHARE * max(0.0, deadline - time.monotonic())
+        for collector in self.collectors:
+            for source in collector.sources():
+                source.wait_tried(max(0.0, until - time.monotonic()))
 
     def render(self, extra: Iterable[Family] = (), deadline: float | None = None) -> str:
         """The whole page: every collector's families, `extra` ones (e.g. process metrics), then the
@@ -135,8 +154,10 @@ class ScrapeCollector:
         hold the answer: the watchdog sends the page of the others through `deliver` (this one
         reported failed, and skipped, failed, by later scrapes until that read returns) and this
         call, when the read returns, gives None."""
-        extra = list(extra)
+        extra = extra if isinstance(extra, Families) else list(extra)   # a Families keeps its laid-out text
         self._acquire(deadline)
+        if self._first_reads and deadline is not None:
+            self._wait_first_reads(deadline)
         job = None if deadline is None or deliver is None else _Job(deadline, extra, deliver)
         try:
             if job is not None:
@@ -152,7 +173,7 @@ class ScrapeCollector:
                 self._job = None
                 self._lock.release()
 
-    def _page(self, outcomes: list[Outcome], extra: list[Family]) -> list[str]:
+    def _page(self, outcomes: list[Outcome], extra: Iterable[Family]) -> list[str]:
         per_collector, families = self._self_metrics(outcomes)
         out: list[str] = []
         for name, items in [*per_collector, ("exporter", extra)]:
@@ -168,8 +189,7 @@ class ScrapeCollector:
             if problems:
                 self._count(name, problems)
         self._problem_metrics(families)
-        for family in families.families():
-            render_family(family, out)
+        render_pieces(families, out)
         return out
 
     def _rescue(self, job: _Job) -> None:
@@ -213,14 +233,14 @@ class ScrapeCollector:
     def _self_metrics(self, outcomes: list[Outcome]) -> tuple[list[tuple[str, Iterable[Family]]], Families]:
         out: list[tuple[str, Iterable[Family]]] = []
         families = Families()
-        for collector, (result, report, seconds) in zip(self.collectors, outcomes):
-            labels = {"collector": collector.name}
-            families.gauge("zfs_exporter_collector_success",
-                           "1 if the collector's last scrape read everything it tried, else 0.",
-                           labels, 1 if report.ok else 0)
-            families.gauge("zfs_exporter_collector_duration_seconds", "How long the collector took in the last scrape.",
-                           labels, seconds)
+        names, ok, seconds = [], [], []
+        for collector, (result, report, took) in zip(self.collectors, outcomes):
+            names.append(collector.name)
+            ok.append(1 if report.ok else 0)
+            seconds.append(took)
             out.append((collector.name, result))
+        if names:   # laid out once per collector list: a scrape fills in the numbers
+            families.add_fields(_collector_layout(tuple(names)), [*ok, *seconds])
         self._source_metrics(families)
         return out, families
 
@@ -323,21 +343,19 @@ class ScrapeCollector:
         return reason
 
     def _source_metrics(self, families: Families) -> None:
-        for collector in self.collectors:
-            for source in collector.sources():
-                state = source.state()
-                families.gauge("zfs_exporter_source_age_seconds",
-                               "Seconds since the background source last refreshed successfully.",
-                               {"source": source.name}, state.age_seconds)
-                families.gauge("zfs_exporter_source_success",
-                               "1 if the background source's last refresh succeeded, else 0.",
-                               {"source": source.name}, 1 if state.success else 0)
-                for reason, count in sorted(source.dropped().items()):
-                    families.counter("zfs_exporter_source_values_dropped_total",
-                                     "Lines or fields of a source's input left out because they could not be "
-                                     "read or be true (reason: malformed, not_a_number, negative, too_long) or "
-                                     "lay past what the source may hold (over_limit); the rest was served.",
-                                     {"source": source.name, "reason": reason}, count)
+        sources = [source for collector in self.collectors for source in collector.sources()]
+        if not sources:
+            return
+        states = [source.state() for source in sources]
+        families.add_fields(_source_layout(tuple(source.name for source in sources)),
+                            [*(state.age_seconds for state in states), *(1 if state.success else 0 for state in states)])
+        for source in sources:
+            for reason, count in sorted(source.dropped().items()):
+                families.counter("zfs_exporter_source_values_dropped_total",
+                                 "Lines or fields of a source's input left out because they could not be "
+                                 "read or be true (reason: malformed, not_a_number, negative, too_long) or "
+                                 "lay past what the source may hold (over_limit); the rest was served.",
+                                 {"source": source.name, "reason": reason}, count)
 
     def _log_changes(self, name: str, errors: list[str], explained: set[str] | frozenset = frozenset()) -> None:
         """A new failure is logged once as a warning; repeats, and failures said elsewhere
@@ -349,3 +367,26 @@ class ScrapeCollector:
         if before and not errors:
             log.info("collector %s recovered", name)
         self._last_errors[name] = errors
+
+
+COLLECTOR_SUCCESS = ("zfs_exporter_collector_success", "1 if the collector's last scrape read everything it tried, else 0.",
+                     "gauge", ("collector",))
+COLLECTOR_DURATION = ("zfs_exporter_collector_duration_seconds", "How long the collector took in the last scrape.",
+                      "gauge", ("collector",))
+SOURCE_AGE = ("zfs_exporter_source_age_seconds", "Seconds since the background source last refreshed successfully.",
+              "gauge", ("source",))
+SOURCE_SUCCESS = ("zfs_exporter_source_success", "1 if the background source's last refresh succeeded, else 0.",
+                  "gauge", ("source",))
+
+
+@functools.lru_cache(maxsize=8)
+def _collector_layout(names: tuple[str, ...]) -> FieldLayout:
+    """Each collector's success, then each one's duration (numbers in that order)."""
+    return FieldLayout([*((COLLECTOR_SUCCESS, (name,), 1) for name in names),
+                        *((COLLECTOR_DURATION, (name,), 1) for name in names)])
+
+
+@functools.lru_cache(maxsize=8)
+def _source_layout(names: tuple[str, ...]) -> FieldLayout:
+    """Each source's age, then each one's success (numbers in that order)."""
+    return FieldLayout([*((SOURCE_AGE, (name,), 1) for name in names), *((SOURCE_SUCCESS, (name,), 1) for name in names)])

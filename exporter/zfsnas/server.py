@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import os
 import queue
 import selectors
 import socket
@@ -179,17 +180,21 @@ class Server:
     """Listening socket, event loop and workers; `serve_forever` in one thread, `shutdown` from another.
     Its `_Handler` says what each request gets (the event loop asks it first, a worker for a scrape)."""
 
-    def __init__(self, address: tuple[str, int], handler: _Handler, web: WebConfig | WebConfigFile | None,
-                 workers: int = WORKERS):
-        family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
-        self.socket = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            self.socket.bind(address)
-            self.socket.listen(128)
-        except OSError:
-            self.socket.close()
-            raise
+    def __init__(self, address: tuple[str, int] | socket.socket, handler: _Handler,
+                 web: WebConfig | WebConfigFile | None, workers: int = WORKERS):
+        """`address` to bind and listen on, or a socket listening already (systemd's)."""
+        if isinstance(address, socket.socket):
+            self.socket = address
+        else:
+            family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+            self.socket = socket.socket(family, socket.SOCK_STREAM)
+            try:
+                self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                self.socket.bind(address)
+                self.socket.listen(128)
+            except OSError:
+                self.socket.close()
+                raise
         self.socket.setblocking(False)
         self.server_address = self.socket.getsockname()
         self._handler = handler
@@ -715,14 +720,40 @@ class _Handler:
         return self.reply(conn, 200, CONTENT_TYPE, pieces, head=head)
 
 
-def make_server(address: str, render: Callable[..., Any], telemetry_path: str = "/metrics",
+def make_server(address: str | socket.socket, render: Callable[..., Any], telemetry_path: str = "/metrics",
                 web: WebConfig | WebConfigFile | None = None) -> Server:
     """An HTTP server whose telemetry path answers with `render()`: the page in the Prometheus text
     format, as one string or a list of its pieces. `render(deadline=...)` is given the scrape's
     monotonic deadline when it takes one. `web`: a `WebConfig`, or a `WebConfigFile` read again
-    as it changes."""
-    host, port = parse_listen_address(address)
-    return Server((host, port), _Handler(render, telemetry_path, web), web)
+    as it changes. `address`: host:port, or a listening socket (`systemd_socket()`)."""
+    listen = address if isinstance(address, socket.socket) else parse_listen_address(address)
+    return Server(listen, _Handler(render, telemetry_path, web), web)
+
+
+SD_LISTEN_FDS_START = 3   # sd_listen_fds(3): the first socket systemd passes
+
+
+def systemd_socket() -> socket.socket | None:
+    """The listening socket systemd passed (socket activation: `deploy/zfsnas-exporter.socket`),
+    else None. Taken when LISTEN_PID is this process and LISTEN_FDS at least 1, and the variables
+    are then removed, so that no child (zfs, zpool, smartctl) takes them for its own. With it the
+    unit needs no network socket of its own (RestrictAddressFamilies without AF_INET), and scrapes
+    that come while the exporter restarts wait in the socket's queue instead of being refused."""
+    pid, fds = os.environ.pop("LISTEN_PID", ""), os.environ.pop("LISTEN_FDS", "")
+    os.environ.pop("LISTEN_FDNAMES", None)
+    if pid != str(os.getpid()) or not fds.isdigit() or int(fds) < 1:
+        return None
+    listener = socket.socket(fileno=SD_LISTEN_FDS_START)
+    if listener.type != socket.SOCK_STREAM:
+        listener.detach()
+        raise ValueError("the socket systemd passed is not a stream socket (ListenStream=)")
+    return listener
+
+
+def describe_listener(server: Server) -> str:
+    """host:port the server answers on, as a user would write it."""
+    host, port = server.server_address[:2]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _takes(render: Callable[..., Any], parameter: str) -> bool:

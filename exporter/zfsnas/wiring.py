@@ -226,16 +226,15 @@ class Exporter:
                      deliver: Callable[[list[str]], None] | None = None) -> list[str] | None:
         """The page as its pieces, what the server sends; None when a read stuck past the deadline
         had the page sent through `deliver` instead (see `ScrapeCollector.render_parts`)."""
-        page = self.scrape.render_parts(process_families().families() if self.process_metrics else (),
-                                        deadline, deliver)
-        if self._holding:  # the first page: held refreshes may run now (releasing twice is harmless)
+        if self._holding:  # the first scrape: held refreshes run now, and that scrape waits for them
             self._holding = False
             START.release()
-        return page
+        return self.scrape.render_parts(process_families() if self.process_metrics else (),
+                                        deadline, deliver)
 
     def hold_refreshes(self, seconds: float) -> None:
-        """Start-up: the zfs/zpool refreshes start once the first page is rendered, or after `seconds`
-        (`refresh.START`): that page comes sooner, and it could not have held their values anyway."""
+        """Start-up: the zfs/zpool refreshes start when the first scrape comes, or after `seconds`
+        (`refresh.START`): the imports, the bind and the in-process reads have the CPU to themselves."""
         self._holding = True
         START.hold(seconds)
 
@@ -251,10 +250,16 @@ class Exporter:
     def start(self) -> None:
         for collector in self.collectors:
             collector.start()
+        self.scrape.await_first_reads()
 
     def stop(self) -> None:
         """Stop every collector's threads; the runner is closed first so that a hung command is killed
-        at once rather than waited for, and a collector that stops early cannot close it for the others."""
+        at once rather than waited for, and a collector that stops early cannot close it for the others.
+        Every source is told to stop before that: the commands the close kills are then no failure to
+        log (seen under systemd: `zpool events` and `zfs list` "failed" at every stop)."""
+        for collector in self.collectors:
+            for source in collector.sources():
+                source.request_stop()
         runner, self.owned_runner = self.owned_runner, None
         if runner is not None:
             runner.close()

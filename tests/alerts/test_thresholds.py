@@ -69,9 +69,11 @@ def test_every_threshold_is_read_by_a_rule_and_no_alert_carries_its_own():
 def test_selectors_match_the_rules():
     found = {rule.get("alert") or rule["record"]: rule for rule in hand_written_rules()}
     assert f'up{{job="{SHARED["exporter_job"]}"}}' in found["ZfsExporterDown"]["expr"]
-    assert f'job:up:seen7d{{job="{SHARED["exporter_job"]}"}}' in found["ZfsExporterAbsent"]["expr"]
+    assert f'job:up:vanished{{job="{SHARED["exporter_job"]}"}}' in found["ZfsExporterAbsent"]["expr"]
     assert f'up{{job="{SHARED["node_job"]}"}}' in found["ZfsHostDown"]["expr"]
-    assert found["job:up:seen7d"]["expr"].count(f'up{{job=~"{SHARED["exporter_job"]}|{SHARED["node_job"]}"}}') == 2
+    assert f'job:up:vanished{{job="{SHARED["node_job"]}"}}' in found["ZfsHostDown"]["expr"]
+    assert found["job:up:last_seen_timestamp_seconds"]["expr"].count(
+        f'up{{job=~"{SHARED["exporter_job"]}|{SHARED["node_job"]}"}}') == 1
     alerts = [name for name, rule in found.items() if "alert" in rule]
     assert all(re.fullmatch(SHARED["alert_name_regex"], name) for name in alerts)
     assert SHARED["watchdog_alert"] in alerts and found[SHARED["watchdog_alert"]]["expr"] == "vector(1)"

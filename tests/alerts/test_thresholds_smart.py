@@ -20,8 +20,10 @@ def smart_rules() -> dict[str, dict]:
 def test_smart_rules_use_the_shared_thresholds():
     rules = smart_rules()
     temperature = rules["ZfsDiskTemperatureHigh"]["expr"]
-    assert re.search(r'media="ssd"}\)\s+> on \(\) group_left \(\) zfsnas:disk_temperature_ssd_max:threshold', temperature)
-    assert re.search(r'media="ssd"}\)\s+> on \(\) group_left \(\) zfsnas:disk_temperature_hdd_max:threshold', temperature)
+    # the drive's own limit first, else the shared one for its media (SSDs and NVMe, then the rest)
+    assert re.search(r'media="ssd"}\[10m\]\)\)\s+\* 0 \+ scalar\(zfsnas:disk_temperature_ssd_max:threshold\)', temperature)
+    assert re.search(r'temperature_celsius\[10m\]\)\)\s+\* 0 \+ scalar\(zfsnas:disk_temperature_hdd_max:threshold\)', temperature)
+    assert temperature.index("zfs_disk_smart_temperature_limit_celsius") < temperature.index("disk_temperature_ssd_max")
     description = rules["ZfsDiskTemperatureHigh"]["annotations"]["description"]
     assert f"{SHARED['disk_temperature_hdd_max']} °C for disks that spin" in description
     assert f"{SHARED['disk_temperature_ssd_max']} °C for SSDs" in description

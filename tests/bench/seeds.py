@@ -1,13 +1,21 @@
 """The seeds' published figures as test data, loaded through the store's public API.
 
 FITS: the astro FITS post (69 GB of FITS files over SMB on an N100, one HDD, zfs_dirty_data_max
-16 GiB): compression at 1M, recordsize at zstd-1, total write size at zstd-1/512K. ISO: the
-ISO/installer post (503 GiB of ISOs, compression at 1M; on-disk GiB, % of uncompressed, MiB/s).
-Only the figures the posts published are stored; what they did not publish stays NULL.
+16 GiB): compression at 1M, recordsize at zstd-1 (MB/s, ratio, on-disk GiB and seconds of each, as
+the post published them), total write size at zstd-1/512K. ISO: the ISO/installer post (503 GiB of
+ISOs, compression at 1M; on-disk GiB, % of uncompressed, MiB/s). Only the figures the posts
+published are stored; what they did not publish (the FITS copy's logical size, the write-size
+sweep's sizes) stays NULL.
 
 LAB: figures written by us (not published) for what the posts lack: three repeats per
 configuration with CPU user/system seconds (spread, CPU charts, `recommend` when spreads overlap),
 and a CrystalDiskMark zvol run with fio's JSON (the CDM lines).
+
+Shaped like the other experiments our users publish (our numbers, the studies' directions): the
+same ISO archive at lz4/zstd-3 x three recordsizes (on-disk size only), a zvol measured with
+CrystalDiskMark over iSCSI (volblocksize x NTFS cluster x the NAS's RAM), and the 8-disk study
+(4 mirrors vs RAID-Z2 x compression x encryption, whole disks vs GPT partitions, CPU and disk
+traffic).
 """
 
 from __future__ import annotations
@@ -29,7 +37,9 @@ ONE_HDD = pairs({"vdevs": "data:disk:1", "ashift": "12", "models": "ST8000VN004 
 # compression at 1M: MB/s, wall seconds, ratio, on-disk GiB
 FITS_COMPRESSION = {"lz4": (138.0, 540, 1.19, 59.2), "zstd-fast": (191.8, 388, 1.32, 53.1),
                     "zstd-1": (175.0, 425, 1.48, 47.4), "zstd-3": (82.3, 905, 1.51, 46.6)}
-FITS_RECORDSIZE = {"1M": 175.0, "512K": 190.6, "256K": 184.0, "128K": 180.7}          # zstd-1, MB/s
+# recordsize at zstd-1: MB/s, wall seconds, ratio, on-disk GiB (1M is the compression sweep's cell)
+FITS_RECORDSIZE = {"1M": (175.0, 425, 1.48, 47.4), "512K": (190.6, 391, 1.47, 47.5), "256K": (184.0, 405, 1.47, 47.5),
+                   "128K": (180.7, 412, 1.44, 48.1)}
 FITS_WRITE_SIZE = {"70G": 190.6, "30G": 222.5, "20G": 262.0, "15G": 292.2, "10G": 381.9, "5G": 477.9}
 FITS_CORPUS_BYTES = 69_000_000_000
 # on-disk GiB, % of uncompressed, MiB/s
@@ -61,12 +71,12 @@ def load_fits(store: Store, run_id: str = "fits-post", start: float = 1.7e9) -> 
                             figures=ResultFigures(**values))
 
     for compression, (mbs, seconds, ratio, gib) in FITS_COMPRESSION.items():
-        used = int(gib * GIB)
         put(fits_config(compression, "1M"), throughput_bytes_per_second=mbs * 1e6, duration_seconds=float(seconds),
-            compressratio=ratio, used_bytes=used, logicalused_bytes=int(used * ratio))
-    for recordsize, mbs in FITS_RECORDSIZE.items():
+            compressratio=ratio, used_bytes=int(gib * GIB))
+    for recordsize, (mbs, seconds, ratio, gib) in FITS_RECORDSIZE.items():
         if recordsize != "1M":   # zstd-1 at 1M is the compression sweep's cell: one configuration
-            put(fits_config("zstd-1", recordsize), throughput_bytes_per_second=mbs * 1e6)
+            put(fits_config("zstd-1", recordsize), throughput_bytes_per_second=mbs * 1e6,
+                duration_seconds=float(seconds), compressratio=ratio, used_bytes=int(gib * GIB))
     for size, mbs in FITS_WRITE_SIZE.items():
         put(fits_config("zstd-1", "512K", size), throughput_bytes_per_second=mbs * 1e6)
     store.finish_matrix(run_id, "complete")
@@ -155,24 +165,39 @@ def load_lab(store: Store, start: float = 1.72e9) -> None:
 
 # --- shaped like the other experiments our users publish (our numbers) --------------------------------
 
-# CrystalDiskMark 8 on Windows against a zvol over iSCSI (1 GbE), volblocksize 4K / 8K / 16K, the
-# client's RAM 16 / 32 GiB, NTFS clusters 4K / 64K: test -> {volblocksize: (MB/s, IOPS, latency us)} for
-# RAM 16G and NTFS 4K. Sequential reads are flat at the link's ~118 MB/s; random 4K Q32 writes
-# collapse at 16K (read-modify-write of 16K blocks for every 4K write).
+# CrystalDiskMark 8 on Windows against a zvol over iSCSI (1 GbE), volblocksize 4K / 8K / 16K, NTFS
+# clusters 4K / 64K, the NAS's RAM 16 / 32 GiB: NTFS cluster -> test -> {volblocksize: (MB/s, IOPS,
+# latency us)} at 16 GiB of RAM. Sequential reads are flat at the link's ~118 MB/s. With 4K clusters,
+# random 4K writes collapse at 16K (a read-modify-write of a 16K block for every 4K written: 88.9 ->
+# 6.0 MB/s); 64K clusters, each a whole number of volblocks, do not pay it, and there the larger
+# blocks win the sequential writes.
 ZVOL_CDM = {
-    "cdm-seq1m-q8t1-read": {"4K": (118.2, 112.7, 70912.44), "8K": (118.3, 112.8, 70862.10), "16K": (118.4, 112.9, 70803.95)},
-    "cdm-seq1m-q1t1-read": {"4K": (110.9, 105.8, 9448.33), "8K": (111.4, 106.2, 9412.81), "16K": (112.0, 106.8, 9361.06)},
-    "cdm-rnd4k-q32t1-read": {"4K": (61.3, 14965.8, 2137.72), "8K": (58.4, 14257.8, 2243.88), "16K": (52.7, 12866.2, 2486.93)},
-    "cdm-rnd4k-q1t1-read": {"4K": (9.8, 2392.6, 417.61), "8K": (9.6, 2343.8, 426.42), "16K": (9.1, 2221.7, 449.85)},
-    "cdm-seq1m-q8t1-write": {"4K": (112.6, 107.4, 74449.03), "8K": (113.9, 108.6, 73617.20), "16K": (114.8, 109.5, 73053.51)},
-    "cdm-seq1m-q1t1-write": {"4K": (104.2, 99.4, 10059.82), "8K": (106.0, 101.1, 9890.30), "16K": (107.7, 102.7, 9734.25)},
-    "cdm-rnd4k-q32t1-write": {"4K": (88.9, 21704.1, 1474.19), "8K": (41.2, 10058.6, 3181.37), "16K": (6.0, 1464.8, 21845.25)},
-    "cdm-rnd4k-q1t1-write": {"4K": (14.7, 3588.9, 278.53), "8K": (12.1, 2954.1, 338.34), "16K": (5.3, 1293.9, 772.58)},
+    "4K": {
+        "cdm-seq1m-q8t1-read": {"4K": (118.2, 112.7, 70912.44), "8K": (118.3, 112.8, 70862.10), "16K": (118.4, 112.9, 70803.95)},
+        "cdm-seq1m-q1t1-read": {"4K": (110.9, 105.8, 9448.33), "8K": (111.4, 106.2, 9412.81), "16K": (112.0, 106.8, 9361.06)},
+        "cdm-rnd4k-q32t1-read": {"4K": (61.3, 14965.8, 2137.72), "8K": (60.1, 14672.9, 2180.84), "16K": (58.7, 14331.1, 2232.86)},
+        "cdm-rnd4k-q1t1-read": {"4K": (9.8, 2392.6, 417.61), "8K": (9.7, 2368.2, 421.91), "16K": (9.5, 2319.3, 430.78)},
+        "cdm-seq1m-q8t1-write": {"4K": (112.6, 107.4, 74449.03), "8K": (113.9, 108.6, 73617.20), "16K": (114.8, 109.5, 73053.51)},
+        "cdm-seq1m-q1t1-write": {"4K": (104.2, 99.4, 10059.82), "8K": (106.0, 101.1, 9890.30), "16K": (107.7, 102.7, 9734.25)},
+        "cdm-rnd4k-q32t1-write": {"4K": (88.9, 21704.1, 1474.19), "8K": (41.2, 10058.6, 3181.37), "16K": (6.0, 1464.8, 21845.25)},
+        "cdm-rnd4k-q1t1-write": {"4K": (14.7, 3588.9, 278.53), "8K": (12.1, 2954.1, 338.34), "16K": (5.3, 1293.9, 772.58)},
+    },
+    "64K": {
+        "cdm-seq1m-q8t1-read": {"4K": (118.2, 112.7, 70912.44), "8K": (118.3, 112.8, 70862.10), "16K": (118.4, 112.9, 70803.95)},
+        "cdm-seq1m-q1t1-read": {"4K": (110.9, 105.8, 9448.33), "8K": (111.4, 106.2, 9412.81), "16K": (112.0, 106.8, 9361.06)},
+        "cdm-rnd4k-q32t1-read": {"4K": (61.3, 14965.8, 2137.72), "8K": (60.1, 14672.9, 2180.84), "16K": (58.7, 14331.1, 2232.86)},
+        "cdm-rnd4k-q1t1-read": {"4K": (9.8, 2392.6, 417.61), "8K": (9.7, 2368.2, 421.91), "16K": (9.5, 2319.3, 430.78)},
+        "cdm-seq1m-q8t1-write": {"4K": (109.2, 104.1, 76766.24), "8K": (113.0, 107.8, 74184.16), "16K": (117.9, 112.4, 71150.25)},
+        "cdm-seq1m-q1t1-write": {"4K": (101.1, 96.4, 10373.44), "8K": (106.3, 101.4, 9864.04), "16K": (112.0, 106.8, 9361.06)},
+        "cdm-rnd4k-q32t1-write": {"4K": (86.2, 21044.9, 1520.56), "8K": (86.6, 21142.6, 1513.53),
+                                  "16K": (87.0, 21240.2, 1506.58)},
+        "cdm-rnd4k-q1t1-write": {"4K": (14.3, 3491.2, 286.30), "8K": (14.5, 3540.0, 282.35), "16K": (14.6, 3564.5, 280.41)},
+    },
 }
-# The other settings as factors on MB/s (and IOPS): more client RAM caches reads, 64K clusters
-# help sequential writes and cost random ones.
-ZVOL_SETTINGS = {("16G", "4K"): (1.0, 1.0), ("32G", "4K"): (1.02, 1.0), ("16G", "64K"): (1.0, 0.97),
-                 ("32G", "64K"): (1.02, 0.97)}
+# The NAS's RAM: 32 GiB holds more of the zvol in the ARC, so random reads gain (MB/s and IOPS
+# factors per test; latency divided by the same); sequential reads are at the link's speed and writes
+# go to the disks either way.
+ZVOL_RAM = {"16G": {}, "32G": {"cdm-rnd4k-q32t1-read": 1.40, "cdm-rnd4k-q1t1-read": 1.30, "cdm-seq1m-q1t1-read": 1.01}}
 
 
 def zvol_cdm_config(workload: str, volblocksize: str, ram: str, ntfs: str):
@@ -182,25 +207,31 @@ def zvol_cdm_config(workload: str, volblocksize: str, ram: str, ntfs: str):
                          user_labels=pairs({"ram": ram, "ntfs_cluster": ntfs, "client": "win11-iscsi"}))
 
 
+def zvol_figures(workload: str, volblocksize: str, ram: str, ntfs: str) -> tuple[float, float, float]:
+    """(MB/s, IOPS, latency us) of one test in one setting, as the seed's import stores them."""
+    mbs, iops, latency = ZVOL_CDM[ntfs][workload][volblocksize]
+    factor = ZVOL_RAM[ram].get(workload, 1.0)
+    return round(mbs * factor, 3), round(iops * factor, 1), round(latency / factor, 2)
+
+
 def load_zvol_cdm(store: Store, start: float = 1.73e9) -> None:
-    """One import per (volblocksize, RAM, NTFS cluster): 12 files of 8 tests, as `import crystaldiskmark` stores them."""
+    """One import per (volblocksize, NTFS cluster, RAM): 12 files of 8 tests, as `import crystaldiskmark` stores them."""
     n = 0
-    for volblocksize in ("4K", "8K", "16K"):
-        for (ram, ntfs), (read_f, write_f) in ZVOL_SETTINGS.items():
-            n += 1
-            run_id = f"cdm-import-{n}"
-            results = []
-            for workload, by_size in ZVOL_CDM.items():
-                mbs, iops, lat = by_size[volblocksize]
-                f = read_f if workload.endswith("read") else write_f
-                results.append((zvol_cdm_config(workload, volblocksize, ram, ntfs),
-                                ResultFigures(throughput_bytes_per_second=round(mbs * f, 3) * 1e6, iops=round(iops * f, 1),
-                                              latency_us=lat)))
-            t = start + n * 600
-            store.import_results(run_id, "zvol-cdm", "tank/vm-disk", results, t, t + 300)
+    for volblocksize in ("16K", "4K", "8K"):     # as the user ran them: the default first
+        for ntfs in ("4K", "64K"):
+            for ram in ("16G", "32G"):
+                n += 1
+                results = []
+                for workload in ZVOL_CDM[ntfs]:
+                    mbs, iops, lat = zvol_figures(workload, volblocksize, ram, ntfs)
+                    results.append((zvol_cdm_config(workload, volblocksize, ram, ntfs),
+                                    ResultFigures(throughput_bytes_per_second=mbs * 1e6, iops=iops, latency_us=lat)))
+                t = start + n * 600
+                store.import_results(f"cdm-import-{n}", "zvol-cdm", "tank/vm-disk", results, t, t + 300)
 
 
-# Recordsize on an archive corpus (a photo library, 493 GiB): on-disk size only, compression x recordsize.
+# LZ4 vs zstd on an ISO archive (493 GiB), the second time: compression x recordsize, on-disk size only
+# (zstd-3 saves about 0.9 %, recordsize at most 0.04 %).
 ARCHIVE_LOGICAL = 529_343_922_176
 ARCHIVE_USED = {("lz4", "128K"): 510_943_019_008, ("lz4", "512K"): 510_857_371_648, ("lz4", "1M"): 510_841_643_008,
                 ("zstd-3", "128K"): 506_288_340_992, ("zstd-3", "512K"): 506_120_568_832,
@@ -209,7 +240,7 @@ ARCHIVE_USED = {("lz4", "128K"): 510_943_019_008, ("lz4", "512K"): 510_857_371_6
 
 def archive_config(compression: str, recordsize: str):
     return configuration(matrix="archive-recordsize", workload="copy", compression=compression, recordsize=recordsize,
-                         size="all", pool="tank", data={"corpus": "/srv/photos", "bytes": str(ARCHIVE_LOGICAL),
+                         size="all", pool="tank", data={"corpus": "/srv/isos", "bytes": str(ARCHIVE_LOGICAL),
                                                         "kind": "filesystem"})
 
 
@@ -223,42 +254,93 @@ def load_archive(store: Store, start: float = 1.74e9) -> None:
     store.finish_matrix("archive", "complete")
 
 
-# The eight-disk study: 4 x mirror (pool fast) and RAID-Z2 of 8 (pool tank), lz4, encryption off and
-# aes-256-gcm, sequential 1M write and read, three repeats: (MB/s x3, user s, system s) of 120 CPU-seconds.
-LAYOUT_STUDY = {
-    ("mirror", "off", "seq-write"): ((712.0, 724.0, 705.0), 6.1, 20.4),
-    ("mirror", "aes-256-gcm", "seq-write"): ((598.0, 611.0, 590.0), 7.0, 41.9),
-    ("mirror", "off", "seq-read"): ((1341.0, 1355.0, 1322.0), 4.9, 17.2),
-    ("mirror", "aes-256-gcm", "seq-read"): ((1102.0, 1118.0, 1090.0), 5.6, 38.7),
-    ("raidz2", "off", "seq-write"): ((604.0, 615.0, 597.0), 6.4, 26.8),
-    ("raidz2", "aes-256-gcm", "seq-write"): ((523.0, 531.0, 515.0), 7.3, 47.5),
-    ("raidz2", "off", "seq-read"): ((978.0, 990.0, 966.0), 5.0, 19.9),
-    ("raidz2", "aes-256-gcm", "seq-read"): ((846.0, 861.0, 839.0), 5.8, 41.0),
-}
-LAYOUT_CPU_SECONDS = 120.0
+# The eight-disk study: the same 8 HDDs as 4 x mirror (pool fast) and as one RAID-Z2 of 8 (pool tank),
+# fio SEQ 1M QD8 write and read of text-like data (65 % compressible), none/lz4/zstd-fast-10/zstd-3 x
+# aes-256-gcm on/off on whole disks, and off/lz4 without encryption again on GPT partitions; three
+# repeats. The study's directions: RAID-Z2 writes slightly faster and reads faster, with 5-10 points
+# more (system) CPU; mirrors write every byte to both disks of a pair, RAID-Z2 writes 8/6 of it and
+# reads more from the disks than it delivers; encryption costs a little CPU and no throughput; a GPT
+# partition changes nothing; lz4 is the fastest compression, zstd-fast-10 reads slower than none,
+# zstd-3 compresses best at lower throughput; CPU vs none: lz4 +20 points writing / +10 reading,
+# zstd-fast-10 +30/+13, zstd-3 +40/+13.
+STUDY_MBS = {("mirror", "seq-write"): 985.0, ("mirror", "seq-read"): 1095.0,      # compression off, encryption off
+             ("raidz2", "seq-write"): 1012.0, ("raidz2", "seq-read"): 1402.0}
+STUDY_COMPRESSION = {"off": ((1.0, 1.0), 1.00, (0.0, 0.0)), "lz4": ((1.17, 1.13), 2.10, (20.0, 10.0)),   # MB/s factor
+                     "zstd-fast-10": ((1.07, 0.92), 1.85, (30.0, 13.0)),                                # (w, r), ratio,
+                     "zstd-3": ((0.73, 0.82), 2.45, (40.0, 13.0))}                                      # CPU points (w, r)
+STUDY_CPU = {("mirror", "seq-write"): (3.0, 9.0), ("mirror", "seq-read"): (2.0, 6.0),        # user %, system %
+             ("raidz2", "seq-write"): (3.0, 16.5), ("raidz2", "seq-read"): (2.0, 12.0)}
+STUDY_ENCRYPTION = {"off": (1.0, (0.0, 0.0)), "aes-256-gcm": (0.996, (2.5, 2.0))}   # MB/s factor, CPU points (w, r)
+STUDY_PARTITION = {"whole disk": (1.0, 0.0), "partition": (1.002, 0.1)}            # MB/s factor, CPU points
+STUDY_DISKS = {"mirror": (2.0, 1.0), "raidz2": (8 / 6, 1.21)}     # disk bytes per byte stored: written, read
+STUDY_REPEATS = (1.0, 1.009, 0.992)          # MB/s factors of the three repeats
+STUDY_CPU_REPEATS = (0.0, 0.3, -0.2)         # and CPU points
+STUDY_CPU_SECONDS = 240.0        # 4 cores over the 60 s measured
+STUDY_SECONDS = 60.0
+STUDY_LOGICAL = 16 * GIB
 
 
-def layout_config(layout: str, encryption: str, workload: str):
+def study_cells() -> list[tuple[str, str, str, str, str]]:
+    """(layout, partition, compression, encryption, workload) in the order the study ran them."""
+    cells = []
+    for layout in ("mirror", "raidz2"):
+        for compression in STUDY_COMPRESSION:
+            for encryption in STUDY_ENCRYPTION:
+                cells += [(layout, "whole disk", compression, encryption, w) for w in ("seq-write", "seq-read")]
+    for layout in ("mirror", "raidz2"):
+        for compression in ("off", "lz4"):
+            cells += [(layout, "partition", compression, "off", w) for w in ("seq-write", "seq-read")]
+    return cells
+
+
+def layout_config(layout: str, encryption: str, workload: str, compression: str = "off",
+                  partition: str = "whole disk"):
     from .configs import MIRRORS, RAIDZ2
 
-    return configuration(matrix="eight-disk-study", workload=workload, compression="lz4", encryption=encryption,
-                         pool="fast" if layout == "mirror" else "tank", layout=MIRRORS if layout == "mirror" else RAIDZ2)
+    pairs_ = dict(MIRRORS if layout == "mirror" else RAIDZ2)
+    return configuration(matrix="eight-disk-study", workload=workload, compression=compression, encryption=encryption,
+                         pool="fast" if layout == "mirror" else "tank", layout=pairs({**pairs_, "partition": partition}),
+                         data={"compressibility": "65", "bytes": str(STUDY_LOGICAL), "kind": "filesystem",
+                               "runtime": "60", "ramp_time": "10"})
+
+
+def study_figures(layout: str, partition: str, compression: str, encryption: str, workload: str,
+                  repeat: int) -> ResultFigures:
+    """One repeat's figures of one cell, from the tables above."""
+    w = 0 if workload == "seq-write" else 1
+    factors, ratio, cpu_points = STUDY_COMPRESSION[compression]
+    enc_factor, enc_points = STUDY_ENCRYPTION[encryption]
+    part_factor, part_points = STUDY_PARTITION[partition]
+    mbs = STUDY_MBS[layout, workload] * factors[w] * enc_factor * part_factor * STUDY_REPEATS[repeat]
+    user, system = STUDY_CPU[layout, workload]
+    system += cpu_points[w] + enc_points[w] + part_points + STUDY_CPU_REPEATS[repeat]
+    moved = int(mbs * 1e6 * STUDY_SECONDS)
+    stored = moved / ratio
+    written, read = STUDY_DISKS[layout]
+    per_disk = {"written_bytes": int(stored * written / 8), "read_bytes": 0} if w == 0 else \
+        {"written_bytes": 0, "read_bytes": int(stored * read / 8)}
+    seconds = STUDY_CPU_SECONDS / 100
+    return ResultFigures(throughput_bytes_per_second=round(mbs, 1) * 1e6, bytes=moved, duration_seconds=STUDY_SECONDS,
+                         compressratio=ratio, used_bytes=int(STUDY_LOGICAL / ratio), logicalused_bytes=STUDY_LOGICAL,
+                         cpu_user_seconds=round(user * seconds, 2), cpu_system_seconds=round(system * seconds, 2),
+                         cpu_iowait_seconds=round(3.0 * seconds, 2),
+                         cpu_idle_seconds=round((100 - user - system - 3.0) * seconds, 2),
+                         disks={f"sd{chr(ord('a') + i)}": per_disk for i in range(8)})
 
 
 def load_layouts(store: Store, start: float = 1.75e9) -> None:
-    for layout in ("mirror", "raidz2"):
-        for repeat in range(3):
+    cells = study_cells()
+    for repeat in range(len(STUDY_REPEATS)):
+        for layout in ("mirror", "raidz2"):
             run_id = f"study-{layout}-{repeat + 1}"
-            cells = [(k, v) for k, v in LAYOUT_STUDY.items() if k[0] == layout]
+            mine = [(n, c) for n, c in enumerate(cells, 1) if c[0] == layout]
             store.start_matrix(run_id, "eight-disk-study", f"{'fast' if layout == 'mirror' else 'tank'}/scratch",
-                               len(cells))
-            for cell, ((_, encryption, workload), (mbs, user, system)) in enumerate(cells, 1):
-                t = start + (0 if layout == "mirror" else 50_000) + repeat * 10_000 + cell * 100
-                store.record_result(run_id, cell, layout_config(layout, encryption, workload), repeat=repeat + 1,
-                                    started=t, finished=t + 70, figures=ResultFigures(
-                                    throughput_bytes_per_second=mbs[repeat] * 1e6,
-                                    cpu_user_seconds=user, cpu_system_seconds=system, cpu_iowait_seconds=3.0,
-                                    cpu_idle_seconds=LAYOUT_CPU_SECONDS - user - system - 3.0))
+                               len(mine))
+            for cell, (lay, partition, compression, encryption, workload) in mine:
+                t = start + repeat * 100_000 + cell * 100
+                store.record_result(run_id, cell, layout_config(lay, encryption, workload, compression, partition),
+                                    repeat=repeat + 1, started=t, finished=t + 70,
+                                    figures=study_figures(lay, partition, compression, encryption, workload, repeat))
             store.finish_matrix(run_id, "complete")
 
 

@@ -10,6 +10,7 @@ program does), and a real fio 3.33 JSON produced here."""
 from __future__ import annotations
 
 import json
+import logging
 import re
 import shutil
 import subprocess
@@ -18,10 +19,11 @@ import time
 from pathlib import Path
 
 import pytest
+
 from zfsnas.bench import crystaldiskmark
 from zfsnas.bench.cli import main
 from zfsnas.bench.report import sections
-from zfsnas.bench.store import ReadOnlyStore, StoreError
+from zfsnas.bench.store import ReadOnlyStore
 from zfsnas.bench.tables import cdm_tables, configurations_table
 
 from .grafana import FakeGrafana
@@ -50,25 +52,45 @@ def set_counters(path: Path, nwritten: int, writes: int) -> None:
     tmp.replace(path)
 
 
+WATCHING = "start the client now"     # what watch logs as its sampling begins
+
+
+class Watching(logging.Handler):
+    """Set once this process's watch says it samples (an in-process `main`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.event = threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if WATCHING in record.getMessage():
+            self.event.set()
+
+    def __enter__(self) -> threading.Event:
+        logger = logging.getLogger("zfsnas.bench")
+        self.level = logger.level
+        logger.setLevel(logging.INFO)       # the line is at info: not dropped before it reaches us
+        logger.addHandler(self)
+        return self.event
+
+    def __exit__(self, *exc: object) -> None:
+        logger = logging.getLogger("zfsnas.bench")
+        logger.removeHandler(self)
+        logger.setLevel(self.level)
+
+
 class Client(threading.Thread):
     """Writes `chunks` x 1 MiB to tank/lz4 (counters and, sparse 4x, files) one chunk per `pace` s,
-    once the watch has started (its `running` row is in `db`) and `delay` more seconds passed."""
+    once the watch samples (`ready` is set: see `Watching`) and `delay` more seconds passed."""
 
-    def __init__(self, objset: Path, files: Path, chunks: int, pace: float, delay: float, db: Path):
+    def __init__(self, objset: Path, files: Path, chunks: int, pace: float, delay: float, ready: threading.Event):
         super().__init__(daemon=True)
-        self.objset, self.files, self.chunks, self.pace, self.delay, self.db = objset, files, chunks, pace, delay, db
+        self.objset, self.files, self.chunks, self.pace, self.delay = objset, files, chunks, pace, delay
+        self.ready = ready
         self.first = self.last = 0.0
 
-    def watch_started(self) -> bool:
-        try:
-            return bool(ReadOnlyStore(self.db).results(status="running"))
-        except StoreError:
-            return False
-
     def run(self) -> None:
-        deadline = time.monotonic() + 60
-        while not self.watch_started() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        assert self.ready.wait(120), "the watch never started sampling"
         time.sleep(self.delay)
         text = self.objset.read_text()
         base = int(re.search(r"^nwritten\s+4\s+(\d+)$", text, re.M)[1])   # type: ignore[index]
@@ -106,10 +128,10 @@ def test_watch_measures_first_byte_to_last_and_stops_when_idle(fake_zfs, tmp_pat
     files = fake_zfs.root / "tank/lz4"
     files.mkdir(parents=True)
     db = tmp_path / "bench.sqlite"
-    client = Client(root / "proc/spl/kstat/zfs/tank/objset-0x53", files, chunks=11, pace=0.2, delay=0.5, db=db)
-    client.start()
-    started = time.monotonic()
-    with FakeGrafana("glsa_abc") as grafana:
+    with Watching() as ready, FakeGrafana("glsa_abc") as grafana:
+        client = Client(root / "proc/spl/kstat/zfs/tank/objset-0x53", files, chunks=11, pace=0.2, delay=0.5,
+                        ready=ready)
+        client.start()
         code = main(["watch", "--dataset", "tank/lz4", "--until-idle", "0.6", "--duration", "30", "--label",
                      "FITS over SMB", "--set", "protocol=smb", "--set", "client=win11", "--path.procfs",
                      str(root / "proc"), "--path.sysfs", str(root / "sys"), "--grafana-url", grafana.url,
@@ -348,6 +370,41 @@ def test_bad_crystaldiskmark_input_is_one_line_and_stores_nothing(mangle, says, 
     assert not db.exists()
 
 
+def _cut_after_tests(text: str, tests: int) -> str:
+    """`text` cut at a line boundary right after its `tests`-th test line."""
+    lines = text.splitlines(keepends=True)
+    seen = 0
+    for n, line in enumerate(lines):
+        seen += bool(re.match(r"^\s*(SEQ|RND|Sequential|Random)\b", line))
+        if seen == tests:
+            return "".join(lines[:n + 1])
+    raise AssertionError("not that many tests")
+
+
+@pytest.mark.parametrize(("version", "mangle", "says"), [
+    # cut at a line boundary: every line it has reads, but the tests after it and the footer are gone
+    ("8", lambda t: _cut_after_tests(t, 3), "no `Test:` line after the 3 test line(s): the file is truncated"),
+    ("5", lambda t: _cut_after_tests(t, 3), "no `Test:` line after the 3 test line(s): the file is truncated"),
+    ("7", lambda t: _cut_after_tests(t, 7), "no `Test:` line after the 7 test line(s)"),
+    # junk around a test line
+    ("8", lambda t: t.replace("  RND    4KiB (Q= 32, T= 1):    61.300", "xx  RND    4KiB (Q= 32, T= 1):    61.300"),
+     "line 11: a test line that cannot be read"),
+    ("8", lambda t: t.replace("<  1474.19 us>", "<  1474.19 us> (best)"), "line 17: a test line that cannot be read"),
+    ("8", lambda t: t.replace("[Write]\n", "[Write]\nnote: ran twice\n"), "line 15: text among the test lines"),
+    ("6", lambda t: t.replace("  Random Read 4KiB (Q= 32,T= 1)", "## Random Read 4KiB (Q= 32,T= 1)"),
+     "line 12: a test line that cannot be read"),
+])
+def test_truncated_or_altered_crystaldiskmark_is_refused(version, mangle, says, tmp_path, caplog):
+    """A file cut at a line boundary (3 of 8 tests, no `Test:` line) or with junk around a test line
+    imported with exit 0: the docs promise exit 2 and nothing stored."""
+    path = tmp_path / "bad.txt"
+    path.write_bytes(ENCODED[version](mangle(TEXTS[version])))
+    db = tmp_path / "bench.sqlite"
+    assert main(["import", "crystaldiskmark", str(path), "--db", str(db)]) == 2
+    assert says in caplog.text and "nothing stored" in caplog.text
+    assert not db.exists()
+
+
 def test_crystaldiskmark_5_round_trip_is_byte_identical():
     parsed = crystaldiskmark.parse(CDM5)
     lines, left = crystaldiskmark.render(parsed.tests, "5")
@@ -392,7 +449,7 @@ def test_import_fio_json_round_trips_a_real_fio_run(tmp_path, capsys):
     ('{"fio version": "fio-3.33", "jobs": [{"jobname": "a", "write": {"io_bytes": 10, "bw_bytes": 1', "truncated?"),
     ('{"fio version": "fio-3.33", "jobs": []}', "fio JSON without jobs"),
     ('{"jobs": [{"jobname": "a", "write": {"io_bytes": 10, "bw_bytes": "fast", "iops": 1}}]}',
-     "fio job 'a': write.bw_bytes is 'fast', not a number"),
+     "fio job 'a': write.bw_bytes is 'fast', not a finite number"),
     ('{"jobs": [{"jobname": "a", "error": 5, "write": {"io_bytes": 10, "bw_bytes": 1, "iops": 1}}]}',
      "ended with error 5"),
 ])

@@ -144,7 +144,9 @@ def test_every_shipped_job_runs_in_its_direction(tmp_path, job):
     assert [j["jobname"] for j in json.loads(text)["jobs"]] == [job]  # the measured step runs nothing else
     assert set(result.directions) == {direction} and result.io_bytes > 0
     if job != "write-size":
-        assert 0.25 <= result.runtime_seconds <= 2      # time based: 300 ms, not 0 and not forever
+        # time based: at least its 300 ms, and it ends (a last I/O may take seconds on a busy machine:
+        # 2.011 s seen at a load of 18, so the bound is generous; a job that never ends hits run_job's timeout)
+        assert 0.25 <= result.runtime_seconds <= 60
 
 
 CLEARED = check_scratch("tank/scratch", {"type": Prop("filesystem", "-"), "org.zfsnas:scratch": Prop("init-1", "local")})

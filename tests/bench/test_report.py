@@ -10,14 +10,8 @@ import pytest
 from zfsnas.bench.report import sections, summarise
 from zfsnas.bench.store import ResultFigures, Store
 from zfsnas.bench.crystaldiskmark import CdmTest, line_v8
-from zfsnas.bench.tables import (
-    cdm_tables,
-    configurations_table,
-    markdown,
-    pivot_tables,
-    to_csv,
-    write_size_tables,
-)
+from zfsnas.bench.document import markdown, to_csv
+from zfsnas.bench.tables import cdm_tables, configurations_table, pivot_tables, write_size_tables
 
 from .configs import configuration
 from .seeds import (
@@ -53,29 +47,37 @@ def test_sections_are_matrices_in_run_order_and_configurations_in_matrix_order(s
 
 def test_fits_compression_table_shows_the_post_figures(seeded):
     table = configurations_table(seeded["fits-copy"])
-    # Only what differs among the matrix's configurations, then the figures.
-    # Each size column in the unit that shows its differences: the logical sizes (on-disk x ratio of
-    # the post's rounded figures) differ by less than 0.15 GiB, so they read in MiB.
+    # Only what differs among the matrix's configurations, then the figures; the post published no
+    # logical size, so there is none (not one made up from on-disk size x ratio).
     assert table.headers == ["config", "compression", "recordsize", "size", "runs", "MB/s", "MiB/s", "wall s", "ratio",
-                             "on-disk GiB", "logical MiB", "% of uncompressed"]
+                             "on-disk GiB", "% of uncompressed"]
     rows = by_config(table)
     cells = {c: rows[fits_config(c, "1M").id] for c in FITS_COMPRESSION}
     assert [(c, r["MB/s"], r["wall s"], r["ratio"], r["on-disk GiB"]) for c, r in cells.items()] == [
-        ("lz4", "138.0", "540.0", "1.190", "59.2"), ("zstd-fast", "191.8", "388.0", "1.320", "53.1"),
-        ("zstd-1", "175.0", "425.0", "1.480", "47.4"), ("zstd-3", "82.3", "905.0", "1.510", "46.6")]
+        ("lz4", "138.0", "540.0", "1.19", "59.2"), ("zstd-fast", "191.8", "388.0", "1.32", "53.1"),
+        ("zstd-1", "175.0", "425.0", "1.48", "47.4"), ("zstd-3", "82.3", "905.0", "1.51", "46.6")]
     assert cells["lz4"]["MiB/s"] == "131.6"                  # 138.0e6 / 2^20
-    assert cells["lz4"]["% of uncompressed"] == "84.0"       # no `off` in the matrix: on-disk / logical
-    assert rows[fits_config("zstd-1", "512K").id]["on-disk GiB"] == "-"   # not published, not invented
+    # No `off` and no logical size: 1 / ratio, to the precision a two-decimal ratio has (84 %, not 84.03 %).
+    assert cells["lz4"]["% of uncompressed"] == "84"
+    # The recordsize sweep as published: 512K 1.47, 47.5 GiB, 391 s; 256K 1.47, 47.5, 405; 128K 1.44, 48.1, 412.
+    sweep = [(r, rows[fits_config("zstd-1", r).id]) for r in ("512K", "256K", "128K")]
+    assert [(r, row["MB/s"], row["ratio"], row["on-disk GiB"], row["wall s"]) for r, row in sweep] == [
+        ("512K", "190.6", "1.47", "47.5", "391.0"), ("256K", "184.0", "1.47", "47.5", "405.0"),
+        ("128K", "180.7", "1.44", "48.1", "412.0")]
+    assert rows[fits_config("zstd-1", "512K", "70G").id]["on-disk GiB"] == "-"   # not published, not invented
 
 
 def test_fits_recordsize_pivot(seeded):
-    [mbs, mibs, *_others] = [t for t in pivot_tables(seeded["fits-copy"])]
-    assert mbs.headers == ["compression \\ recordsize (MB/s)", "1M", "512K", "256K", "128K"]
-    assert mbs.rows == [["lz4", "138.0", "-", "-", "-"], ["zstd-fast", "191.8", "-", "-", "-"],
-                        ["zstd-1", "175.0", "190.6", "184.0", "180.7"], ["zstd-3", "82.3", "-", "-", "-"]]
-    assert mibs.rows[2] == ["zstd-1", "166.9", "181.8", "175.5", "172.3"]
-    # Figures measured along one axis only (ratio, GiB: compression at 1M) are no pivot.
-    assert [t.title.split(": ")[1].split(" by")[0] for t in pivot_tables(seeded["fits-copy"])] == ["MB/s", "MiB/s"]
+    tables = {t.title.split(": ", 1)[1].split(" by")[0]: t for t in pivot_tables(seeded["fits-copy"])}
+    mbs = tables["MB/s"]
+    # recordsize in its natural order, whatever order the post ran it in
+    assert mbs.headers == ["compression \\ recordsize (MB/s)", "128K", "256K", "512K", "1M"]
+    assert mbs.rows == [["lz4", "-", "-", "-", "138.0"], ["zstd-fast", "-", "-", "-", "191.8"],
+                        ["zstd-1", "180.7", "184.0", "190.6", "175.0"], ["zstd-3", "-", "-", "-", "82.3"]]
+    assert tables["MiB/s"].rows[2] == ["zstd-1", "172.3", "175.5", "181.8", "166.9"]
+    assert tables["on-disk GiB"].rows[2] == ["zstd-1", "48.1", "47.5", "47.5", "47.4"]
+    assert tables["ratio"].rows[2] == ["zstd-1", "1.44", "1.47", "1.47", "1.48"]
+    assert list(tables) == ["MB/s", "MiB/s", "wall s", "ratio", "on-disk GiB", "% of uncompressed"]
 
 
 def test_fits_write_size_sweep_rows_carry_dirty_data_max(seeded):
@@ -137,9 +139,16 @@ def test_markdown_and_csv_carry_the_same_cells(seeded):
     text = markdown([seeded["iso-rsync"]])
     assert "## iso-rsync on tank" in text
     assert f"| {iso_config('lz4').id} | lz4 | 1 | 121.4 | 115.8 | 1.039 | 483.6 | 502.4 | 96.3 |" in text
-    rows = list(csv.reader(io.StringIO(to_csv([seeded["iso-rsync"]]))))
-    assert rows[0] == ["iso-rsync: configurations"]
-    assert rows[2] == [iso_config("lz4").id, "lz4", "1", "121.4", "115.8", "1.039", "483.6", "502.4", "96.3"]
+    lines = to_csv([seeded["iso-rsync"]]).splitlines()
+    comments = [line for line in lines if line.startswith("# ")]
+    assert lines[:len(comments)] == comments and len(comments) == 3      # the findings first
+    rows = list(csv.reader(io.StringIO("\n".join(lines[len(comments):]))))
+    start = rows.index(["iso-rsync: configurations"])
+    lz4 = rows[start + 2]
+    # CSV is for programs: every figure to 6 decimals, not the one a reader needs
+    assert lz4[:3] == [iso_config("lz4").id, "lz4", "1"]
+    assert lz4[3] == f"{115.8 * 2**20 / 1e6:.6f}".rstrip("0") == "121.425101"
+    assert (lz4[4], lz4[6], lz4[7]) == ("115.8", "483.6", "502.4")
 
 
 def test_configurations_that_look_alike_are_two_rows_that_say_what_differs(tmp_path):

@@ -4,6 +4,7 @@ tables still work and --png/--svg say in one line what to install."""
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import subprocess
@@ -14,8 +15,9 @@ from pathlib import Path
 import pytest
 from zfsnas.bench import charts
 from zfsnas.bench.report import sections
+from zfsnas.bench.store import ResultFigures, Store
 
-from .seeds import seeded_store
+from .seeds import LOADERS, fits_config, seeded_store
 
 PIL = pytest.importorskip("PIL.Image", reason="matplotlib (the `report` extra) brings Pillow")
 ROOT = Path(__file__).resolve().parents[2]
@@ -89,10 +91,23 @@ def test_write_size_chart_marks_dirty_data_max(rendered):
     assert "16.0 GiB" in " ".join(t or "" for t in texts)
 
 
-def test_pareto_chart_labels_the_front_and_the_pick(rendered):
+def test_pareto_chart_labels_the_front_and_the_pick(rendered, tmp_path):
     out, _ = rendered
     texts = " ".join(t.text or "" for t in ET.parse(out / "bench-fits-copy-pareto.svg").getroot().iter(f"{SVG}text"))
-    assert "zstd-1 / 512K (size of 1M)" in texts and "Pareto front" in texts and "pick of `recommend`" in texts
+    assert "zstd-1 / 512K" in texts and "Pareto front" in texts and "pick of `recommend`" in texts
+    assert "(size of" not in texts          # the post published every size of its sweep: none is borrowed
+    # A configuration without an on-disk size takes its compression's, hollow, and says whose.
+    store = Store(tmp_path / "b.sqlite")
+    store.start_matrix("r", "fits-copy", "astro/scratch", 3)
+    for cell, (compression, recordsize, mbs, gib) in enumerate((("lz4", "1M", 138.0, 59.2), ("zstd-1", "1M", 175.0, 47.4),
+                                                                 ("zstd-1", "512K", 190.6, None)), 1):
+        store.record_result("r", cell, fits_config(compression, recordsize), figures=ResultFigures(
+            throughput_bytes_per_second=mbs * 1e6, used_bytes=None if gib is None else int(gib * 2**30),
+            compressratio=None if gib is None else {"lz4": 1.19, "zstd-1": 1.48}[compression]))
+    charts.write(sections(store.results()), tmp_path, ("svg",))
+    store.close()
+    texts = " ".join(t.text or "" for t in ET.parse(tmp_path / "bench-fits-copy-pareto.svg").getroot().iter(f"{SVG}text"))
+    assert "zstd-1 / 512K (size of 1M)" in texts and "on-disk size measured at another recordsize" in texts
 
 
 HIDE = "import sys; sys.modules['matplotlib'] = None\n"
@@ -152,3 +167,113 @@ def test_docs_show_every_chart_type_rendered_from_the_seeds():
         svg = ET.parse(ROOT / "docs" / rel.replace(".png", ".svg")).getroot()
         assert svg.tag == f"{SVG}svg"
         assert (ROOT / "docs" / rel).stat().st_size < 90_000
+
+
+# --- nothing leaves the canvas, every series has its legend entry (every chart of every seed shape) ---------
+
+def _text_boxes(svg: Path):
+    """(text, corners) of every <text> of an SVG written by matplotlib (svg.fonttype none): its anchor
+    point, alignment, font size and weight, rotation, measured with the font's metrics."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import TextToPath
+
+    measure = TextToPath()
+    root = ET.parse(svg).getroot()
+    for element in root.iter(f"{SVG}text"):
+        text = "".join(element.itertext())
+        if not text.strip():
+            continue
+        style = dict(part.split(":", 1) for part in element.get("style", "").split(";") if ":" in part)
+        style = {k.strip(): v.strip() for k, v in style.items()}
+        size = float(style["font-size"].rstrip("px"))
+        font = FontProperties(family="DejaVu Sans", size=size, weight=style.get("font-weight", "normal"))
+        width, height, descent = measure.get_text_width_height_descent(text, font, ismath=False)
+        transform = element.get("transform", "")
+        if element.get("x") is not None:
+            x, y = float(element.get("x")), float(element.get("y"))
+        else:
+            x, y = (float(v) for v in re.search(r"translate\(([-\d.e]+) ([-\d.e]+)\)", transform).groups())
+        angle = float(m.group(1)) if (m := re.search(r"rotate\(([-\d.e]+)", transform)) else 0.0
+        anchor = style.get("text-anchor", "start")
+        left = {"start": 0.0, "middle": -width / 2, "end": -width}[anchor]
+        corners = [(left, descent), (left + width, descent), (left, descent - height), (left + width, descent - height)]
+        cos, sin = math.cos(math.radians(angle)), math.sin(math.radians(angle))
+        yield text, [(x + dx * cos - dy * sin, y + dx * sin + dy * cos) for dx, dy in corners]
+
+
+def _seed_sections(tmp_path_factory):
+    store = seeded_store(tmp_path_factory.mktemp("all") / "bench.sqlite", tuple(LOADERS))
+    found = sections(store.results())
+    store.close()
+    return found
+
+
+@pytest.fixture(scope="module")
+def every_chart(tmp_path_factory):
+    """Every chart of every seed shape and of a few generated shapes, as SVG files."""
+    from .variations import load_variation
+
+    out = tmp_path_factory.mktemp("every")
+    paths = charts.write(_seed_sections(tmp_path_factory), out, ("svg",))
+    for seed in range(6):
+        store = Store(out / f"variation-{seed}.sqlite")
+        load_variation(store, seed)
+        paths += charts.write(sections(store.results()), out, ("svg",), prefix=f"variation{seed}")
+        store.close()
+    return paths
+
+
+def test_every_text_of_every_chart_lies_inside_the_canvas(every_chart):
+    assert len(every_chart) > 25
+    for svg in every_chart:
+        root = ET.parse(svg).getroot()
+        _x, _y, width, height = (float(v) for v in root.get("viewBox").split())
+        for text, corners in _text_boxes(svg):
+            for cx, cy in corners:
+                assert -0.5 <= cx <= width + 0.5 and -0.5 <= cy <= height + 0.5, (svg.name, text, cx, cy)
+
+
+def test_every_series_has_a_legend_entry(tmp_path_factory):
+    """Every colour of a bar or a line in a chart is a legend handle's, each with its text."""
+    from matplotlib.colors import to_hex
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Rectangle
+
+    plt = charts._pyplot()
+    checked = 0
+    for section in _seed_sections(tmp_path_factory):
+        for name, fig in charts.figures(section, plt):
+            legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend() is not None)]
+            entries = {}
+            for legend in legends:
+                for handle, text in zip(legend.legend_handles, legend.get_texts()):
+                    colour = handle.get_facecolor() if hasattr(handle, "get_facecolor") and not isinstance(
+                        handle, Line2D) else handle.get_color()
+                    entries[to_hex(colour)] = text.get_text()
+            drawn = set()
+            for ax in fig.axes:
+                drawn |= {to_hex(p.get_facecolor()) for p in ax.patches if isinstance(p, Rectangle) and not p.get_hatch()}
+                drawn |= {to_hex(line.get_color()) for line in ax.get_lines() if line.get_label()
+                          and not line.get_label().startswith("_")}
+            if name != "pareto":       # the Pareto chart names each point beside it
+                assert drawn and drawn <= set(entries), (section.matrix, name, drawn - set(entries))
+                assert all(entries[c].strip() for c in drawn), (section.matrix, name)
+                checked += 1
+            plt.close(fig)
+    assert checked >= 12
+
+
+def test_the_space_chart_follows_the_baseline(tmp_path_factory, tmp_path):
+    [archive] = [s for s in _seed_sections(tmp_path_factory) if s.matrix == "archive-recordsize"]
+    charts.write([archive], tmp_path, ("svg",), baseline=(("recordsize", "128K"),))
+    texts = [t.text or "" for t in ET.parse(tmp_path / "bench-archive-recordsize-space.svg").getroot().iter(f"{SVG}text")]
+    # each recordsize against its own compression's 128K: zstd-3 / 1M is -184.0 MiB, not -4623.0
+    assert "-184.0 MiB" in texts and "-4623.0 MiB" not in texts and texts.count("+0.0 MiB") == 2
+
+
+def test_sizes_along_an_axis_in_their_natural_order(tmp_path_factory, tmp_path):
+    [fits] = [s for s in _seed_sections(tmp_path_factory) if s.matrix == "fits-copy"]
+    charts.write([fits], tmp_path, ("svg",))
+    texts = [t.text or "" for t in ET.parse(tmp_path / "bench-fits-copy-throughput.svg").getroot().iter(f"{SVG}text")]
+    ticks = [t for t in texts if t.startswith("recordsize ")]
+    assert ticks == ["recordsize 128K", "recordsize 256K", "recordsize 512K", "recordsize 1M"]

@@ -88,8 +88,22 @@ def test_different_configurations_are_compared_side_by_side_not_as_a_regression(
     [pair] = comparison.pairs
     assert (pair.a.config.id, pair.b.config.id) == (mirror.id, raidz2.id)
     row = dict(zip(*(lambda t: (t.headers, t.rows[0]))(compare.pair_table(comparison))))
-    assert (row["A MB/s"], row["B MB/s"], row["B-A MB/s"], row["B/A MB/s"]) == ("500.0", "300.0", "-200.0", "-40.0 %")
+    assert (row["A MB/s"], row["B MB/s"], row["B-A MB/s"], row["(B-A)/A MB/s"]) == ("500.0", "300.0", "-200.0", "-40.0 %")
     assert row["throughput noise"] == "one run each: noise unknown"
+
+
+def test_two_matrices_pair_their_twins(tmp_path):
+    """Matrices named apart (a 128K run and a 1M run of the same job) still set each configuration
+    beside its twin: the matrix's name is no difference."""
+    small = [configuration(matrix="rs-128k", compression=c, recordsize="128K") for c in ("lz4", "zstd-3")]
+    large = [configuration(matrix="rs-1m", compression=c, recordsize="1M") for c in ("lz4", "zstd-3")]
+    store = history(tmp_path, [("s", small[0], 400), ("s", small[1], 300), ("l", large[0], 500), ("l", large[1], 330)])
+    comparison = compare.compare(compare.resolve(store, "rs-128k"), compare.resolve(store, "rs-1m"), 0.15)
+    assert comparison.differs == ["recordsize: 128K -> 1M"]
+    assert [(p.a.config.id, p.b.config.id) for p in comparison.pairs] == [(small[0].id, large[0].id),
+                                                                        (small[1].id, large[1].id)]
+    rows = [dict(zip(compare.pair_table(comparison).headers, r)) for r in compare.pair_table(comparison).rows]
+    assert [r["(B-A)/A MB/s"] for r in rows] == ["+25.0 %", "+10.0 %"]
 
 
 @pytest.fixture

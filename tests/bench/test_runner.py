@@ -295,17 +295,24 @@ def test_list_and_report(fake_zfs, small, tmp_path, capsys):
     assert len(listing) == 3 and listing[1].split("\t")[2:7] == ["complete", "tiny", "write-size", config_id, "off"]
     charts = tmp_path / "charts"
     assert main(["report", "--db", str(db), "--png", str(charts)]) == 0
-    table = capsys.readouterr().out.splitlines()
-    assert table[:5] == ["# zfsnas-bench report", "", "## tiny on tank", "", "### tiny: configurations"]
-    assert table[6].startswith("| config | compression | runs | MB/s | MiB/s | IOPS | latency us | wall s | ratio |")
-    assert table[8].startswith(f"| {config_id} | off | 1 | ")
+    out = capsys.readouterr().out.splitlines()
+    findings = out[:out.index("")]            # what the run found comes first
+    assert findings and all(line.startswith("- ") for line in findings)
+    assert findings[0].startswith("- compression lz4 vs off: ")
+    table = out[out.index("# zfsnas-bench report"):]
+    assert table[:5] == ["# zfsnas-bench report", "", "## tiny on tank", "", "### tiny: the findings' evidence"]
+    table = table[table.index("### tiny: configurations"):]
+    assert table[2].startswith("| config | compression | runs | MB/s | MiB/s | IOPS | latency us | wall s | ratio |")
+    assert table[4].startswith(f"| {config_id} | off | 1 | ")
     # Two compressions of one write: the throughput, space, CPU and Pareto charts.
     assert sorted(p.name for p in charts.iterdir()) == ["bench-tiny-cpu.png", "bench-tiny-pareto.png", "bench-tiny-space.png",
                                                          "bench-tiny-throughput.png"]
     assert (charts / "bench-tiny-throughput.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert main(["report", "--db", str(db), "--format", "csv"]) == 0
     csv_lines = capsys.readouterr().out.splitlines()
-    assert csv_lines[0] == "tiny: configurations" and csv_lines[1].startswith("config,compression,runs,MB/s,MiB/s,")
+    assert [line[2:] for line in csv_lines[:len(findings)]] == [line[2:] for line in findings]   # `# ` comments
+    csv_lines = csv_lines[csv_lines.index("tiny: configurations"):]
+    assert csv_lines[1].startswith("config,compression,runs,MB/s,MiB/s,")
     assert csv_lines[2].startswith(f"{config_id},off,1,")
 
 

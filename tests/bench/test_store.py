@@ -88,7 +88,7 @@ def test_sigkill_mid_run_leaves_no_half_written_row(tmp_path):
     time.sleep(0.8)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    store = Store(db)
+    store = Store(db)      # a writer: it marks what the dead one left running as it opens
     assert store.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     rows = store.results(None)
     assert len(rows) > 2
@@ -96,9 +96,9 @@ def test_sigkill_mid_run_leaves_no_half_written_row(tmp_path):
         if row.status == "complete":
             assert all(getattr(row, k) is not None for k in FIGURES), row
         else:
-            assert row.status == "running" and row.throughput_bytes_per_second is None
-    assert store.mark_stale() >= 1
-    assert {r.status for r in store.results(None)} <= {"complete", "incomplete"}
+            assert row.status == "incomplete" and row.throughput_bytes_per_second is None
+    assert "incomplete" in {r.status for r in rows}
+    assert store.mark_stale() == 0
     assert store.db.execute("SELECT status FROM matrix_runs").fetchone()[0] == "incomplete"
 
 

@@ -84,12 +84,12 @@ def test_report_output_file_rules(db, tmp_path, caplog, capsys):
     assert main(["report", "--db", str(db), "-o", str(existing)]) == 2
     assert existing.read_text() == "keep me\n" and "exists: refusing to overwrite it (--force replaces it)" in caplog.text
     assert main(["report", "--db", str(db), "-o", str(existing), "--force"]) == 0
-    assert existing.read_text().startswith("# zfsnas-bench report")
+    assert "\n# zfsnas-bench report\n" in existing.read_text()
     assert main(["report", "--db", str(db), "-o", str(tmp_path / "missing" / "r.md")]) == 2
     assert f"{tmp_path / 'missing'} does not exist: create it first" in caplog.text
     assert main(["report", "--db", str(db), "--png", str(existing)]) == 2
     assert "exists and is not a directory: --png/--svg take a directory" in caplog.text
-    assert existing.read_text().startswith("# zfsnas-bench report")
+    assert "\n# zfsnas-bench report\n" in existing.read_text()
     assert not list(tmp_path.glob(".report.md.*"))       # no temporary file left behind
     capsys.readouterr()
 

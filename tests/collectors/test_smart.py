@@ -162,30 +162,65 @@ def test_a_broken_disk_fails_the_collector_and_the_others_are_served(tmp_path):
     assert value(text, "zfs_exporter_collector_success", collector="disks") == 1
 
 
-def test_without_smartctl_the_collector_is_off_with_one_line(tmp_path, monkeypatch, caplog):
+def unavailable_only(text: str) -> dict[str, float]:
+    """What the smart collector serves when SMART cannot be read: {reason: value}, and nothing else of SMART."""
+    served = {k: v for k, v in samples(text).items() if k[0].startswith("zfs_disk_smart")}
+    assert {k[0] for k in served} == {"zfs_disk_smart_unavailable"}, served
+    return {dict(k[1])["reason"]: v for k, v in served.items()}
+
+
+def test_without_smartctl_the_collector_fails_and_says_why(tmp_path, monkeypatch, caplog):
+    """SMART unavailable is never silent (issue 37): success 0 and a reason a dashboard can show."""
     monkeypatch.setenv("PATH", str(tmp_path))  # no smartctl anywhere
     caplog.set_level(logging.INFO, "zfsnas")
     text = scrape_text(*PATHS, "--collector.disable-defaults", "--collector.disks", "--collector.smart")
-    assert not [k for k in samples(text) if k[0].startswith("zfs_disk_smart")]
-    assert value(text, "zfs_exporter_collector_success", collector="smart") == 1
+    assert unavailable_only(text) == {"smartctl_missing": 1}
+    assert value(text, "zfs_exporter_collector_success", collector="smart") == 0
+    assert value(text, "zfs_exporter_collector_success", collector="disks") == 1
+    assert types(text)["zfs_disk_smart_unavailable"] == "gauge"
     said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("smart:")]
     assert said == ["smart: smartctl: command not found (install smartmontools 7.0 or later); the smart collector "
-                    "serves nothing (docs/disks.md#smart)"]
+                    "serves only zfs_disk_smart_unavailable{reason=\"smartctl_missing\"} (docs/disks.md#smart)"]
     # Behind a command prefix (nsenter in a container) the prefix reports it: exit status 127.
     text = scrape_text(*PATHS, "--collector.disable-defaults", "--collector.disks", "--collector.smart",
                        "--zfs.command-prefix", f"{shutil.which('env', path='/usr/bin:/bin')} PATH={tmp_path}")
-    assert not [k for k in samples(text) if k[0].startswith("zfs_disk_smart")]
-    assert value(text, "zfs_exporter_collector_success", collector="smart") == 1
+    assert unavailable_only(text) == {"smartctl_missing": 1}
+    assert value(text, "zfs_exporter_collector_success", collector="smart") == 0
 
 
-def test_without_privileges_the_collector_is_off_with_one_line(tmp_path, caplog):
+def test_without_privileges_the_collector_fails_and_says_why(tmp_path, caplog):
+    """The stack's container without raw disk access, the unprivileged systemd unit."""
     directory = answers(tmp_path, {d: "denied.json" for d in ("sda", "sdb", "sdc", "sdd", "sde", "nvme0n1")})
     caplog.set_level(logging.INFO, "zfsnas")
     text = scrape_text(*flags(), *prefix(directory))
-    assert not [k for k in samples(text) if k[0].startswith("zfs_disk_smart")]
-    assert value(text, "zfs_exporter_collector_success", collector="smart") == 1
+    assert unavailable_only(text) == {"permission_denied": 1}
+    assert value(text, "zfs_exporter_collector_success", collector="smart") == 0
     [said] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("smart:")]
-    assert "permission denied" in said and "CAP_SYS_RAWIO" in said
+    assert "permission denied" in said and "CAP_SYS_RAWIO" in said and 'reason="permission_denied"' in said
+
+
+def test_a_smartctl_without_json_is_too_old(tmp_path):
+    directory = answers(tmp_path, {d: "old.txt" for d in ("sda", "sdb", "sdc", "sdd", "sde", "nvme0n1")})
+    (directory / "old.txt").write_text("smartctl 6.6 2016-05-31 r4324\n=======> UNRECOGNIZED OPTION: json\n")
+    text = scrape_text(*flags(), *prefix(directory))
+    assert unavailable_only(text) == {"smartctl_too_old": 1}
+    assert value(text, "zfs_exporter_collector_success", collector="smart") == 0
+
+
+def test_once_readable_the_reason_goes(tmp_path):
+    """The reason series is served only while SMART is unavailable."""
+    directory = answers(tmp_path, {d: "denied.json" for d in ("sda", "sdb", "sdc", "sdd", "sde", "nvme0n1")})
+    exporter = build_exporter(exporter_args(*flags(), *prefix(directory)), process_metrics=False)
+    try:
+        before = exporter.render()
+        read_again(exporter, FIXTURES / "smart" / "awake")
+        after = exporter.render()
+    finally:
+        exporter.stop()
+    assert unavailable_only(before) == {"permission_denied": 1}
+    assert "zfs_disk_smart_unavailable" not in {k[0] for k in samples(after)}
+    assert value(after, "zfs_exporter_collector_success", collector="smart") == 1
+    assert disk(after, "zfs_disk_smart_pending_sectors", "sdc") == 8
 
 
 def test_without_the_disks_collector_it_finds_the_same_disks():

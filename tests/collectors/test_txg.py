@@ -33,6 +33,20 @@ def test_first_scrape_counts_the_whole_ring_then_only_new_txgs():
     assert (acc.synced, acc.written_bytes, acc.missed, acc.last_txg) == (13, 156 * MiB, 0, 112)
 
 
+def test_the_ring_before_the_start_is_the_zero_not_counted():
+    """An exporter started (or restarted) finds up to zfs_txg_history txgs that synced before it:
+    counted, each restart read as a burst that doubled the pool's rates for 5 minutes (issue 37)."""
+    acc = TxgAccumulator("tank", dirty_ratio_bounds(60), count_first_ring=False)
+    acc.update(ring(100, 199), 100 * MiB)
+    assert (acc.synced, acc.written_bytes, acc.dirty_bytes, acc.missed) == (0, 0, 0, 0)
+    assert (acc.last_txg, acc.last_dirty_bytes) == (199, 10 * MiB)
+    assert acc.sync_seconds.cumulative()[-1] == (float("inf"), 0)
+    acc.update(ring(102, 201), 100 * MiB)  # two synced since: those count
+    assert (acc.synced, acc.written_bytes, acc.missed) == (2, 24 * MiB, 0)
+    acc.update(ring(4, 8), None)  # the pool re-created: its new txgs all count
+    assert acc.synced == 7 and acc.last_txg == 8
+
+
 def test_txgs_that_fell_out_of_the_ring_are_counted_as_missed(caplog):
     acc = TxgAccumulator("tank", dirty_ratio_bounds(60))
     acc.update(ring(100, 109), None)
@@ -101,12 +115,12 @@ def test_collector_on_fixture_and_across_scrapes(tmp_path):
     exporter, text = served(root)
     rows = parse_txgs(txgs_path.read_text())
     committed = [t for t in rows if t.committed]
-    assert value(text, "zfs_pool_txgs_synced_total", pool="tank") == 22
-    assert value(text, "zfs_pool_txg_written_bytes_total", pool="tank") == sum(t.nwritten for t in committed)
-    assert value(text, "zfs_pool_txg_dirty_bytes_total", pool="tank") == sum(t.ndirty for t in committed)
+    # The first scrape: the 22 txgs of the ring synced before the exporter started; counters at zero.
+    assert value(text, "zfs_pool_txgs_synced_total", pool="tank") == 0
+    assert value(text, "zfs_pool_txg_written_bytes_total", pool="tank") == 0
     assert value(text, "zfs_pool_txg_last_dirty_bytes", pool="tank") == committed[-1].ndirty
-    assert value(text, "zfs_pool_txg_sync_seconds_count", pool="tank") == 22
-    assert value(text, "zfs_pool_txg_dirty_ratio_bucket", pool="tank", le="0.6") <= 22
+    assert value(text, "zfs_pool_txg_sync_seconds_count", pool="tank") == 0
+    assert value(text, "zfs_pool_txg_history_length", pool="tank") == len(rows)
     assert value(text, "zfs_pool_tx_assign_seconds_bucket", pool="tank", le="+Inf") == 9129
     assert value(text, "zfs_dirty_data_max_bytes") == 4 << 30
     assert value(text, "zfs_dmu_tx_dirty_delay_total") > 0
@@ -121,11 +135,31 @@ def test_collector_on_fixture_and_across_scrapes(tmp_path):
            f"{4128325:<8} {1264000000000:<16} {'O':<5} " + " ".join(f"{0:<12}" for _ in range(3)) + " 0        0        0            0            0            0           "]
     txgs_path.write_text("\n".join([head, *body, *new]) + "\n")
     _, text2 = served(root, exporter)
-    assert value(text2, "zfs_pool_txgs_synced_total", pool="tank") == 24
-    assert value(text2, "zfs_pool_txg_written_bytes_total", pool="tank") - \
-        value(text, "zfs_pool_txg_written_bytes_total", pool="tank") == 120 * MiB
+    assert value(text2, "zfs_pool_txgs_synced_total", pool="tank") == 2
+    assert value(text2, "zfs_pool_txg_written_bytes_total", pool="tank") == 120 * MiB
+    assert value(text2, "zfs_pool_txg_dirty_bytes_total", pool="tank") == 96 * MiB
+    assert value(text2, "zfs_pool_txg_sync_seconds_count", pool="tank") == 2
+    assert value(text2, "zfs_pool_txg_sync_seconds_bucket", pool="tank", le="0.25") == 1
     assert value(text2, "zfs_pool_txg_last_dirty_bytes", pool="tank") == 32 * MiB
     assert value(text2, "zfs_pool_txgs_missed_total", pool="tank") == 0
+    # A restarted exporter starts at zero again, not at the ring's 22 txgs (issue 37).
+    _, restarted = served(root)
+    assert value(restarted, "zfs_pool_txgs_synced_total", pool="tank") == 0
+
+
+def test_a_pool_imported_after_the_start_counts_its_ring(tmp_path):
+    """A pool imported while the exporter runs has a ring of its own, all of it since the import."""
+    root = copy_tree(tmp_path / "t")
+    pools = root / "proc/spl/kstat/zfs"
+    hidden = tmp_path / "tank-later"
+    (pools / "tank").rename(hidden)
+    exporter, text = served(root)
+    assert 'zfs_pool_txgs_synced_total{pool="tank"}' not in text
+    hidden.rename(pools / "tank")
+    _, text = served(root, exporter)
+    committed = [t for t in parse_txgs((pools / "tank" / "txgs").read_text()) if t.committed]
+    assert value(text, "zfs_pool_txgs_synced_total", pool="tank") == len(committed) == 22
+    assert value(text, "zfs_pool_txg_written_bytes_total", pool="tank") == sum(t.nwritten for t in committed)
 
 
 def test_tx_assign_histogram_types():

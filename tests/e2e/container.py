@@ -1,14 +1,16 @@
 """Host side of the guest's container step (2.3 flavour): what the guest needs to run the stack's
-exporter container on live ZFS, put on the 9p share under container/ (the image is not changed):
+exporter container on live ZFS the way TrueNAS SCALE runs a custom app (Docker, started by systemd,
+brings the compose file up), put on the 9p share under container/ (Docker and docker-compose are in
+the guest image, tests/e2e/image.sh):
 
-  debs/          Debian's docker.io and every package it depends on (`apt-get download`, cached in
-                 /var/cache/zfsnas-stack keyed by the resolved name=version list); the guest
-                 installs those it lacks
   exporter.tar   `docker save` of the exporter image tests/stack/images.sh builds from the repo's
                  Dockerfile (cached, keyed by the image ID)
-  run.json       the exporter service of docker-compose.yml as `docker run` arguments, exactly
-                 (any setting this conversion does not know fails here), and the variants that
-                 prove two privileges are needed: without the /dev/zfs device rule, as nobody
+  compose/       docker-compose.yml as it is in the checkout (and the Dockerfile its `build:` names),
+                 brought up with `docker-compose up -d --no-build zfsnas-exporter`
+  run.json       the image, the compose environment, and the exporter service of
+                 docker-compose.yml as `docker run` arguments, exactly (any setting this conversion
+                 does not know fails here), for the variants that prove two privileges are needed:
+                 without the /dev/zfs device rule, as nobody
 
 The guest side is `container_phase` in guest/scenario.py; tests/e2e/test_container.py reads what
 it recorded.
@@ -16,7 +18,6 @@ it recorded.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -32,30 +33,6 @@ IGNORED = {"build", "image", "restart", "healthcheck"}   # how the service is ma
 
 def log(msg: str) -> None:
     print(f"{time.strftime('%H:%M:%S', time.gmtime())} e2e container: {msg}", file=sys.stderr, flush=True)
-
-
-def docker_packages() -> list[str]:
-    """docker.io's dependency closure as apt resolves it on an empty system: name=version each."""
-    sim = subprocess.run(["apt-get", "-s", "-o", "Dir::State::status=/dev/null", "install",
-                          "--no-install-recommends", "docker.io"], capture_output=True, text=True, check=True)
-    packages = [f"{line.split()[1]}={line.split()[2].strip('(')}" for line in sim.stdout.splitlines()
-                if line.startswith("Inst ")]
-    if not any(p.startswith("docker.io=") for p in packages):
-        raise SystemExit(f"e2e container: apt cannot resolve docker.io (run apt-get update): {sim.stdout[-1000:]}")
-    return packages
-
-
-def debs() -> Path:
-    packages = docker_packages()
-    cached = CACHE / f"debs-{hashlib.sha256(' '.join(packages).encode()).hexdigest()[:12]}"
-    if not cached.is_dir():
-        log(f"apt-get download {len(packages)} packages into {cached}")
-        tmp = cached.with_suffix(".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        subprocess.run(["apt-get", "download", "-q", *packages], cwd=tmp, check=True, capture_output=True)
-        tmp.rename(cached)
-    return cached
 
 
 def exporter_image() -> tuple[str, Path]:
@@ -111,7 +88,9 @@ def prepare(share: Path) -> float:
     dest = share / "container"
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
-    shutil.copytree(debs(), dest / "debs")
+    (dest / "compose").mkdir()
+    for name in ("docker-compose.yml", "Dockerfile"):
+        shutil.copy(ROOT / name, dest / "compose" / name)
     image, tar = exporter_image()
     try:
         os.link(tar, dest / "exporter.tar")
@@ -120,12 +99,13 @@ def prepare(share: Path) -> float:
     service = compose_service()
     args = run_arguments(service)
     variants = {
-        "compose": args,
         "no_device_rule": [a for a in args if not a.startswith("--device-cgroup-rule=")],
         "as_nobody": [a if not a.startswith("--user=") else "--user=nobody" for a in args],
     }
-    (dest / "run.json").write_text(json.dumps({"image": image, "command": service["command"],
-                                               "variants": variants}, indent=1))
+    # what a user sets (docs/stack.md): the Grafana password the file requires, and the image to use
+    compose_env = {"ZFSNAS_EXPORTER_IMAGE": image, "GRAFANA_ADMIN_PASSWORD": "e2e-not-used"}
+    (dest / "run.json").write_text(json.dumps({"image": image, "command": service["command"], "variants": variants,
+                                               "compose_env": compose_env}, indent=1))
     seconds = time.time() - started
-    log(f"share/container ready in {seconds:.0f} s ({image}, {len(list((dest / 'debs').iterdir()))} debs)")
+    log(f"share/container ready in {seconds:.0f} s ({image})")
     return seconds

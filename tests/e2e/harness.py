@@ -5,16 +5,25 @@ create the guest's disks, start a real Prometheus scraping the guest exporter th
 port, boot the guest under QEMU (it runs guest/scenario.py from the 9p share and powers off), then
 run `pytest -m e2e tests/e2e` on its results while that Prometheus still holds the scraped series.
 
+The guest boots systemd as PID 1 straight into zfsnas-e2e.service (guest/init, then guest/boot.sh
+from the share). A guest is stopped only when it has made no progress (no file of its results,
+exchanges or console changed) for ZFSNAS_E2E_STALL nominal seconds at the host's measured pace
+(default 1800; guest/pace.py): a busy host is waited for, a hung guest is not.
+
 Environment: ZFSNAS_E2E_CACHE (images), ZFSNAS_E2E_MIRROR (apt mirror), ZFSNAS_E2E_FLAVOURS
 ("2.3 2.1"), ZFSNAS_E2E_WORK (run directory, default build/e2e), ZFSNAS_E2E_ACCEL (tcg|kvm|auto,
-default tcg), ZFSNAS_E2E_TIMEOUT (seconds per guest, default 2400), ZFSNAS_E2E_SERIAL (1: the
-flavours one after the other instead of side by side), ZFSNAS_E2E_ONLY (a developer's
-shortcut: only these guest phases after the pools, e.g. "client"; most host tests then fail).
+default tcg), ZFSNAS_E2E_STALL (above), ZFSNAS_E2E_TIMEOUT (wall-clock seconds per guest, none by
+default: a developer's cap), ZFSNAS_E2E_SERIAL (1: the flavours one after the other instead of side
+by side), ZFSNAS_E2E_PREVIOUS (the commit whose wheel the 2.1 guest installs before upgrading to
+this checkout; default PREVIOUS), ZFSNAS_E2E_ONLY (a developer's shortcut: only these guest
+phases after the pools, e.g. "client"; most host tests then fail).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -36,6 +45,21 @@ sys.path.insert(0, str(ROOT))
 
 FLAVOURS = {"2.3": "2.3.2", "2.1": "2.1.11"}  # flavour -> expected module version prefix (fixture dir name)
 DISK_MIB = 256
+GUEST_PORT = 9925   # the scenario's exporter (9923 is the shipped unit's and the compose stack's)
+# How each flavour installs the unit (guest/unit.py): 2.3 as docs/stack.md's Proxmox recipe (a venv),
+# 2.1 with pipx, first the previous version, then upgraded to this checkout.
+UNIT_INSTALL = {"2.3": "venv", "2.1": "pipx"}
+# The previous version: the last commit before the benchmark store gained its `latency_us` and
+# `details` columns (f3b7b89), so that the upgrade has a migration to make. (There are no tags.)
+PREVIOUS = "2a45ce4911ae4f376781a4d0072fef3f0ada605b"
+KERNEL_ARGS = "root=/dev/vda rw console=ttyS0 init=/lib/systemd/systemd systemd.unit=zfsnas-e2e.service panic=-1 loglevel=5"
+STALL_SECONDS = 1800.0
+HOST_PROBE_IDLE = 0.02   # seconds guest/pace.py's probe takes on this 2-core host when it is idle
+
+_spec = importlib.util.spec_from_file_location("e2e_pace", HERE / "guest" / "pace.py")
+pace = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
+_spec.loader.exec_module(pace)  # type: ignore[union-attr]
+HOST_PACE = pace.Pace(HOST_PROBE_IDLE)
 
 
 def log(msg: str) -> None:
@@ -153,7 +177,7 @@ class QemuMonitor:
     """A QMP session on QEMU's monitor socket: `execute` a command and get its answer (an error
     raises), `event` waits for an event (those that came in between are kept)."""
 
-    def __init__(self, path: Path, timeout: float = 30.0):
+    def __init__(self, path: Path, timeout: float = 600.0):   # the guest's answer (an unplug) is waited for
         self.path, self.timeout = path, timeout
         self.events: list[dict] = []
 
@@ -188,14 +212,14 @@ class QemuMonitor:
                 return {command: message.get("return")}
 
     def event(self, name: str, **data) -> dict:
-        deadline = time.time() + self.timeout
-        while time.time() < deadline:
+        budget = pace.Budget(self.timeout, HOST_PACE)
+        while not budget.spent():
             for message in self.events:
                 if message["event"] == name and data.items() <= message.get("data", {}).items():
                     self.events.remove(message)
                     return {name: message.get("data")}
             self.events.append(self._read())
-        raise TimeoutError(f"no {name} {data} within {self.timeout} s")
+        raise TimeoutError(f"no {name} {data} within {budget.describe()}")
 
 
 class PrometheusWatch:
@@ -231,12 +255,9 @@ def accel() -> list[str]:
 
 
 def cached_image(flavour: str) -> Path | None:
-    """The image of the current recipe if already built (same key as image.sh: no lock wait)."""
-    import hashlib
-
-    digest = hashlib.sha256((HERE / "image.sh").read_bytes() + (HERE / "guest" / "init").read_bytes()).hexdigest()
-    path = Path(os.environ.get("ZFSNAS_E2E_CACHE", "/var/cache/zfsnas-e2e")) / f"zfs-{flavour}-{digest[:16]}"
-    return path if (path / "info").exists() and (path / "root.qcow2").exists() else None
+    """The image of the current recipe if already built (image.sh --cached: no lock wait)."""
+    proc = subprocess.run([str(HERE / "image.sh"), "--cached", flavour], stdout=subprocess.PIPE, text=True)
+    return Path(proc.stdout.strip()) if proc.returncode == 0 and proc.stdout.strip() else None
 
 
 def image_dirs(stdout: str, flavours: list[str]) -> list[Path]:
@@ -297,14 +318,74 @@ class ImageBuilder(threading.Thread):
         return self.images[flavour]
 
 
-def build_wheel(dest: Path) -> Path:
+def build_wheel(dest: Path, source: Path = ROOT) -> Path:
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dest), str(ROOT)],
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dest), str(source)],
                    check=True)
     wheels = list(dest.glob("zfsnas-*.whl"))
     assert len(wheels) == 1, wheels
     return wheels[0]
+
+
+# The guest's CPython and platform (Debian 12): what the wheelhouse's binary wheels must fit.
+GUEST_PYTHON = ("3.11", "cp311")
+GUEST_PLATFORMS = [*(f"manylinux_2_{minor}_x86_64" for minor in range(36, 16, -1)), "manylinux2014_x86_64",
+                   "manylinux2010_x86_64", "manylinux1_x86_64", "linux_x86_64"]
+# pipx's own pip installs these into its shared venv (offline from the wheelhouse too)
+PIPX_SHARED = ("pip", "setuptools", "wheel")
+
+
+def requirements(wheel: Path) -> list[str]:
+    """The wheel's own dependencies (its METADATA's Requires-Dist without extras)."""
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as archive:
+        name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        lines = archive.read(name).decode().splitlines()
+    return sorted(line.split(":", 1)[1].strip() for line in lines
+                  if line.startswith("Requires-Dist:") and "extra ==" not in line)
+
+
+def wheelhouse(wheels: list[Path], cache: Path) -> Path:
+    """Every dependency of `wheels` (and pipx's shared pip, setuptools, wheel) as wheels for the
+    guest's Python, downloaded once per requirement list: the guest installs offline from them as a
+    user with internet would from PyPI."""
+    wanted = sorted({r for wheel in wheels for r in requirements(wheel)} | set(PIPX_SHARED))
+    dest = cache / f"wheelhouse-{hashlib.sha256(' '.join(wanted).encode()).hexdigest()[:12]}"
+    if not dest.is_dir():
+        tmp = dest.with_suffix(".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        platforms = [arg for platform in GUEST_PLATFORMS for arg in ("--platform", platform)]
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "--dest", str(tmp),
+                        "--python-version", GUEST_PYTHON[0], "--implementation", "cp", "--abi", GUEST_PYTHON[1],
+                        *platforms, *wanted], check=True)
+        tmp.rename(dest)
+        log(f"wheelhouse for the guests: {sorted(p.name for p in dest.iterdir())}")
+    return dest
+
+
+def previous_version(commit: str, cache: Path) -> Path | None:
+    """`commit`'s wheel and deploy/ (built once, from `git archive`) for the upgrade in the 2.1 guest;
+    None where this clone does not have that commit (a shallow clone)."""
+    dest = cache / f"previous-{commit[:12]}"
+    if (dest / "deploy").is_dir() and list(dest.glob("zfsnas-*.whl")):
+        return dest
+    source = cache / f"previous-{commit[:12]}.src"
+    shutil.rmtree(source, ignore_errors=True)
+    source.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit], stdout=subprocess.PIPE)
+    if archive.returncode:
+        log(f"no commit {commit} in this clone: the 2.1 guest installs this version only (no upgrade)")
+        return None
+    subprocess.run(["tar", "-x", "-C", str(source)], input=archive.stdout, check=True)
+    wheel = build_wheel(dest.with_suffix(".tmp"), source)
+    shutil.copytree(source / "deploy", dest.with_suffix(".tmp") / "deploy")
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.with_suffix(".tmp").rename(dest)
+    shutil.rmtree(source, ignore_errors=True)
+    log(f"previous version {commit[:12]}: {wheel.name}")
+    return dest
 
 
 # --- the client of the client experiments (guest/scenario.py client_phase; tests/e2e/test_client.py) ----
@@ -375,7 +456,10 @@ class SmbClient:
             f"{done['average_kib_s']} KiB/s, {seconds:.1f} s")
 
 
-def prepare_share(share: Path, wheel: Path, port: int, disks: list[dict]) -> None:
+def prepare_share(share: Path, wheel: Path, port: int, disks: list[dict], flavour: str = "2.3",
+                  house: Path | None = None, previous: Path | None = None) -> None:
+    """The 9p share: the wheel (and, for the unit phase, the wheelhouse, the unit files and the
+    previous version), the guest's scripts, the benchmark jobs, config.json."""
     shutil.rmtree(share, ignore_errors=True)
     (share / "wheels").mkdir(parents=True)
     (share / "results").mkdir()
@@ -383,8 +467,15 @@ def prepare_share(share: Path, wheel: Path, port: int, disks: list[dict]) -> Non
     shutil.copytree(HERE / "guest", share / "guest")
     if (ROOT / "benchmark-jobs").is_dir():
         shutil.copytree(ROOT / "benchmark-jobs", share / "benchmark-jobs")
+    unit: dict = {"install": UNIT_INSTALL.get(flavour, "venv")}
+    shutil.copytree(ROOT / "deploy", share / "deploy", ignore=shutil.ignore_patterns("grafana", "prometheus", "alertmanager"))
+    if house is not None:
+        shutil.copytree(house, share / "wheelhouse")
+    if previous is not None:
+        shutil.copytree(previous, share / "previous")
+        unit["previous"] = {"commit": previous_commit(), "wheel": next(previous.glob("zfsnas-*.whl")).name}
     config = {"port": port, "disks": disks, "new_disks": SPARE_DISKS, "data_mib": 8, "write_mib": 256,
-              "linger_seconds": 60}
+              "linger_seconds": 60, "unit": unit}
     if only := os.environ.get("ZFSNAS_E2E_ONLY"):   # a developer's shortcut: these phases alone (e.g. client)
         config["only"] = only.split()
     if os.environ.get("ZFSNAS_E2E_CAPTURE_FIXTURES"):   # run --capture-fixtures: failure states captured too
@@ -407,7 +498,7 @@ def boot(image: Path, workdir: Path, share: Path, host_port: int, guest_port: in
     argv = ["qemu-system-x86_64", *accel(), "-m", "3072", "-smp", "2", "-nographic", "-no-reboot",
             "-qmp", f"unix:{monitor},server=on,wait=off",
             "-kernel", str(image / "vmlinuz"), "-initrd", str(image / "initrd.img"),
-            "-append", "root=/dev/vda rw console=ttyS0 init=/sbin/zfsnas-e2e-init panic=-1 loglevel=5",
+            "-append", KERNEL_ARGS,
             # the root disk first on the PCI bus, so that it is vda
             "-drive", f"file={image / 'root.qcow2'},if=none,id=root,format=qcow2,snapshot=on",
             "-device", "virtio-blk-pci,drive=root",
@@ -417,11 +508,12 @@ def boot(image: Path, workdir: Path, share: Path, host_port: int, guest_port: in
                        + (f",hostfwd=tcp:127.0.0.1:{smb_port}-:445" if smb_port else ""),
             "-device", "virtio-net-pci,netdev=n0"]
     (workdir / "qemu.argv").write_text("\n".join(argv) + "\n")
-    timeout = float(os.environ.get("ZFSNAS_E2E_TIMEOUT", "2400"))
+    cap = float(os.environ["ZFSNAS_E2E_TIMEOUT"]) if os.environ.get("ZFSNAS_E2E_TIMEOUT") else None
     started = time.time()
+    HOST_PACE.start()
     with open(workdir / "console.log", "wb") as console:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT)
-        deadline = time.time() + timeout
+        progress = Progress(workdir / "console.log", share, float(os.environ.get("ZFSNAS_E2E_STALL", STALL_SECONDS)))
         rc = None
         while rc is None:
             try:
@@ -429,10 +521,12 @@ def boot(image: Path, workdir: Path, share: Path, host_port: int, guest_port: in
             except subprocess.TimeoutExpired:
                 for poller in pollers:
                     poller.poll()
-                if time.time() > deadline:
+                stalled = progress.stalled()
+                if stalled or (cap is not None and time.time() - started > cap):
+                    log(f"guest stopped: {stalled or f'ZFSNAS_E2E_TIMEOUT {cap:g} s passed'}")
                     proc.kill()
                     proc.wait()
-                    rc = "timeout"
+                    rc = "stalled" if stalled else "timeout"
                 elif prometheus is not None and not (share / "host-saw-degraded").exists():
                     try:
                         if prometheus.query('zfs_pool_health{pool="tank",state="DEGRADED"} == 1'):
@@ -444,20 +538,70 @@ def boot(image: Path, workdir: Path, share: Path, host_port: int, guest_port: in
     return {"qemu_exit": rc, "guest_seconds": round(seconds, 1)}
 
 
-def run_flavour(flavour: str, image: Path, wheel: Path, workdir: Path, pytest_args: list[str]) -> int:
+class Progress:
+    """Whether a guest still makes progress: the newest change of its console log and of every file
+    of the share's results and exchanges (looked at every 10 s). `stalled()` says why not once
+    nothing changed for `seconds` nominal seconds at the host's measured pace."""
+
+    def __init__(self, console: Path, share: Path, seconds: float):
+        self.paths = [console, share / "results", share / "hotplug", share / "prom", share / "client"]
+        self.seconds = seconds
+        self.newest = 0.0
+        self.budget = pace.Budget(seconds, HOST_PACE)
+        self.looked = 0.0
+
+    def stalled(self) -> str | None:
+        if time.time() - self.looked < 10:
+            return None
+        self.looked = time.time()
+        newest = max((self._newest(path) for path in self.paths), default=0.0)
+        if newest > self.newest:
+            self.newest, self.budget = newest, pace.Budget(self.seconds, HOST_PACE)
+            return None
+        if self.budget.spent():
+            return f"no progress (console, results, exchanges) for {self.budget.describe()}"
+        return None
+
+    @staticmethod
+    def _newest(path: Path) -> float:
+        newest = 0.0
+        if path.is_file():
+            return path.stat().st_mtime
+        for dirpath, _, files in os.walk(path):
+            for name in files:
+                try:
+                    newest = max(newest, os.stat(os.path.join(dirpath, name)).st_mtime)
+                except OSError:
+                    pass
+        return newest
+
+
+def wanted(phase: str) -> bool:
+    """Whether the guest runs `phase` (all of them but under ZFSNAS_E2E_ONLY, a developer's shortcut)."""
+    only = os.environ.get("ZFSNAS_E2E_ONLY")
+    return not only or phase in only.split()
+
+
+def previous_commit() -> str:
+    return os.environ.get("ZFSNAS_E2E_PREVIOUS", PREVIOUS)
+
+
+def run_flavour(flavour: str, image: Path, wheel: Path, workdir: Path, pytest_args: list[str],
+                house: Path | None = None, previous: Path | None = None) -> int:
     from tests.integration.prometheus import Prometheus
 
     workdir.mkdir(parents=True, exist_ok=True)
     share = workdir / "share"
     disks = disk_layout()
-    guest_port, host_port = 9923, free_port()
-    prepare_share(share, wheel, guest_port, disks)
-    if flavour == "2.3":   # the stack's exporter container on live ZFS (tests/e2e/container.py)
+    guest_port, host_port = GUEST_PORT, free_port()
+    prepare_share(share, wheel, guest_port, disks, flavour, house,
+                  previous if UNIT_INSTALL.get(flavour) == "pipx" else None)
+    if flavour == "2.3" and wanted("container"):   # the stack's exporter container on live ZFS (tests/e2e/container.py)
         from tests.e2e import container
         container.prepare(share)
     client = grafana = None
     smb_port = free_port()
-    if flavour == "2.3" and shutil.which("smbclient"):   # a client copying over SMB (guest client_phase)
+    if flavour == "2.3" and wanted("client") and shutil.which("smbclient"):   # a client copying over SMB (guest client_phase)
         from tests.bench.grafana import FakeGrafana
 
         grafana = FakeGrafana("glsa_e2e").__enter__()
@@ -563,9 +707,12 @@ def main() -> int:
         log(f"images ready in {time.time() - started:.0f} s")
         return 0
     wheel = build_wheel(work / "wheels")
+    # the unit phase's material, made once for both guests: the previous version, the wheelhouse
+    previous = previous_version(previous_commit(), work) if any(UNIT_INSTALL.get(f) == "pipx" for f in flavours) else None
+    house = wheelhouse([wheel, *(previous.glob("zfsnas-*.whl") if previous else [])], work)
 
     def one(flavour: str) -> int:
-        rc = run_flavour(flavour, builder.wait(flavour), wheel, work / flavour, args.pytest_args)
+        rc = run_flavour(flavour, builder.wait(flavour), wheel, work / flavour, args.pytest_args, house, previous)
         if not rc and args.capture_fixtures:
             capture_fixtures(flavour, work / flavour / "share" / "results")
         return rc

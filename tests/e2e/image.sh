@@ -2,17 +2,34 @@
 # Build (or reuse) the QEMU guest images of the end-to-end suite:
 #   tests/e2e/image.sh <flavour>...      flavour: 2.3 (OpenZFS 2.3.x, kernel 6.12, bookworm-backports)
 #                                                 2.1 (OpenZFS 2.1.x, kernel 6.1, bookworm)
+#   tests/e2e/image.sh --cached <flavour>   the image's directory if it is built, else exit 1 (no lock)
 # Prints, per flavour, the directory holding root.qcow2, vmlinuz, initrd.img and info.
 # Images are cached in ${ZFSNAS_E2E_CACHE:-/var/cache/zfsnas-e2e}, keyed by a hash of this recipe
-# (this file and guest/init), and rebuilt only when the recipe changes. A debootstrap base with the
-# packages both flavours share is built once and copied. Mirror: $ZFSNAS_E2E_MIRROR, else the
-# first Debian URI of the host's apt configuration. Needs root, debootstrap, qemu-utils, e2fsprogs.
+# (this file and the guest files baked in, BAKED), and rebuilt only when the recipe changes. A
+# debootstrap base with the packages both flavours share is built once and copied. Mirror:
+# $ZFSNAS_E2E_MIRROR, else the first Debian URI of the host's apt configuration. Needs root,
+# debootstrap, qemu-utils, e2fsprogs.
+# The guests boot systemd as PID 1 (as a Proxmox or Debian host does) straight into
+# zfsnas-e2e.service, which runs guest/init: the shipped systemd unit is then installed and run
+# the way docs/stack.md tells a user. Docker and docker-compose are in the image (the compose path,
+# as TrueNAS SCALE runs a custom app), and python3-venv and pipx (the documented installs).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 CACHE=${ZFSNAS_E2E_CACHE:-/var/cache/zfsnas-e2e}
 SUITE=bookworm
-BASE_PACKAGES="udev kmod iproute2 procps fio python3 python3-pip python3-prometheus-client python3-pyudev python3-yaml python3-bcrypt samba smartmontools hdparm dmsetup"
+BASE_PACKAGES="systemd udev kmod iproute2 procps util-linux fio python3 python3-pip python3-venv pipx
+ python3-prometheus-client python3-pyudev python3-yaml python3-bcrypt samba smartmontools hdparm dmsetup
+ docker.io docker-compose"
+BASE_PACKAGES=$(echo $BASE_PACKAGES)
 INITRAMFS_MODULES="virtio_pci virtio_blk ext4"
+# What of guest/ is baked into the images (the rest comes on the 9p share at every boot).
+BAKED="guest/init guest/zfsnas-e2e.service"
+# Units a minimal guest does not need at boot: the full coldplug of every device (the scenario
+# triggers its disks and NIC: all devices cost about a minute under TCG), first-boot prompts,
+# and timers that would wake apt, fstrim or e2scrub in the middle of a run.
+MASKED="systemd-udev-trigger.service systemd-firstboot.service apt-daily.timer apt-daily-upgrade.timer
+ e2scrub_all.timer fstrim.timer dpkg-db-backup.timer"
+KEEP_DAYS=2   # images of other recipes (other checkouts) unused for longer are deleted
 
 log() { printf '%s image.sh: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 
@@ -30,7 +47,7 @@ host_mirror() {
     echo "$uri"
 }
 
-recipe_hash() { cat "$HERE/image.sh" "$HERE/guest/init" | sha256sum | cut -c1-16; }
+recipe_hash() { (cd "$HERE" && cat image.sh $BAKED) | sha256sum | cut -c1-16; }
 
 # Run a command in a chroot with /proc, /sys, /dev mounted; unmount afterwards.
 in_chroot() {
@@ -61,6 +78,9 @@ build_base() {
     echo "zfs-dkms zfs-dkms/note-incompatible-licenses note true" >"$tmp/root/debconf"
     log "base packages: $BASE_PACKAGES"
     in_chroot "$tmp" sh -c "debconf-set-selections /root/debconf && apt-get install -y -q $BASE_PACKAGES" >>"$tmp.log" 2>&1 \
+        || { tail -30 "$tmp.log" >&2; exit 1; }
+    # a machine id: no first-boot logic in the guests (systemd-firstboot would prompt on the console)
+    in_chroot "$tmp" sh -c "systemd-machine-id-setup && systemctl mask $(echo $MASKED)" >>"$tmp.log" 2>&1 \
         || { tail -30 "$tmp.log" >&2; exit 1; }
     rm -rf "$dir"; mv "$tmp" "$dir"; mv "$tmp.log" "$dir.log"
 }
@@ -94,6 +114,7 @@ deb $mirror $SUITE-backports main contrib"; target="-t $SUITE-backports" ;;
     printf '%s\n' $INITRAMFS_MODULES >>"$root/etc/initramfs-tools/modules"
     in_chroot "$root" update-initramfs -u -k "$kver" >>"$out/build.log" 2>&1
     install -m 0755 "$HERE/guest/init" "$root/sbin/zfsnas-e2e-init"
+    install -m 0644 "$HERE/guest/zfsnas-e2e.service" "$root/etc/systemd/system/zfsnas-e2e.service"
     mkdir -p "$root/mnt/share"
     echo guest >"$root/etc/hostname"
     cp "$root/boot/vmlinuz-$kver" "$out/vmlinuz"
@@ -114,7 +135,16 @@ deb $mirror $SUITE-backports main contrib"; target="-t $SUITE-backports" ;;
     rm -rf "$root"
 }
 
+cached() {
+    local out
+    out="$CACHE/zfs-$1-$(recipe_hash)"
+    [ -f "$out/info" ] && [ -f "$out/root.qcow2" ] || exit 1
+    touch "$out/used"
+    echo "$out"
+}
+
 main() {
+    if [ "${1:-}" = "--cached" ]; then cached "$2"; return; fi
     [ $# -gt 0 ] || set -- 2.3 2.1
     [ "$(id -u)" -eq 0 ] || { echo "image.sh: needs root (debootstrap, chroot)" >&2; exit 1; }
     mkdir -p "$CACHE"
@@ -127,6 +157,7 @@ main() {
         local out="$CACHE/zfs-$flavour-$hash"
         if [ -f "$out/info" ] && [ -f "$out/root.qcow2" ]; then
             log "[$flavour] cached: $out"
+            touch "$out/used"
         else
             local t0=$SECONDS
             if [ ! -d "$base" ]; then
@@ -137,12 +168,24 @@ main() {
             local t1=$SECONDS
             build_flavour "$flavour" "$base" "$out" "$mirror"
             echo "build_seconds=$((SECONDS - t1))" >>"$out/info"
+            touch "$out/used"
             log "[$flavour] built in $((SECONDS - t1)) s: $out"
         fi
         echo "$out"
     done
-    # old recipes' images
-    find "$CACHE" -maxdepth 1 \( -name 'base-*' -o -name 'zfs-*' \) ! -name "*$hash*" -exec rm -rf {} + 2>/dev/null || true
+    # Other recipes' images, once unused for KEEP_DAYS: another checkout (a branch with its own
+    # recipe, a build still running) may be using them now.
+    local old
+    for old in "$CACHE"/zfs-*; do
+        [ -d "$old" ] && [[ $old != *"$hash"* ]] || continue
+        if [ -z "$(find "$old" -maxdepth 1 -name used -mtime -$KEEP_DAYS)" ] && [ -z "$(find "$old" -maxdepth 0 -mmin -600)" ]; then
+            rm -rf "$old" "$old.root"
+        fi
+    done
+    for old in "$CACHE"/base-*; do
+        [ -e "$old" ] && [[ $old != *"$hash"* ]] || continue
+        [ -n "$(find "$old" -maxdepth 0 -mtime -$KEEP_DAYS)" ] || rm -rf "$old"
+    done
 }
 
 main "$@"

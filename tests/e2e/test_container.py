@@ -1,7 +1,9 @@
-"""The stack's exporter container on live ZFS (2.3 guest): docker-compose.yml's exporter service run
-by Debian's Docker in the guest with exactly its settings (tests/e2e/container.py carries them,
-guest/scenario.py `container_phase` runs them) serves the live pools, datasets and vdev latencies,
-and loses them without the /dev/zfs device rule or as a user other than root."""
+"""The stack's exporter container on live ZFS (2.3 guest), run the way TrueNAS SCALE runs a custom
+app: Docker started by systemd in the guest, docker-compose.yml brought up as it is
+(`docker-compose up -d zfsnas-exporter`; tests/e2e/container.py carries it and the image,
+guest/scenario.py `container_phase` runs it). It serves the live pools, datasets, vdev latencies
+and disks with every collector succeeding, as docs/stack.md says of that path; the service's
+settings as `docker run` lose the pools without the /dev/zfs device rule or as a user other than root."""
 
 from __future__ import annotations
 
@@ -16,6 +18,10 @@ pytestmark = pytest.mark.e2e
 
 SOURCES = ("zpool_list", "zpool_status", "zfs_datasets", "zpool_iostat")
 VARIANTS = ("compose", "no_device_rule", "as_nobody")
+# docs/stack.md: through nsenter the container runs the host's zfs/zpool, so every collector works;
+# since issue 37 the stack reads SMART by default (SYS_RAWIO, the disks read-only): smart succeeds too
+COMPOSE_COLLECTORS = ("arc", "txg", "objset", "poolstats", "tunables", "datasets", "pools", "disks", "smart", "bench",
+                      "vdevlatency")
 
 
 @pytest.fixture(scope="module")
@@ -47,10 +53,11 @@ def series(data: dict, metric: str, **labels) -> list[dict]:
 
 def test_compose_settings_serve_live_pools_datasets_and_vdev_latency(served, expect, results):
     data = served["compose"]
-    for source in SOURCES:
+    for source in (*SOURCES, "zpool_events", "block_devices"):
         assert data[("zfs_exporter_source_success", frozenset({("source", source)}))] == 1, source
-    for collector in ("pools", "datasets", "vdevlatency"):
-        assert data[("zfs_exporter_collector_success", frozenset({("collector", collector)}))] == 1, collector
+    success = {dict(labels)["collector"]: v for (name, labels), v in data.items() if name == "zfs_exporter_collector_success"}
+    assert set(COMPOSE_COLLECTORS) <= set(success) and {c: success[c] for c in COMPOSE_COLLECTORS} == dict.fromkeys(
+        COMPOSE_COLLECTORS, 1.0), success
     # the pools as the scenario left them: after the failure phases (guest/failures.py) both
     # ONLINE again; without them tank with one disk offline (the degraded moment)
     last = results / "failures" / "readded" if (results / "failures" / "readded").is_dir() else results / "degraded"
@@ -80,7 +87,7 @@ def test_each_privilege_is_needed(served, variant):
 
 def test_container_step_cost(results, served):   # `served`: skipped where no container step ran
     timings = json.loads((results / "container" / "timings.json").read_text())
-    assert set(timings) >= {"install_seconds", "dockerd_seconds", "load_seconds", "compose_seconds"}
+    assert set(timings) >= {"dockerd_seconds", "load_seconds", "compose_seconds"}
     print(f"container step in the guest: {timings}")
 
 
@@ -91,5 +98,7 @@ def test_exporter_stops_promptly_on_sigterm(results):
     if os.environ.get("ZFSNAS_E2E_FLAVOUR") != "2.3":
         pytest.skip("the container step runs in the 2.3 guest only")
     timeline = json.loads((results / "timeline.json").read_text())
-    assert "exporter_stop_seconds" in timeline, why_not(results)
-    assert timeline["exporter_stop_seconds"] < 10, timeline
+    assert "exporter_stop" in timeline, why_not(results)
+    # nominal seconds (tests/e2e/guest/pace.py): docker's grace period is wall-clock, but the
+    # exporter's own promptness is what is checked, not the host's load at that moment
+    assert timeline["exporter_stop"]["nominal_seconds"] < 10, timeline["exporter_stop"]

@@ -148,6 +148,9 @@ def test_a_disk_put_to_standby_is_not_woken(smart):
 def test_smart_phase_cost(results, smart):
     timeline = json.loads((results / "timeline.json").read_text())
     record = json.loads((smart / "record.json").read_text())
-    print(f"SMART phase in the guest: {timeline.get('smart_seconds', 0):.1f} s "
+    print(f"SMART phase in the guest: {timeline.get('smart_seconds', 0):.1f} s, "
+          f"{timeline.get('smart_nominal_seconds', 0):.1f} nominal s "
           f"(first read of every disk {record.get('first_read_seconds')} s)")
-    assert timeline["smart_seconds"] < 60
+    # nominal seconds (tests/e2e/guest/pace.py): what it would take on an idle host, so that a busy
+    # host does not fail the phase's own cost
+    assert timeline["smart_nominal_seconds"] < 60

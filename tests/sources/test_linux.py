@@ -41,6 +41,30 @@ def test_pool_io_kstats_by_version(version, iostats, io):
         assert src.pool_iostats("tank").values["arc_write_bytes"] == 98_784_247_808
 
 
+def test_a_pool_without_an_io_kstat_is_not_looked_at_again_until_it_leaves(tmp_path):
+    """OpenZFS 2.1 removed `<pool>/io`: once missing for a pool it is not opened again on every
+    scrape; a pool that left the listing, or a module that went away, is looked at anew."""
+    root = copy_tree(tmp_path / "tree", "2.1.11")
+    src = ProcfsKstatSource(str(root / "proc"), str(root / "sys"))
+    io = root / "proc/spl/kstat/zfs/tank/io"
+    assert src.pools() == ["backup", "tank"] and src.pool_io("tank") is None
+    shutil.copy(linux_tree("0.8.6") / "proc/spl/kstat/zfs/tank/io", io)   # never so on a live system
+    assert src.pools() == ["backup", "tank"] and src.pool_io("tank") is None   # not looked for
+    tank = root / "proc/spl/kstat/zfs/tank"
+    tank.rename(tmp_path / "away")
+    assert src.pools() == ["backup"]                       # exported
+    (tmp_path / "away").rename(tank)
+    assert src.pools() == ["backup", "tank"] and src.pool_io("tank") is not None   # imported: read again
+    io.unlink()
+    assert src.pool_io("tank") is None
+    zfs = root / "proc/spl/kstat/zfs"
+    zfs.rename(tmp_path / "unloaded")
+    assert not src.zfs_loaded()                            # the module went away
+    (tmp_path / "unloaded").rename(zfs)
+    shutil.copy(linux_tree("0.8.6") / "proc/spl/kstat/zfs/tank/io", io)
+    assert src.zfs_loaded() and src.pool_io("tank") is not None
+
+
 def test_tunables_version_and_dirty_data():
     src = source("2.3.2")
     assert src.version() == "2.3.2-2~bpo12+2"

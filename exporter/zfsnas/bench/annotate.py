@@ -176,7 +176,12 @@ class Annotator:
         token = self.client.token if self.client else None
         for row in self.store.pending_annotations():
             client = GrafanaClient(url or row.url, token, self.client.timeout if self.client else TIMEOUT)
-            payload = json.loads(row.payload)
+            try:
+                payload = json.loads(row.payload)
+            except (ValueError, TypeError, RecursionError) as exc:   # a database written by hand: said, kept
+                self.store.annotation_failed(row.id, f"its stored payload is not JSON: {exc}")
+                failed += 1
+                continue
             try:
                 if row.method == "POST":
                     annotation_id = client.post(payload)

@@ -5,7 +5,9 @@ together (a pool's name with its layout and disks; a size with its bytes), named
 it and never renamed into another: `volblocksize` is never "recordsize", a label attached with
 `--set ram=16G` is the axis `ram`. The workload is not an axis: tables put it in their rows.
 
-Owns axis detection, readable values (a layout `data:raidz2:8` reads `raidz2 8-wide`), workload
+Owns axis detection, readable values (a layout `data:raidz2:8` reads `raidz2 8-wide`), the order
+of an axis's values (sizes and numbers in their natural order, 4K < 8K < 16K < 128K < 1M; anything
+else as the matrix ran it) and its reference value (`off`, a whole disk, else the first), workload
 names as CrystalDiskMark prints its tests, and selectors (`compression=lz4,volblocksize=16K`,
 `layout=mirror`) that `report --baseline`, `compare` and `recommend` use to pick configurations.
 Pure: no I/O.
@@ -25,9 +27,14 @@ from .config import UNKNOWN, Configuration
 CONSEQUENCES = ("data bytes", "data corpus_bytes", "data corpus_files")
 # Axis order in tables and charts: what users sweep most first.
 _ORDER = ("property compression", "property recordsize", "property volblocksize", "property encryption",
-          "data compressibility", "property ", "label ", "parameter ", "layout vdevs", "pool", "layout ",
-          "size", "data ", "direct", "zfs_version", "host", "matrix")
-_NAMES = {"layout vdevs": "pool layout", "layout models": "disk models", "zfs_version": "OpenZFS", "direct": "O_DIRECT"}
+          "data compressibility", "property ", "label ", "parameter ", "layout vdevs", "pool", "layout partition",
+          "layout ", "size", "data ", "direct", "zfs_version", "host", "matrix")
+_NAMES = {"layout vdevs": "pool layout", "layout models": "disk models", "layout partition": "partition",
+          "zfs_version": "OpenZFS", "direct": "O_DIRECT"}
+# Values an axis is measured against when it has one: what a user changes *from*.
+REFERENCES = ("off", "none", "whole disk", "disabled")
+_SIZE = re.compile(r"^(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>[KMGTP]?)(?:i?B)?$", re.IGNORECASE)
+_POWERS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40, "P": 2**50}
 
 
 def short_name(key: str) -> str:
@@ -64,6 +71,28 @@ def readable(key: str, value: str) -> str:
     return layout_text(value) if key == "layout vdevs" else value
 
 
+def magnitude(value: str) -> float | None:
+    """The number a value names: `16K` -> 16384, `1M`, `32G`, `1 GiB`, `65` -> 65; None for words
+    (`lz4`, `all`, `unknown`) and for an axis value with more in it (`4 x mirror 2-way`)."""
+    m = _SIZE.match(value.strip())
+    return float(m["n"]) * _POWERS[m["unit"].upper()] if m else None
+
+
+def natural(values: Iterable[str]) -> tuple[str, ...]:
+    """`values` (distinct, in first-seen order) with the ones naming a size or number sorted by it
+    (4K < 8K < 16K < 128K < 1M) ahead of the others, which keep their order."""
+    values = list(dict.fromkeys(values))
+    sized = sorted((v for v in values if magnitude(v) is not None), key=lambda v: magnitude(v) or 0.0)
+    return (*sized, *(v for v in values if magnitude(v) is None))
+
+
+def reference(values: Sequence[str]) -> str:
+    """The value the others are set against: `off` (or none, a whole disk, ...) when there, else the
+    first (the smallest of sizes, the first the matrix ran of the rest)."""
+    lowered = {v.lower(): v for v in values}
+    return next((lowered[r] for r in REFERENCES if r in lowered), values[0])
+
+
 _CDM = re.compile(r"^cdm-(?P<kind>seq|rnd)(?P<block>\d+)(?P<unit>[km])-q(?P<q>\d+)t(?P<t>\d+)-(?P<dir>read|write)$")
 
 
@@ -93,7 +122,7 @@ def workload_text(workload: str) -> str:
 @dataclass(frozen=True)
 class Axis:
     """One thing the configurations vary in: its name, the identity fields it spans (the first is
-    the one its values are read from) and its values in the configurations' order."""
+    the one its values are read from) and its values in their natural order (`natural`)."""
 
     name: str
     keys: tuple[str, ...]
@@ -101,6 +130,10 @@ class Axis:
 
     def value(self, config: Configuration) -> str:
         return axis_value(self.keys, config.flat())
+
+    @property
+    def reference(self) -> str:
+        return reference(self.values)
 
 
 def axis_value(keys: Sequence[str], flat: dict[str, str]) -> str:
@@ -118,7 +151,8 @@ def _rank(key: str) -> tuple[int, str]:
 
 def axes(configs: Iterable[Configuration]) -> list[Axis]:
     """The axes of `configs` (in their order): every identity field but the workload whose value
-    differs among them, fields that partition them the same way merged into one axis."""
+    differs among them, fields that partition them the same way merged into one axis, named after
+    the first of them (in `_ORDER`) that every configuration recorded."""
     configs = list(configs)
     flats = [c.flat() for c in configs]
     keys = sorted({k for f in flats for k in f}, key=_rank)
@@ -133,11 +167,30 @@ def axes(configs: Iterable[Configuration]) -> list[Axis]:
         signatures.setdefault(tuple(order.index(v) for v in values), []).append(key)
     out = []
     for group in signatures.values():
-        primary = [k for k in group if k not in CONSEQUENCES] or group
+        # Named after a field every configuration recorded (the `--set client=` a user gave), before
+        # fields some of them lack (the properties of a zvol a client's local disk does not have).
+        primary = sorted([k for k in group if k not in CONSEQUENCES] or group,
+                         key=lambda k: (any(f.get(k, UNKNOWN) == UNKNOWN for f in flats), _rank(k)))
         ordered = primary + [k for k in group if k not in primary]
-        out.append(Axis(short_name(ordered[0]), tuple(ordered), tuple(dict.fromkeys(axis_value(ordered, f)
-                                                                                     for f in flats))))
+        out.append(Axis(short_name(ordered[0]), tuple(ordered), natural(axis_value(ordered, f) for f in flats)))
     return sorted(out, key=lambda a: _rank(a.keys[0]))
+
+
+def unrecorded(value: str) -> bool:
+    """An axis value that records nothing: `unknown`, or `unknown (unknown, unknown)` of a merged axis."""
+    return not set(re.split(r"[ (),]+", value)) - {"", UNKNOWN}
+
+
+def agreement(a: Sequence[str], b: Sequence[str]) -> int | None:
+    """How many values two settings (the same axes' values) share, None when one differs. A value one
+    side did not record (a client's local disk has no volblocksize) tells nothing apart: no difference."""
+    same = 0
+    for x, y in zip(a, b):
+        if x == y:
+            same += 1
+        elif not (unrecorded(x) or unrecorded(y)):
+            return None
+    return same
 
 
 # --- selectors ---------------------------------------------------------------------------------------

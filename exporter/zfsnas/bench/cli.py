@@ -1,5 +1,5 @@
 """`zfsnas-bench`: init, plan, run, restore, annotate --retry; list, report, recommend, compare
-(answer_commands.py); watch, import (client_commands.py).
+(answer_commands.py); watch, import (client_commands.py); predict (predict_command.py).
 
 Owns the command line and wiring (flags, environment, defaults) and what is printed; the work is
 done by the planner, session (a run's housekeeping), runner, store, annotate and report modules.
@@ -22,18 +22,19 @@ from pathlib import Path
 from .. import __version__
 from ..sources.commands import CommandRunner
 from ..sources.model import SourceError
-from . import answer_commands, client_commands
+from . import answer_commands, client_commands, predict_command
 from .annotate import Annotator, GrafanaClient, load_token
 from .childenv import take_secrets
 from .fio import fio_version, pattern_warning
 from .guard import Cleared, GuardError, check_dataset_name
 from .matrix import Matrix, MatrixError, load_matrix
-from .options import OneLineParser, key_value, positive, positive_int
+from .options import OneLineParser, key_value, positive, positive_int, weight
 from .parameters import FreeBsdParameters, LinuxParameters, Parameters, restore_pending
 from .planner import PlanOptions, plan_matrix, render_plan
+from .racing import RaceSettings, parse_duration
 from .runner import RunError, RunLock, RunSettings, new_run_id
 from .session import RunSession, results_dir
-from .store import DEFAULT_DB, Store, StoreError
+from .store import DEFAULT_DB, DEFAULT_WAIT, Store, StoreError
 from .zfs import ZfsOps
 
 log = logging.getLogger("zfsnas.bench")
@@ -72,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
     common = OneLineParser(add_help=False)
     common.add_argument("--db", default=os.environ.get("ZFSNAS_BENCH_DB", DEFAULT_DB),
                         help=f"results database (default $ZFSNAS_BENCH_DB or {DEFAULT_DB})")
+    common.add_argument("--db-timeout", type=positive, default=DEFAULT_WAIT, metavar="SECONDS",
+                        help=f"how long a command that writes waits for another one writing the database "
+                             f"(default {DEFAULT_WAIT:g})")
     common.add_argument("--zfs.command-prefix", dest="command_prefix", default="",
                         help="prefix for zfs/zpool commands, e.g. 'nsenter --target 1 --mount --'")
     common.add_argument("--zfs.command-timeout", dest="command_timeout", type=positive, default=60.0)
@@ -113,15 +117,44 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--zvol-root", default="/dev/zvol")
         p.add_argument("--corpus", default=None, help="the directory the copy job copies (overrides the matrix)")
         p.add_argument("--fio", default="fio", help="the fio binary")
+        p.add_argument("--until-decided", action="store_true",
+                       help="race: each configuration once, then only those that could still be the pick, until the "
+                            "pick is decided (fio jobs end at steady state, copies at the sustained rate)")
+        p.add_argument("--budget", type=_duration, default=None, metavar="DURATION",
+                       help="with --until-decided: stop starting cells after this wall time (30m, 2h, 90s)")
+        p.add_argument("--confidence", type=_confidence, default=0.95, help="with --until-decided: 95%% (default)")
+        p.add_argument("--max-repeats", type=positive_int, default=10,
+                       help="with --until-decided: runs of one configuration at most (default 10)")
+        p.add_argument("--speed-weight", type=weight, default=0.5,
+                       help="with --until-decided: recommend's weight of speed against space (default 0.5)")
         if name == "run":
             p.add_argument("--dry-run", action="store_true", help="print every zfs and fio command, run nothing")
     sub.add_parser("restore", parents=[common],
                    help="restore module parameters a run changed and could not restore (crash, power loss)")
     answer_commands.add_commands(sub, common)
     client_commands.add_commands(sub, common, grafana)
+    predict_command.add_command(sub, common)
     ann = sub.add_parser("annotate", parents=[common, grafana], help="send queued Grafana annotations")
     ann.add_argument("--retry", action="store_true", required=True)
     return parser
+
+
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _confidence(text: str) -> float:
+    value = text.strip().rstrip("%")
+    try:
+        number = float(value) / (100 if text.strip().endswith("%") or float(value) > 1 else 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: a confidence such as 95%") from None
+    if not 0.5 <= number < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: a confidence from 50% to below 100%")
+    return number
 
 
 def _zfs(args: argparse.Namespace) -> ZfsOps:
@@ -167,6 +200,8 @@ def cmd_init(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     """`plan` and `run`: print the plan, or run it (session.py does everything around the cells)."""
     jobs_dir = args.jobs_dir or default_jobs_dir()
+    if not args.until_decided and args.budget is not None:
+        raise MatrixError("--budget goes with --until-decided (a full run runs every cell)")
     matrix = _run_matrix(args, jobs_dir)
     scratch = args.dataset or matrix.dataset
     check_dataset_name(scratch)
@@ -177,16 +212,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     opts = _plan_options(args, matrix, jobs_dir, scratch, zfs, params, cleared)
     plans = plan_matrix(matrix, opts)  # checks every parameter value against its range and RAM
     if dry:
+        if args.until_decided:
+            print(f"# racing: each configuration once (repeats of the matrix ignored), then only those whose "
+                  f"{args.confidence * 100:g} % interval overlaps the leader's, until decided"
+                  + (f" or {args.budget:g} s are spent" if args.budget else ""))
         sys.stdout.write(render_plan(matrix, plans, params, tuple(args.labels)))
         return 0
     version_text = _check_before_run(args, matrix, jobs_dir)
-    store = Store(args.db)
+    store = Store(args.db, wait=args.db_timeout)
     if cleared is None:  # only `plan`/`--dry-run` skip the guard, and they returned above
         raise GuardError(f"{scratch}: not checked by the guard: refused")
     settings = RunSettings(matrix.name, scratch, opts.run_id, procfs=args.procfs, sysfs=args.sysfs,
                            fio_version=version_text, keep=args.keep, freebsd=_freebsd(), labels=tuple(args.labels))
     session = RunSession(store, zfs, params, cleared, settings, f"{args.db}.lock", lambda: _client(args))
-    status = session.run(matrix, opts, encrypted=any(c.encryption != "off" for c in matrix.cells))
+    race = RaceSettings(args.confidence, args.budget, args.max_repeats, args.speed_weight) if args.until_decided \
+        else None
+    status = session.run(matrix, opts, encrypted=any(c.encryption != "off" for c in matrix.cells), race=race)
+    for line in session.verdict:
+        print(line)
     log.info("run %s %s; results in %s", opts.run_id, status, args.db)
     if session.stopped_by:
         return 2
@@ -217,7 +260,7 @@ def _plan_options(args: argparse.Namespace, matrix: Matrix, jobs_dir: Path, scra
                        mountpoint=mountpoint, dirty_data_max=dirty, size_scale=args.size_scale,
                        time_scale=args.time_scale, keep=args.keep, direct=args.direct, zvol_root=args.zvol_root,
                        fio=args.fio, ram=params.ram() if changing else None,
-                       ioengine="posixaio" if _freebsd() else "libaio")
+                       ioengine="posixaio" if _freebsd() else "libaio", racing=args.until_decided)
 
 
 def _check_before_run(args: argparse.Namespace, matrix: Matrix, jobs_dir: Path) -> str:
@@ -241,7 +284,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
     if not Path(args.db).exists():   # nothing recorded, nothing to restore: create no database for it
         print(f"no database at {args.db}: no parameter change was recorded, nothing to restore", file=sys.stderr)
         return 0
-    store = Store(args.db, create=False)
+    store = Store(args.db, create=False, wait=args.db_timeout)
     with RunLock(f"{args.db}.lock"):  # never while a run is changing parameters
         done = restore_pending(_parameters(args), store)
     for line in done:
@@ -254,7 +297,7 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     if not Path(args.db).exists():
         print(f"no database at {args.db}: no annotation is queued", file=sys.stderr)
         return 0
-    store = Store(args.db, create=False)
+    store = Store(args.db, create=False, wait=args.db_timeout)
     client = _client(args) or GrafanaClient("", load_token(args.grafana_token, args.grafana_token_file, args.secrets),
                                             args.grafana_timeout)
     sent, failed = Annotator(store, client).retry(args.grafana_url)
@@ -263,7 +306,7 @@ def cmd_annotate(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"init": cmd_init, "plan": cmd_run, "run": cmd_run, "restore": cmd_restore, "annotate": cmd_annotate,
-            **answer_commands.COMMANDS, **client_commands.COMMANDS}
+            **answer_commands.COMMANDS, **client_commands.COMMANDS, **predict_command.COMMANDS}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -274,7 +317,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except (MatrixError, GuardError, RunError, SourceError, StoreError, *answer_commands.ERRORS,
-            *client_commands.ERRORS) as exc:
+            *client_commands.ERRORS, *predict_command.ERRORS) as exc:
         log.error("%s", exc)
         return 2
 

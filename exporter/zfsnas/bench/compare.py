@@ -32,10 +32,23 @@ from pathlib import Path
 from typing import Any
 
 from ..sources.benchschema import ResultRow
-from .axes import SelectorError, axes, keys_named, matches, parse_selector, readable, short_name, workload_text
-from .config import Configuration, differences
+from .axes import (
+    Axis,
+    SelectorError,
+    agreement,
+    axes,
+    keys_named,
+    matches,
+    natural,
+    parse_selector,
+    readable,
+    short_name,
+    workload_text,
+)
+from .config import UNKNOWN, Configuration, differences
+from .findings import MOST, findings
 from .report import Section, Stat, Summary, sections, summarise
-from .tables import MISSING, Table, fmt, size_unit
+from .tables import MISSING, Table, fmt, size_digits, size_unit
 
 THRESHOLD = "bench_regression_max_drop"
 MIN_PREVIOUS = "bench_regression_min_previous_runs"
@@ -104,11 +117,9 @@ def resolve(store: Any, ref: str) -> list[ResultRow]:
     """The complete results `ref` names: a run, a configuration (id or unique prefix), a matrix, or
     `MATRIX:NAME=VALUE,...` / `NAME=VALUE,...` (configurations matching the selector)."""
     rows: list[ResultRow] = store.results("complete")
-    if found := [r for r in rows if r.run_id == ref] or [r for r in rows if r.config_id == ref]:
+    if found := resolve_rows(rows, ref):
         return found
     matrices = list(dict.fromkeys(r.matrix for r in rows))
-    if ref in matrices:
-        return [r for r in rows if r.matrix == ref]
     matrix, sep, rest = ref.partition(":")
     if "=" in ref:
         scope = [r for r in rows if r.matrix == matrix] if sep else rows
@@ -128,6 +139,12 @@ def resolve(store: Any, ref: str) -> list[ResultRow]:
     hint = f"; {len(prefixed)} configurations start with it" if len(prefixed) > 1 else ""
     raise CompareError(f"{ref}: no complete results of a run, configuration or matrix with this name{hint} "
                        f"(`zfsnas-bench list` shows ids; matrices: {', '.join(matrices) or 'none'})")
+
+
+def resolve_rows(rows: list[ResultRow], ref: str) -> list[ResultRow]:
+    """The rows of `rows` a run id, configuration id or matrix name names ([] when none)."""
+    return ([r for r in rows if r.run_id == ref] or [r for r in rows if r.config_id == ref]
+            or [r for r in rows if r.matrix == ref])
 
 
 # --- regression: the same configuration over time ---------------------------------------------------
@@ -227,14 +244,14 @@ def _side_keys(a: list[Configuration], b: list[Configuration]) -> list[str]:
     keys = sorted({k for f in fa + fb for k in f} - {"workload", "matrix"})
     out = []
     for key in keys:
-        va, vb = {f.get(key, "(none)") for f in fa}, {f.get(key, "(none)") for f in fb}
+        va, vb = {f.get(key, UNKNOWN) for f in fa}, {f.get(key, UNKNOWN) for f in fb}
         if not va & vb:
             out.append(key)
     return out
 
 
 def _values(configs: list[Configuration], key: str) -> str:
-    return ", ".join(dict.fromkeys(readable(key, c.flat().get(key, "(none)")) for c in configs))
+    return ", ".join(dict.fromkeys(readable(key, c.flat().get(key, UNKNOWN)) for c in configs))
 
 
 def pair(a_rows: list[ResultRow], b_rows: list[ResultRow]) -> Comparison:
@@ -245,8 +262,8 @@ def pair(a_rows: list[ResultRow], b_rows: list[ResultRow]) -> Comparison:
     out = Comparison(differs=[f"{short_name(k)}: {_values([s.config for s in sa], k)} -> "
                               f"{_values([s.config for s in sb], k)}" for k in side])
 
-    def rest(s: Summary) -> tuple:
-        return tuple(sorted((k, v) for k, v in s.config.flat().items() if k not in side))
+    def rest(s: Summary) -> tuple:   # the matrix's name is no difference: two matrices' twins pair up
+        return tuple(sorted((k, v) for k, v in s.config.flat().items() if k not in side and k != "matrix"))
     setting_axes = [x for x in axes(s.config for s in sa + sb) if not set(x.keys) & set(side)]
     out.setting_names = [x.name for x in setting_axes]
     twins = {rest(s): s for s in sa}
@@ -285,31 +302,50 @@ def compare(a_rows: list[ResultRow], b_rows: list[ResultRow], rule: Rule | float
     return out
 
 
+def _by_axis(section: Section, name: str) -> Axis | None:
+    """The axis `--by NAME` means: one of the section's, or, when NAME is one field of an axis of
+    several that move together (a label `client` with the pool and properties of what it measured),
+    that field alone, named and valued as the user said it."""
+    flat = {k: v for s in section.summaries for k, v in s.config.flat().items()}
+    keys = keys_named(name, flat)
+    for axis in section.axes:
+        if axis.name == name or (keys and axis.keys[0] in keys):
+            return axis
+    for axis in section.axes:
+        for key in keys:
+            if key in axis.keys:
+                values = natural(readable(key, s.config.flat().get(key, UNKNOWN)) for s in section.summaries)
+                return Axis(short_name(key), (key,), values)
+    return None
+
+
 def compare_by(section: Section, name: str, baseline: str | None = None) -> Comparison:
     """Within one matrix: each value of the axis `name` against the baseline value (the first in
-    matrix order, or `baseline`), for every workload and setting where both were measured."""
-    flat = {k: v for s in section.summaries for k, v in s.config.flat().items()}
-    keys = set(keys_named(name, flat))
-    axis = next((x for x in section.axes if set(x.keys) & keys or x.name == name), None)
+    natural order, or `baseline`), for every workload and setting where both were measured; a
+    setting value one side did not record (unknown) matches any."""
+    axis = _by_axis(section, name)
     if axis is None:
         known = ", ".join(x.name for x in section.axes) or "none"
         raise CompareError(f"--by {name}: {section.matrix} does not vary in it (its axes: {known})")
     base = baseline or axis.values[0]
+    if base not in axis.values:   # as the user spells it: any case, the axis's own field alone (`local-nvme`)
+        base = next((v for v in axis.values if base.lower() in (v.lower(), v.split(" (")[0].lower())), base)
     if base not in axis.values:
         raise CompareError(f"--baseline {base}: {axis.name} of {section.matrix} is one of {', '.join(axis.values)}")
-    others = [x for x in section.axes if x is not axis]
+    others = [x for x in section.axes if not set(x.keys) & set(axis.keys)]
     out = Comparison(setting_names=[x.name for x in others], a_name=f"{axis.name} {base}", b_name=axis.name,
                      by=axis.name, differs=[f"{axis.name}: {base} -> each other value"])
-    groups: dict[tuple, dict[str, Summary]] = {}
+    bases = [s for s in section.summaries if axis.value(s.config) == base]
     for s in section.summaries:
-        key = (s.workload, *(x.value(s.config) for x in others))
-        groups.setdefault(key, {})[axis.value(s.config)] = s
-    for key, by_value in groups.items():
-        if base not in by_value:
+        value = axis.value(s.config)
+        if value == base:
             continue
-        for value, s in by_value.items():
-            if value != base:
-                out.pairs.append(Pair(by_value[base], s, key[1:], (base, value)))
+        mine = tuple(x.value(s.config) for x in others)
+        twins = [(agree, b) for b in bases if b.workload == s.workload
+                 and (agree := agreement(tuple(x.value(b.config) for x in others), mine)) is not None]
+        if twins:
+            twin = max(twins, key=lambda t: t[0])[1]
+            out.pairs.append(Pair(twin, s, mine, (base, value)))
     if not out.pairs:
         raise CompareError(f"--by {axis.name}: no workload of {section.matrix} was measured at {base} and at "
                            f"another {axis.name}")
@@ -363,8 +399,9 @@ def table(changes: list[Change], rule: Rule | float) -> Table:
 
 # (header, report figure, scale, digits): the figures an A vs B row shows where either side has them
 PAIR_FIGURES = (("MB/s", "throughput", 1e-6, 1), ("IOPS", "iops", 1.0, 1), ("latency us", "latency_us", 1.0, 2),
-                ("ratio", "ratio", 1.0, 3), ("on-disk", "used", 0.0, 1), ("CPU user %", "cpu_user", 100.0, 1),
-                ("CPU system %", "cpu_system", 100.0, 1))
+                ("ratio", "ratio", 1.0, 3), ("on-disk", "used", 0.0, 1), ("CPU %", "cpu", 100.0, 1),
+                ("CPU user %", "cpu_user", 100.0, 1), ("CPU system %", "cpu_system", 100.0, 1),
+                ("disk written per byte", "disk_written", 1.0, 2), ("disk read per byte", "disk_read", 1.0, 2))
 
 
 def noise(a: Stat | None, b: Stat | None) -> str:
@@ -383,13 +420,14 @@ def pair_table(comparison: Comparison) -> Table:
     present = [f for f in PAIR_FIGURES if any(p.a and p.a.get(f[1]) or p.b and p.b.get(f[1]) for p in pairs)]
     sized = [s.median("used") for p in pairs for s in (p.a, p.b) if s is not None]
     unit_name, unit = size_unit(sized)
+    size_decimals = size_digits(sized, unit)
     headers = ["workload", *comparison.setting_names]
     if comparison.by:
         headers += [f"A {comparison.by}", f"B {comparison.by}"]
     for name, *_ in present:
         name = f"on-disk {unit_name}" if name == "on-disk" else name
         headers += [f"A {name}", f"B {name}"] + ([f"B-A {name}"] if name == "MB/s" else []) + (
-            [f"B-A {name[:-1]}pp"] if name.endswith("%") else [f"B/A {name}"])
+            [f"B-A {name[:-1]}pp"] if name.endswith("%") else [f"(B-A)/A {name}"])
     headers.append("throughput noise")
     rows = []
     for p in pairs:
@@ -399,6 +437,7 @@ def pair_table(comparison: Comparison) -> Table:
         if comparison.by:
             row += list(p.values)
         for name, figure, scale, digits in present:
+            digits = size_decimals if figure == "used" else digits
             scale = scale or 1 / unit
             a = p.a.get(figure) if p.a else None
             b = p.b.get(figure) if p.b else None
@@ -412,8 +451,8 @@ def pair_table(comparison: Comparison) -> Table:
         rows.append(row)
     title = (f"compare: {comparison.a_name} vs each other {comparison.by}" if comparison.by
              else f"compare: A vs B ({'; '.join(comparison.differs) or 'A and B differ in nothing the store records'})")
-    note = ("B/A = (B - A) / A; pp = percentage points. A row with one side only (-) had no twin on the other side. "
-            "Throughput noise: whether the difference exceeds the spread of the repeats.")
+    note = ("(B-A)/A: the change from A to B in % of A; pp = percentage points. A row with one side only (-) had no "
+            "twin on the other side. Throughput noise: whether the difference exceeds the spread of the repeats.")
     return Table(title, headers, rows, note)
 
 
@@ -423,6 +462,29 @@ def tables(comparison: Comparison, rule: Rule | float) -> list[Table]:
         out.append(pair_table(comparison))
     if comparison.changes:
         out.append(table(comparison.changes, rule))
+    return out
+
+
+def finding_lines(comparison: Comparison, a: list[ResultRow], b: list[ResultRow],
+                  section: Section | None = None) -> list[str]:
+    """What the comparison found, at most five sentences: a verdict per configuration compared with
+    itself over time, then the findings (findings.py) of the configurations set side by side, the
+    axis that tells A from B first (`section`: the matrix of `compare --by`)."""
+    out = []
+    for c in comparison.changes[:MOST]:
+        label = f"{workload_text(c.config.workload)} ({c.config.labels['compression']} / {c.config.labels['recordsize']}, " \
+                f"{c.config.id})"
+        if c.newest is not None and c.previous_median:
+            out.append(f"{label}: {c.verdict}: the newest run {c.newest / 1e6:.1f} MB/s against the previous median "
+                       f"{c.previous_median / 1e6:.1f} MB/s ({(c.newest / c.previous_median - 1) * 100:+.1f} %).")
+        else:
+            out.append(f"{label}: {c.verdict}.")
+    if comparison.pairs and len(out) < MOST:
+        if section is None:
+            rows = [r for r in a + b if r.config_id not in {c.config.id for c in comparison.changes}]
+            section = Section(", ".join(dict.fromkeys(r.matrix for r in rows)), summarise(rows))
+        focus = comparison.by or (comparison.differs[0].split(":", 1)[0] if comparison.differs else None)
+        out += findings(section, None, focus).lines()[:MOST - len(out)]
     return out
 
 

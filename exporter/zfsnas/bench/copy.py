@@ -1,7 +1,12 @@
 """The copy job: copy a user's own corpus directory (their FITS files, ISOs) into the child, timed.
 
 Owns walking the corpus and writing real files; it never reads outside the corpus nor writes
-outside the destination, which must not exist yet. Symlinks are recreated, not followed.
+outside the destination, which must not exist yet. Symlinks are recreated, not followed. A racing
+copy (`run --until-decided`) copies the files in stratified order (sampling.stratified_order: any
+prefix mixes sizes and types as the whole corpus does) and ends at the sustained rate
+(`SustainedRate`): once the pool's dirty data buffer has filled, a writer goes at the pool's pace,
+so the rate measured from then on is the copy's sustained rate; the rest of the copy adds time,
+not knowledge.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .sampling import stratified_order
+
 CHUNK = 1 << 20
 
 
@@ -21,6 +28,35 @@ class CopyResult:
     files: int
     bytes: int
     seconds: float
+    sustained: float | None = None      # bytes/s once the dirty data buffer was full (a racing copy)
+
+
+class SustainedRate:
+    """Watches a copy's bytes over time: after `buffer` bytes (zfs_dirty_data_max: the buffer is full,
+    the writer goes at the pool's pace) it measures; done once it has measured at least another
+    buffer's worth (several txgs: their sawtooth averages out) over `min_seconds` or more, and the
+    two halves of that window agree within `tolerance`."""
+
+    def __init__(self, buffer: int, min_seconds: float = 1.0, tolerance: float = 0.1):
+        self.buffer, self.min_seconds, self.tolerance = buffer, min_seconds, tolerance
+        self.points: list[tuple[float, int]] = []
+        self.rate: float | None = None
+
+    def observe(self, copied: int, now: float) -> bool:
+        if copied < self.buffer:
+            return False
+        self.points.append((now, copied))
+        (t0, b0), (t1, b1) = self.points[0], self.points[-1]
+        if t1 - t0 < self.min_seconds or b1 - b0 < self.buffer:
+            return False
+        middle = next(p for p in self.points if p[0] >= t0 + (t1 - t0) / 2)
+        if middle[0] in (t0, t1):
+            return False
+        first, second = (middle[1] - b0) / (middle[0] - t0), (b1 - middle[1]) / (t1 - middle[0])
+        if abs(first - second) > self.tolerance * max(first, second):
+            return False
+        self.rate = (b1 - b0) / (t1 - t0)
+        return True
 
 
 def corpus_stats(corpus: str | Path) -> tuple[int, int]:
@@ -46,6 +82,37 @@ def copy_corpus(corpus: str | Path, dest: str | Path, stop: threading.Event | No
     if not corpus.is_dir():
         raise FileNotFoundError(f"corpus {corpus} is not a directory")
     dest.mkdir(parents=False)
+    return _copy_tree(corpus, dest, stop, limit)
+
+
+def copy_sampled(corpus: str | Path, dest: str | Path, stop: threading.Event | None = None,
+                 limit: int | None = None, until: SustainedRate | None = None, seed: int = 0) -> CopyResult:
+    """Copy whole files in stratified order (symlinks and empty directories left out) until `limit`
+    bytes, or until `until` has the sustained rate."""
+    corpus, dest = Path(corpus), Path(dest)
+    if not corpus.is_dir():
+        raise FileNotFoundError(f"corpus {corpus} is not a directory")
+    dest.mkdir(parents=False)
+    files = copied = 0
+    started = time.monotonic()
+    for f in stratified_order(corpus, seed):
+        if (limit is not None and copied >= limit) or (until is not None and until.rate is not None):
+            break
+        target = dest / f.relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(f.path, "rb") as src, open(target, "wb") as dst:
+            while chunk := src.read(CHUNK):
+                if stop is not None and stop.is_set():
+                    raise InterruptedError("copy stopped")
+                dst.write(chunk)
+                copied += len(chunk)
+                if until is not None and until.observe(copied, time.monotonic()):
+                    break
+        files += 1
+    return CopyResult(files, copied, time.monotonic() - started, until.rate if until else None)
+
+
+def _copy_tree(corpus: Path, dest: Path, stop: threading.Event | None, limit: int | None) -> CopyResult:
     files = copied = 0
     started = time.monotonic()
     for root, dirs, names in os.walk(corpus):

@@ -144,7 +144,8 @@ _V78 = re.compile(r"^\s*(?P<kind>SEQ|RND|Sequential|Random)\s+(?P<size>\d+)(?P<u
 _V56 = re.compile(r"^\s*(?P<kind>Sequential|Random) (?P<dir>Read|Write)(?: (?P<size>\d+)KiB)?\s*"
                   r"\((?:Q=\s*(?P<q>\d+),\s*)?T=\s*(?P<t>\d+)\)\s*:\s*" + _NUMBER + r" MB/s"
                   r"(?:\s*\[\s*" + _NUMBER + r" IOPS\])?\s*$")
-_LOOKS_LIKE_TEST = re.compile(r"^\s*(SEQ|RND|Sequential|Random)\b")
+_LOOKS_LIKE_TEST = re.compile(r"^\s*(SEQ|RND|Sequential|Random)\b|\b(SEQ|RND|Sequential|Random)\b.*\bMB/s")
+_FOOTER = re.compile(r"^\s*(Profile|Test)\s*:")
 _BANNER = re.compile(r"CrystalDiskMark (?P<version>\d+)\.(?P<minor>\d+)\.(?P<patch>\d+)\S*")
 _TEST_V56 = re.compile(r"^\s*Test\s*:\s*(?P<size>\d+) (?P<unit>MiB|GiB)\b.*\(x(?P<passes>\d+)\)"
                        r"(?:.*\[Interval=(?P<interval>\d+) sec\])?")
@@ -175,32 +176,61 @@ class Parsed:
 
 def decode(data: bytes) -> str:
     """Saved files are UTF-16LE with a byte-order mark (5-7) or UTF-8 (8, and copies)."""
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return data.decode("utf-16")
-    if data.startswith(b"\xef\xbb\xbf"):
-        return data[3:].decode("utf-8")
-    if len(data) > 1 and data[1:2] == b"\x00":   # UTF-16LE without its mark
-        return data.decode("utf-16-le")
     try:
+        if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+            return data.decode("utf-16")
+        if data.startswith(b"\xef\xbb\xbf"):
+            return data[3:].decode("utf-8")
+        if len(data) > 1 and data[1:2] == b"\x00":   # UTF-16LE without its mark
+            return data.decode("utf-16-le")
         return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise CdmError(f"not text (UTF-8 or UTF-16): byte {exc.start}") from None
+    except UnicodeDecodeError as exc:    # also UTF-16 cut at an odd byte, or a lone surrogate
+        raise CdmError(f"not text (UTF-8 or UTF-16): byte {exc.start}: {exc.reason}") from None
+
+
+# --- input bounds and value ranges (what the reading above may be handed) ---------------------------
+
+MAX_COUNT = 1_000_000     # a queue depth, thread count or block size: CrystalDiskMark's are at most 8 MiB, Q512, T64
+
+
+def check_size(text: str, max_lines: int) -> None:
+    """Before parsing: a result has under 100 lines; each line costs the parser a few regular
+    expressions, so a text of more than `max_lines` is refused unread."""
+    if (lines := text.count("\n") + 1) > max_lines:
+        raise CdmError(f"{lines} lines (at most {max_lines}: a CrystalDiskMark result has under 100; "
+                       f"--max-lines raises it)")
 
 
 def _float(text: str, where: str) -> float:
+    """A figure as printed: a finite number (the format prints no sign; 400 digits read as infinity)."""
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         raise CdmError(f"{where}: {text!r} is not a number") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise CdmError(f"{where}: {text[:40]!r}... is not a finite number")
+    return value
+
+
+def _count(text: str, where: str) -> int:
+    """A queue depth, thread count or block size as printed: a whole number from 1 to MAX_COUNT."""
+    if len(text) > len(str(MAX_COUNT)) or not 1 <= int(text) <= MAX_COUNT:
+        raise CdmError(f"{where}: {text[:20]!r} is not a queue depth, thread count or block size (1 to {MAX_COUNT})")
+    return int(text)
 
 
 def parse(text: str) -> Parsed:
-    """Every test line of a CrystalDiskMark 5-8 result; anything malformed raises CdmError naming the line."""
+    """Every test line of a CrystalDiskMark 5-8 result; anything malformed raises CdmError naming the
+    line: a test line that does not parse (junk before or after its figures), any other text among
+    the test lines, a file cut before the `Test:` footer that follows the last test."""
     version = ""
     tests: list[CdmTest] = []
     parsed = Parsed("", tests)
     direction = ""
     style = ""
+    # The test block runs from the first section heading or test line to the footer (`Profile:`,
+    # `Test:`); inside it, a line that is neither is text someone added or a line cut apart.
+    block = footer = False
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.rstrip("\r")
         where = f"line {number}"
@@ -211,30 +241,48 @@ def parse(text: str) -> Parsed:
             continue
         stripped = line.strip()
         if stripped in ("[Read]", "[Write]"):
-            direction = stripped[1:-1].lower()
+            direction, block = stripped[1:-1].lower(), True
             continue
         if m := _MIX.match(stripped):
-            direction, parsed.mix_ratio = "mix", m["ratio"].strip()
+            direction, parsed.mix_ratio, block = "mix", m["ratio"].strip(), True
             continue
         if m := _V78.match(line):
             if not direction:
                 raise CdmError(f"{where}: a test line outside a [Read]/[Write] section")
             style = style or ("8" if m["kind"] in ("SEQ", "RND") else "7")
             tests.append(_v78_test(m, where, direction))
+            block = True
             continue
         if m := _V56.match(line):
             style = style or "5"
             tests.append(_v56_test(m, where))
+            block = True
             continue
-        if _LOOKS_LIKE_TEST.match(line):
-            raise CdmError(f"{where}: a test line that cannot be read (truncated or altered?): {stripped[:80]!r}")
+        block, footer = _other_line(line, where, block, footer)
         _footer(line, parsed)
     if not tests:
         raise CdmError("no CrystalDiskMark test line (e.g. `  SEQ    1MiB (Q=  8, T= 1): ... MB/s`, "
                        "`   Sequential Read (Q= 32,T= 1) : ... MB/s`)")
+    if not footer:
+        raise CdmError(f"no `Test:` line after the {len(tests)} test line(s): the file is truncated "
+                       f"(CrystalDiskMark writes it after the last test)")
     parsed.version = _version(version, style, tests)
     _check_each_once(tests)
     return parsed
+
+
+def _other_line(line: str, where: str, block: bool, footer: bool) -> tuple[bool, bool]:
+    """A line that is no test line nor section heading: refused when it looks like a test line cut or
+    altered, or stands among the test lines; returns whether the test block and the footer go on."""
+    stripped = line.strip()
+    if _LOOKS_LIKE_TEST.search(line):
+        raise CdmError(f"{where}: a test line that cannot be read (truncated or altered?): {stripped[:80]!r}")
+    if _FOOTER.match(line):
+        return False, True
+    if block and stripped:
+        raise CdmError(f"{where}: text among the test lines that is no test line (added or altered?): "
+                       f"{stripped[:80]!r}")
+    return block, footer
 
 
 def _check_each_once(tests: list[CdmTest]) -> None:
@@ -249,21 +297,21 @@ def _check_each_once(tests: list[CdmTest]) -> None:
 def _v78_test(m: re.Match[str], where: str, direction: str) -> CdmTest:
     """A 7.x/8.x test line (`  SEQ    1MiB (Q=  8, T= 1):  ... MB/s [ ... IOPS] < ... us>`)."""
     kind = "SEQ" if m["kind"] in ("SEQ", "Sequential") else "RND"
-    kib = int(m["size"]) * (1024 if m["unit"] == "MiB" else 1)
-    return CdmTest(kind, kib, int(m["q"]), int(m["t"]), direction, _float(m[6], where), _float(m[7], where),
-                   _float(m[8], where))
+    kib = _count(m["size"], where) * (1024 if m["unit"] == "MiB" else 1)
+    return CdmTest(kind, kib, _count(m["q"], where), _count(m["t"], where), direction, _float(m[6], where),
+                   _float(m[7], where), _float(m[8], where))
 
 
 def _v56_test(m: re.Match[str], where: str) -> CdmTest:
     """A 5.x/6.x test line (`   Sequential Read (Q= 32,T= 1) :   ... MB/s`), its block size as the version implied."""
     kind = "SEQ" if m["kind"] == "Sequential" else "RND"
-    queues = int(m["q"]) if m["q"] else 1
+    queues = _count(m["q"], where) if m["q"] else 1
     if kind == "SEQ":
         kib = 128 if m["q"] else 1024   # 5.x/6.x: Seq Q32T1 uses 128 KiB blocks, Seq (T= 1) 1 MiB
     else:
-        kib = int(m["size"] or 4)
+        kib = _count(m["size"] or "4", where)
     iops = _float(m[7], where) if m[7] else None
-    return CdmTest(kind, kib, queues, int(m["t"]), m["dir"].lower(), _float(m[6], where), iops, None)
+    return CdmTest(kind, kib, queues, _count(m["t"], where), m["dir"].lower(), _float(m[6], where), iops, None)
 
 
 def _version(banner: str, style: str, tests: list[CdmTest]) -> str:

@@ -61,8 +61,9 @@ class Cleared:
             raise GuardError("a Cleared is made only by guard.check_scratch: refused")
 
 
-def check_dataset_name(name: str) -> None:
-    """A dataset name below a pool, made of plain components; never a snapshot, bookmark or pool."""
+def check_dataset_name(name: str, below_pool: bool = True) -> None:
+    """A dataset name below a pool, made of plain components; never a snapshot, bookmark or pool
+    (`below_pool=False`: a pool's root too, for what only reads it: watch, import)."""
     if not name:
         raise GuardError("no scratch dataset given (use --dataset or `dataset =` in the matrix)")
     if "@" in name:
@@ -74,7 +75,7 @@ def check_dataset_name(name: str) -> None:
     if name.endswith("\n"):
         raise GuardError(f"{name!r} ends with a newline: refused")
     parts = name.split("/")
-    if len(parts) < 2:
+    if len(parts) < 2 and below_pool:
         raise GuardError(f"{name!r} is a pool's root dataset; use a dedicated child such as {name}/scratch")
     for part in parts:
         if part in ("", ".", ".."):

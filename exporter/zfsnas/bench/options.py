@@ -41,6 +41,7 @@ def _number(kind: str, check: Callable[[float], bool], convert: Callable[[str], 
 
 
 positive = _number("a number above 0", lambda v: 0 < v < float("inf"))
+interval_seconds = _number("between 0.1 and 3600 seconds", lambda v: 0.1 <= v <= 3600)
 positive_int = _number("a whole number above 0", lambda v: v > 0, int)
 fraction = _number("between 0 and 1 (exclusive), e.g. 0.15", lambda v: 0 < v < 1)
 weight = _number("between 0 and 1", lambda v: 0 <= v <= 1)
@@ -55,6 +56,21 @@ def key_value(text: str) -> tuple[str, str]:
     if not all(ch.isalnum() or ch in "_.:-" for ch in key) or "\n" in value or len(value) > 200:
         raise argparse.ArgumentTypeError(f"{text!r}: KEY takes letters, digits and _ . : -; VALUE one line")
     return key, value.strip()
+
+
+MAX_NAME_CHARS = 256     # a name a user gives becomes a label (the exporter serves at most this)
+
+
+def name_text(text: str) -> str:
+    """`--label`, `--matrix`, `--workload`: one line of printable text (a line break would start a
+    heading in the Markdown report, a tab a column in `list`), at most MAX_NAME_CHARS."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: empty")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in text):
+        raise argparse.ArgumentTypeError(f"{text[:60]!r}: holds a control character (a line break, a tab)")
+    if len(text) > MAX_NAME_CHARS:
+        raise argparse.ArgumentTypeError(f"{text[:60]!r}...: longer than {MAX_NAME_CHARS} characters")
+    return text
 
 
 class OutputError(Exception):
@@ -87,9 +103,18 @@ def check_output_file(path: str | Path, force: bool, protected: list[str | Path]
 
 
 def write_output(path: Path, text: str) -> None:
-    """Write `text` whole or not at all: a temporary file beside `path`, renamed over it."""
+    """Write `text` whole or not at all: a temporary file beside `path`, renamed over it. The file gets
+    the mode of the one it replaces, else what the umask gives a new file (0644 under 022, like the
+    charts beside it): mkstemp's 0600 would hide a report from the people it is for."""
+    try:
+        mode = path.stat().st_mode & 0o7777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent if str(path.parent) else ".")
     try:
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "w") as f:
             f.write(text)
         os.replace(tmp, path)

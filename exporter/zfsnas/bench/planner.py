@@ -96,6 +96,7 @@ class PlanOptions:
     extra_env: dict[str, str] = field(default_factory=dict)
     ram: int | None = None         # bytes, for the size checks of module parameters
     ioengine: str = "libaio"       # posixaio on FreeBSD, where libaio does not exist
+    racing: bool = False           # `run --until-decided`: cells end once their rate is steady
 
 
 def fio_time(seconds: float) -> str:
@@ -154,7 +155,7 @@ def plan_cell(index: int, cell: Cell, opts: PlanOptions) -> CellPlan:
     data = {"bytes": str(size), "kind": cell.kind}
     if cell.workload == "copy":
         data.update(corpus_data(cell.corpus) if Path(cell.corpus).is_dir() else {"corpus": cell.corpus})
-        steps.append(Step("copy", ("zfsnas-bench-copy", cell.corpus, target, str(size))))
+        steps.append(Step("copy", ("zfsnas-bench-copy", cell.corpus, target, str(size), *racing_copy(opts))))
         estimate = 0.0
     else:
         data.update(compressibility=str(cell.compressibility), runtime=f"{runtime:g}", ramp_time=f"{ramp:g}")
@@ -169,6 +170,7 @@ def plan_cell(index: int, cell: Cell, opts: PlanOptions) -> CellPlan:
                                           "--section=prefill", str(job_file)), env))
             steps.append(Step("settle", ("zpool", "sync", pool)))
             fio += (f"--section={cell.workload}",)
+        fio += steady_state(cell, runtime) if opts.racing else ()
         steps.append(Step("fio", (*fio, f"--output={opts.results_dir / f'{leaf}.json'}", str(job_file)), env))
         estimate = runtime + ramp
     steps.append(Step("sync", ("zpool", "sync", pool)))
@@ -179,8 +181,32 @@ def plan_cell(index: int, cell: Cell, opts: PlanOptions) -> CellPlan:
                     pairs(data))
 
 
+def steady_state(cell: Cell, runtime: float) -> tuple[str, ...]:
+    """fio's own steady-state detection for a racing cell whose job allows it: a time-based job (a
+    runtime) that is no write-size experiment; the job ends once its bandwidth's slope over the
+    last quarter of the runtime (2-30 s) stays within 1 % of its mean."""
+    if runtime <= 0 or is_dirty_multiple(cell.size):
+        return ()
+    duration = min(30.0, max(2.0, runtime / 4))
+    ramp = min(10.0, max(1.0, runtime / 10))
+    if duration + ramp >= runtime:
+        return ()
+    return ("--steadystate=bw_slope:1%", f"--steadystate_duration={fio_time(duration)}",
+            f"--steadystate_ramp_time={fio_time(ramp)}")
+
+
+def racing_copy(opts: PlanOptions) -> tuple[str, ...]:
+    """A racing copy copies the corpus in stratified order (every prefix mixes it as a whole does) and
+    ends at the sustained rate, once the dirty data buffer has filled."""
+    if not opts.racing:
+        return ()
+    return ("--stratified", *([f"--until-sustained={opts.dirty_data_max}"] if opts.dirty_data_max else []))
+
+
 def plan_matrix(matrix: Matrix, opts: PlanOptions) -> list[CellPlan]:
-    return [plan_cell(index, cell, opts) for index, cell in enumerate(matrix.cells, 1)]
+    """The cells of `matrix`; racing plans each configuration once (the race asks for repeats)."""
+    cells = [c for c in matrix.cells if c.repeat == 1] if opts.racing else list(matrix.cells)
+    return [plan_cell(index, cell, opts) for index, cell in enumerate(cells, 1)]
 
 
 def checks(scratch: str) -> list[Step]:

@@ -18,7 +18,10 @@ setting: options are compared within one setting at a time (a "group"), never ac
   scores. `--workload` restricts to one.
 Several groups: a pick in each; the answer says whether they agree. Every "no pick" says what is
 missing. When the pick's and the runner-up's repeats overlap it says the data cannot decide; with
-one run each that the noise is unknown. Reads summaries (report.py); owns nothing else.
+one run each that the noise is unknown. Every pick on throughput states how sure it is (a race's
+or a full run's alike): the difference of its score to the runner-up's with its interval
+(stats.confidence_of), a line per setting, and a clause that closes the findings' pick sentence.
+Reads summaries (report.py); owns nothing else.
 """
 
 from __future__ import annotations
@@ -26,16 +29,19 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from itertools import combinations
 
 from .axes import workload_text
 from .report import DIMENSIONS, Section, Stat, Summary
-from .tables import size_unit
+from .stats import Confidence, confidence_of, mean, objective
+from .tables import difference_unit, figure_columns, number
 
 # Line rates as payload bytes per second (the nominal rate: real SMB/NFS payload is a little less).
 _RATE = re.compile(r"^\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>gbe|gbit/s|mbit/s|mb/s|mib/s|gb/s|gib/s)?\s*$", re.IGNORECASE)
 _UNITS = {"gbe": 1e9 / 8, "gbit/s": 1e9 / 8, "mbit/s": 1e6 / 8, "mb/s": 1e6, "mib/s": 2**20, "gb/s": 1e9,
           "gib/s": 2**30, None: 1e6}
 CHOICES = "dataset properties (compression, recordsize or volblocksize)"
+OPTION_AXES = ("compression", "recordsize", "volblocksize")
 
 
 class RecommendError(ValueError):
@@ -77,13 +83,53 @@ class Recommendation:
     notes: list[str] = field(default_factory=list)
     shape: str = "throughput and space"     # or "throughput", "space"
     per_workload: list[tuple[str, str]] = field(default_factory=list)   # (group and workload, its pick's sentence)
+    # Settings that disagree: (the values of the setting axes that decide, the pick there or None)
+    conditional: list[tuple[str, Candidate | None]] = field(default_factory=list)
+    # How sure each pick is against its runner-up: (the setting, "" for one, its Confidence)
+    confidences: list[tuple[str, Confidence]] = field(default_factory=list)
+
+    @property
+    def answered(self) -> bool:
+        """A pick, or a pick for each setting."""
+        return self.pick is not None or any(pick for _where, pick in self.conditional)
+
+    @property
+    def sentence(self) -> str:
+        """The answer in one sentence, as the findings close with it: how sure it is included."""
+        text = ("Pick: " if self.pick else "Pick " if self.conditional else "No pick: ") + self.reason
+        return f"{text.rstrip('.')}; {self.certainty}." if self.certainty else text
+
+    @property
+    def confidence(self) -> list[str]:
+        """How sure every pick is, a line each (recommend prints them under the pick, the HTML page too)."""
+        return [f"{where}: {c.sentence()}" if where else c.sentence() for where, c in self.confidences]
+
+    @property
+    def certainty(self) -> str:
+        """How sure the pick is, short: its clause; with several settings, how many are decided and
+        the least sure of them."""
+        found = [c for _where, c in self.confidences]
+        if len(found) < 2:
+            return found[0].clause() if found else ""
+        if all(c.interval is None for c in found):
+            return f"not decided in any of the {len(found)} settings: one run each (noise unknown)"
+        decided = sum(c.verdict == "decided" for c in found)
+        where, least = min(self.confidences, key=lambda x: x[1].interval.low if x[1].interval else -math.inf)
+        if decided == len(found):
+            return f"decided in all {len(found)} settings, the closest {least.clause(verdict=False)}"
+        return f"decided in {decided} of {len(found)} settings; the least sure, with {where}: {least.clause()}"
 
 
 def _space(s: Summary) -> float | None:
+    """On-disk bytes per logical byte: from the sizes, else from the compression ratio."""
     used, logical, ratio = s.median("used"), s.median("logical"), s.median("ratio")
     if used is not None and logical:
         return used / logical
     return 1 / ratio if ratio else None
+
+
+def _sized(s: Summary) -> bool:
+    return _space(s) is not None or s.get("used") is not None
 
 
 def _cpu(s: Summary) -> float | None:
@@ -106,15 +152,33 @@ def _groups(section: Section, workload: str | None) -> tuple[list[list[Summary]]
         grouped.setdefault(key, []).append(s)
     eligible = [g for g in grouped.values() if len({_option(s) for s in g}) >= 2]
     notes = []
-    left = len(summaries) - sum(len(g) for g in eligible)
-    if eligible and left:
-        notes.append(f"{left} configuration(s) of {section.matrix} differ in more than dataset properties (size, "
-                     f"workload, ...) and are not candidates")
+    alone = [g[0] for g in grouped.values() if len({_option(s) for s in g}) < 2]
+    if eligible and alone:
+        shown = _settings_text(section, alone)
+        notes.append(f"{sum(len(g) for g in grouped.values() if g[0] in alone)} configuration(s) of {section.matrix} "
+                     f"are the only option measured in their setting ({shown}): nothing to choose there")
     return eligible, notes
 
 
+def _settings_text(section: Section, summaries: list[Summary]) -> str:
+    """The settings of `summaries`: `size 70G, 30G, 20G` when one axis tells them apart."""
+    varying = [a for a in section.axes if a.name not in OPTION_AXES
+               and len({a.value(s.config) for s in summaries}) > 1]
+    if len(varying) == 1:
+        values = list(dict.fromkeys(varying[0].value(s.config) for s in summaries))
+        return f"{varying[0].name} {', '.join(values)}"
+    settings = list(dict.fromkeys(section.describe(s, OPTION_AXES) or s.label for s in summaries))
+    return "; ".join(settings[:4]) + ("; ..." if len(settings) > 4 else "")
+
+
 def candidates_of(group: list[Summary]) -> list[Candidate]:
-    """One workload's options, each with its throughput, space (or its compression's) and CPU."""
+    """One workload's options, each with its throughput, space (or its compression's) and CPU. Options
+    of one group wrote the same data, so where no logical size or ratio was recorded their on-disk
+    sizes compare as they are (each as a share of the largest)."""
+    if not any(_space(s) is not None for s in group) and any(s.get("used") for s in group):
+        largest = max(s.median("used") or 0.0 for s in group)
+        return [Candidate(s, s.get("throughput"), None if s.median("used") is None else (s.median("used") or 0.0) / largest,
+                          "", _cpu(s)) for s in group]
     measured = {s.compression: s for s in group if _space(s) is not None}
     out = []
     for s in group:
@@ -163,6 +227,7 @@ class _Pick:
     notes: list[str]
     front: list[Candidate]
     scores: dict[tuple[str, ...], float]    # option -> score in [0, 1], for the overall pick
+    confidence: Confidence | None = None     # against the runner-up (_confidence)
 
 
 def _noise_notes(ranked: list[Candidate]) -> list[str]:
@@ -235,12 +300,9 @@ def _fastest(cands: list[Candidate], min_throughput: float) -> _Pick:
     return _Pick(pick, reason + ".", _noise_notes(ranked), [], {_option(c.summary): c.mbs / pick.mbs for c in able})
 
 
-def _size_text(value: float, unit: tuple[str, float]) -> str:
-    return f"{value / unit[1]:.1f} {unit[0]}"
-
-
-def _smallest(cands: list[Candidate]) -> _Pick:
-    """On-disk size only: the smallest, and what it saves against the first option."""
+def _smallest(section: Section, cands: list[Candidate]) -> _Pick:
+    """On-disk size only: the smallest, and what it saves against the first option; sizes as the
+    configurations table prints them, the saving in a unit that shows it."""
     sized = [c for c in cands if c.space is not None]
     if not sized:
         return _Pick(None, "no configuration has an on-disk size", [], [], {})
@@ -248,12 +310,15 @@ def _smallest(cands: list[Candidate]) -> _Pick:
     baseline = sized[0]
     reason = f"{pick.label}: the smallest on disk"
     mine, base = pick.summary.median("used"), baseline.summary.median("used")
-    if mine is not None:
-        reason += f", {_size_text(mine, size_unit([mine]))} ({pick.space * 100:.2f} % of the logical size)"  # type: ignore[operator]
+    column = figure_columns(section).get("used")
+    if mine is not None and column is not None:
+        reason += f", {column.text(section, pick.summary)} {column.header.rsplit(' ', 1)[-1]}"
+        if pick.summary.median("logical"):
+            reason += f" ({pick.space * 100:.2f} % of the logical size)"  # type: ignore[operator]
     if baseline is not pick and mine is not None and base:
-        small = size_unit([base - mine])
-        reason += (f", {_size_text(base - mine, small)} ({(1 - mine / base) * 100:.2f} %) less than {baseline.label} "
-                   f"(the first configuration)")
+        name, unit = difference_unit([base - mine])
+        reason += (f", {number((base - mine) / unit, 1)} {name} ({(1 - mine / base) * 100:.2f} %) less than "
+                   f"{baseline.label} (the first configuration)")
     elif baseline is not pick:
         reason += f", {(1 - pick.space / baseline.space) * 100:.2f} % less than {baseline.label}"  # type: ignore[operator]
     return _Pick(pick, reason + ".", [], [], {_option(c.summary): min(x.space for x in sized) / c.space  # type: ignore[operator,type-var]
@@ -266,16 +331,17 @@ def _geomean(values: list[float]) -> float:
 
 def _shape(group: list[Summary]) -> str:
     tp = any(s.get("throughput") for s in group)
-    space = any(_space(s) is not None for s in group)
+    space = any(_sized(s) for s in group)
     return "throughput and space" if tp and space else "throughput" if tp else "space" if space else "nothing"
 
 
-def _decide(cands: list[Candidate], shape: str, speed_weight: float, min_throughput: float) -> _Pick:
+def _decide(section: Section, cands: list[Candidate], shape: str, speed_weight: float,
+            min_throughput: float) -> _Pick:
     if shape == "throughput and space":
         return _balanced(cands, speed_weight, min_throughput)
     if shape == "throughput":
         return _fastest(cands, min_throughput)
-    return _smallest(cands)
+    return _smallest(section, cands)
 
 
 def _unanswerable(shape: str, speed_weight: float, min_throughput: float) -> str | None:
@@ -293,12 +359,20 @@ def _unanswerable(shape: str, speed_weight: float, min_throughput: float) -> str
 
 def _in_group(section: Section, group: list[Summary], speed_weight: float,
               min_throughput: float) -> tuple[_Pick, list[tuple[str, str]], str]:
-    """The pick within one group: per workload, then overall."""
+    """The pick within one group (per workload, then overall) and how sure it is."""
+    chosen, lines, shape = _pick_in_group(section, group, speed_weight, min_throughput)
+    chosen.confidence = _confidence(group, chosen, shape, speed_weight)
+    return chosen, lines, shape
+
+
+def _pick_in_group(section: Section, group: list[Summary], speed_weight: float,
+                   min_throughput: float) -> tuple[_Pick, list[tuple[str, str]], str]:
     shape = _shape(group)
     if why := _unanswerable(shape, speed_weight, min_throughput):
         return _Pick(None, why, [], [], {}), [], shape
     workloads = list(dict.fromkeys(s.workload for s in group))
-    picks = {w: _decide(candidates_of([s for s in group if s.workload == w]), shape, speed_weight, min_throughput)
+    picks = {w: _decide(section, candidates_of([s for s in group if s.workload == w]), shape, speed_weight,
+                        min_throughput)
              for w in workloads}
     if len(workloads) == 1:
         return picks[workloads[0]], [], shape
@@ -321,7 +395,35 @@ def _in_group(section: Section, group: list[Summary], speed_weight: float,
     return _Pick(pick, reason, notes, [], complete), lines, shape
 
 
-_NOTE_ORDER = ("the data cannot decide", "configuration(s) of", "no on-disk size for", "no on-disk size was",
+def _confidence(group: list[Summary], chosen: _Pick, shape: str, speed_weight: float) -> Confidence | None:
+    """How sure the group's pick is against the runner-up among the options it was picked from (those
+    reaching the minimum, in every workload): on recommend's score in log space (throughput alone
+    without on-disk sizes), per workload, every workload counted the same. None for a pick on size
+    alone: the on-disk size of the same data is not noisy, there is no interval to state."""
+    if chosen.pick is None or shape not in ("throughput", "throughput and space"):
+        return None
+    weight = speed_weight if shape == "throughput and space" else 1.0
+    workloads: list[dict[tuple[str, ...], list[float]]] = []
+    names: dict[tuple[str, ...], str] = {}
+    for workload in dict.fromkeys(s.workload for s in group):
+        samples = {}
+        for c in candidates_of([s for s in group if s.workload == workload]):
+            option = _option(c.summary)
+            if option in chosen.scores and c.throughput is not None and (weight == 1 or c.space):
+                samples[option] = [objective(v, c.space if weight < 1 else None, weight) for v in c.throughput.values]
+                names.setdefault(option, c.label)
+        workloads.append(samples)
+    pick = _option(chosen.pick.summary)
+    everywhere = [o for o in names if all(o in w for w in workloads)]
+    if pick not in everywhere or len(everywhere) < 2:
+        return None
+    overall = {o: mean([mean(w[o]) for w in workloads]) for o in everywhere}
+    runner_up = max((o for o in everywhere if o != pick), key=lambda o: overall[o])
+    return confidence_of(pick, runner_up, workloads, what="score" if weight < 1 else "throughput", names=names)
+
+
+_NOTE_ORDER = ("the data cannot decide", "the pick depends on", "configuration(s) of", "no on-disk size for",
+               "no on-disk size was",
                "no throughput was", "one run per configuration")
 
 
@@ -357,28 +459,61 @@ def recommend(section: Section, speed_weight: float = 0.5, min_throughput: float
     if len(groups) == 1:
         chosen, lines, _ = results[0]
         return Recommendation(section.matrix, first, chosen.front, chosen.pick, chosen.reason,
-                              _ordered(chosen.notes + notes), shape, lines)
+                              _ordered(chosen.notes + notes), shape, lines,
+                              confidences=[("", chosen.confidence)] if chosen.confidence else [])
     # Several settings (e.g. two RAM sizes x two NTFS clusters): a pick in each, and whether they agree.
+    sure = [(section.describe(g[0], OPTION_AXES), r[0].confidence) for g, r in zip(groups, results)]
+    confidences = [(where, c) for where, c in sure if c is not None]
     lines = []
     for group, (chosen, per_workload, _) in zip(groups, results):
-        where = section.describe(group[0], ("compression", "recordsize", "volblocksize"))
+        where = section.describe(group[0], OPTION_AXES)
         lines += [(f"{where}: {w}", text) for w, text in per_workload]
         lines.append((f"{where}: overall" if per_workload else where, chosen.reason))
     picked = [r[0].pick for r in results]
     labels = {p.label for p in picked if p is not None}
     main = results[0][0]
     reasons = {r[0].reason for r in results}
+    settings = [a.name for a in section.axes if a.name not in OPTION_AXES]
     if len(labels) == 1 and all(picked):
-        reason = (f"{picked[0].label} in every one of the {len(groups)} settings "  # type: ignore[union-attr]
-                  f"({', '.join(a.name for a in section.axes if a.name not in ('compression', 'recordsize', 'volblocksize'))}).")
-    elif not any(picked) and len(reasons) == 1:
-        reason = reasons.pop()       # the same reason in every setting (nothing to weigh, no minimum reached)
-    else:
-        reason = "the settings disagree: " + "; ".join(
-            f"{section.describe(g[0], ('compression', 'recordsize', 'volblocksize'))}: "
-            f"{p.label if p else 'no pick'}" for g, p in zip(groups, picked)) + "."
-    return Recommendation(section.matrix, first, main.front, main.pick if len(labels) == 1 and all(picked) else None,
-                          reason, _ordered(main.notes + notes), shape, lines)
+        reason = (f"{picked[0].label} in every one of the {len(groups)} settings ({', '.join(settings)}).")  # type: ignore[union-attr]
+        return Recommendation(section.matrix, first, main.front, picked[0], reason, _ordered(main.notes + notes),
+                              shape, lines, confidences=confidences)
+    if not any(picked) and len(reasons) == 1:
+        # the same reason in every setting (nothing to weigh, no minimum reached)
+        return Recommendation(section.matrix, first, main.front, None, reasons.pop(), _ordered(main.notes + notes),
+                              shape, lines)
+    conditional, reason, why = _conditional(section, groups, [r[0] for r in results])
+    return Recommendation(section.matrix, first, main.front, None, reason, _ordered([why] + main.notes + notes), shape,
+                          lines, conditional, confidences)
+
+
+def _conditional(section: Section, groups: list[list[Summary]],
+                 chosen: list[_Pick]) -> tuple[list[tuple[str, Candidate | None]], str, str]:
+    """Settings that disagree: the fewest setting axes whose values decide the pick (ntfs_cluster,
+    not RAM), a pick for each of their values, and why no single pick stands."""
+    axes = [a for a in section.axes if a.name not in OPTION_AXES]
+    values = [{a.name: a.value(g[0].config) for a in axes} for g in groups]
+    labels = [p.pick.label if p.pick else None for p in chosen]
+    deciding = [a.name for a in axes]
+    for size in range(1, len(axes) + 1):
+        found = next((list(names) for names in combinations([a.name for a in axes], size)
+                      if len({tuple(v[n] for n in names) for v in values}) ==
+                      len({(tuple(v[n] for n in names), label) for v, label in zip(values, labels)})), None)
+        if found:
+            deciding = found
+            break
+    out: dict[str, tuple[Candidate | None, str]] = {}
+    for v, p in zip(values, chosen):
+        where = ", ".join(f"{n} {v[n]}" for n in deciding)
+        out.setdefault(where, (p.pick, p.reason))
+    conditional = [(where, pick) for where, (pick, _reason) in out.items()]
+    parts = [f"{pick.label if pick else 'no pick (' + reason.rstrip('.') + ')'} with {where}"
+             for where, (pick, reason) in out.items()]
+    others = [a.name for a in axes if a.name not in deciding]
+    reason = "per setting: " + "; ".join(parts) + (f" ({', '.join(others)} does not change it)" if others else "") + "."
+    why = (f"the pick depends on {' and '.join(deciding)}: no one configuration is best in every setting, so "
+           f"choose by yours")
+    return conditional, reason, why
 
 
 def render(rec: Recommendation) -> str:
@@ -396,6 +531,7 @@ def render(rec: Recommendation) -> str:
                      f"({rec.shape}):")
         lines += [f"  {where}: {text}" for where, text in rec.per_workload]
         lines.append("")
-    lines.append(("pick: " if rec.pick else "no pick: ") + rec.reason)
+    lines.append(("pick: " if rec.pick else "pick " if rec.conditional else "no pick: ") + rec.reason)
+    lines += rec.confidence
     lines += [f"note: {n}" for n in rec.notes]
     return "\n".join(lines) + "\n"

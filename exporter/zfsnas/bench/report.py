@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from ..sources.benchschema import ResultRow
-from .axes import Axis, axes
+from .axes import Axis, axes, axis_value
 from .config import UNKNOWN, Configuration, differs_text, look_alikes
 
 GIB = 2**30
@@ -83,6 +83,18 @@ def mean_latency_us(fio_json: str | None) -> float | None:
     return total / weight / 1000 if weight else None
 
 
+def _disk_share(row: ResultRow, direction: str) -> float | None:
+    """Bytes the pool's disks read or wrote (`direction`: read_bytes, written_bytes) per byte the
+    workload moved: a mirror writes every byte to each of its disks, RAID-Z adds parity."""
+    if not row.disks or not row.bytes:
+        return None
+    try:
+        disks = json.loads(row.disks)
+        return sum(float(d.get(direction) or 0) for d in disks.values()) / float(row.bytes)
+    except (ValueError, AttributeError, TypeError):
+        return None
+
+
 # A figure of a result row: name -> function of the row. Units are the stored ones (bytes, seconds,
 # ratios); tables and charts scale them for reading.
 FIGURES: dict[str, Callable[[ResultRow], float | None]] = {
@@ -93,6 +105,10 @@ FIGURES: dict[str, Callable[[ResultRow], float | None]] = {
     "logical": lambda r: r.logicalused_bytes,
     "cpu_user": lambda r: _cpu_share(r, r.cpu_user_seconds),
     "cpu_system": lambda r: _cpu_share(r, r.cpu_system_seconds),
+    "cpu": lambda r: _cpu_share(r, None if r.cpu_user_seconds is None or r.cpu_system_seconds is None
+                                else r.cpu_user_seconds + r.cpu_system_seconds),
+    "disk_written": lambda r: _disk_share(r, "written_bytes"),
+    "disk_read": lambda r: _disk_share(r, "read_bytes"),
     "iops": lambda r: r.iops,
     "latency_us": lambda r: r.latency_us if r.latency_us is not None else mean_latency_us(r.fio_json),
 }
@@ -107,9 +123,15 @@ class Summary:
     figures: dict[str, Stat]
     alikes: tuple[tuple[str, tuple[str, ...]], ...] = ()   # look-alikes (same series labels), what tells them apart
 
-    @property
+    @cached_property
     def id(self) -> str:
+        """The configuration's id (a hash of its canonical form: computed once, asked for often)."""
         return self.config.id
+
+    @cached_property
+    def flat(self) -> dict[str, str]:
+        """`config.flat()`, built once: what axes, groups and pairings read over and over."""
+        return self.config.flat()
 
     @property
     def workload(self) -> str:
@@ -201,36 +223,55 @@ class Section:
         """The configurations grouped by every identity field except `free`, in matrix order."""
         out: dict[tuple[tuple[str, str], ...], list[Summary]] = {}
         for s in self.summaries:
-            key = tuple(sorted((k, v) for k, v in s.config.flat().items() if k not in free))
+            key = tuple(sorted((k, v) for k, v in s.flat.items() if k not in free))
             out.setdefault(key, []).append(s)
         return list(out.values())
 
     def describe(self, summary: Summary, leave_out: tuple[str, ...] = ()) -> str:
         """What sets `summary` apart within the section: each axis's value (`volblocksize 4K, ram 16G`),
         axes in `leave_out` (by name) aside."""
-        return ", ".join(f"{a.name} {a.value(summary.config)}" for a in self.axes if a.name not in leave_out)
+        return ", ".join(f"{a.name} {axis_value(a.keys, summary.flat)}" for a in self.axes if a.name not in leave_out)
 
     def uncompressed_used(self, summary: Summary) -> float | None:
         """The on-disk bytes of the `compression=off` configuration that differs from `summary` only
         in compression (the ISO post's 100 %), else None."""
-        for other in self.summaries:
-            if other.compression == "off" and _same_except(other.config, summary.config, "property compression"):
-                return other.median("used")
-        return None
+        return self._uncompressed.get(_without(summary.flat, "property compression"))
+
+    @cached_property
+    def _uncompressed(self) -> dict[tuple[tuple[str, str], ...], float | None]:
+        """The `off` configurations' on-disk bytes by everything but their compression: built once."""
+        return {_without(s.flat, "property compression"): s.median("used") for s in self.summaries
+                if s.compression == "off"}
 
     def percent_of_uncompressed(self, summary: Summary) -> float | None:
         """On-disk size as % of uncompressed: against the `off` configuration when the matrix has one
-        (off = 100 %), else against the logical size ZFS reports."""
+        (off = 100 %), else against the logical size ZFS reports, else 1 / the compression ratio."""
         used = summary.median("used")
         if used is None:
             return None
         base = self.uncompressed_used(summary) or summary.median("logical")
-        return used / base * 100 if base else None
+        if base:
+            return used / base * 100
+        ratio = summary.median("ratio")
+        return 100 / ratio if ratio else None
+
+    def percent_digits(self, summary: Summary) -> int:
+        """Decimals `percent_of_uncompressed` deserves: 1 from sizes; from a ratio only what its own
+        decimals carry (1/1.19 is 84 %, not 84.03 %: 1.19 means 1.185 to 1.195)."""
+        if self.uncompressed_used(summary) or summary.median("logical"):
+            return 1
+        return min(1, max(0, self.ratio_digits(summary) - 2))
+
+    def ratio_digits(self, summary: Summary) -> int:
+        """Decimals of the compression ratio as recorded (ZFS prints two; a ratio from sizes has more),
+        2 to 3: 1.19 is not shown as 1.190."""
+        stat = summary.get("ratio")
+        decimals = max((len(f"{v:.6f}".rstrip("0").partition(".")[2]) for v in stat.values), default=2) if stat else 2
+        return min(3, max(2, decimals))
 
 
-def _same_except(a: Configuration, b: Configuration, *keys: str) -> bool:
-    fa, fb = a.flat(), b.flat()
-    return all(fa.get(k) == fb.get(k) for k in set(fa) | set(fb) if k not in keys)
+def _without(flat: dict[str, str], key: str) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k, v) for k, v in flat.items() if k != key))
 
 
 def group_by_configuration(results: Iterable[ResultRow]) -> dict[str, tuple[Configuration, list[ResultRow]]]:

@@ -32,11 +32,12 @@ from ..sources.zfs_datasets import parse_compressratio
 from . import probes
 from .annotate import Annotator
 from .config import Configuration
-from .copy import copy_corpus
+from .copy import CopyResult, SustainedRate, copy_corpus, copy_sampled
 from .fio import FioProcess, parse_fio_json
 from .guard import Cleared, GuardError
 from .parameters import Parameters, ParameterSwitch
 from .planner import CellPlan, Environment, Step, cell_text, configuration, varying_fields
+from .racing import Race
 from .store import Store
 from .zfs import ZfsOps
 
@@ -163,40 +164,23 @@ class Runner:
         if self.fio is not None:
             self.fio.stop()
 
-    def run(self, plans: list[CellPlan]) -> str:
-        """Run every cell; returns the matrix status (complete, aborted, failed)."""
+    def run(self, plans: list[CellPlan], race: Race | None = None) -> str:
+        """Run every cell (with a race: the first round, then what the race asks for, until it is
+        decided or its budget is spent); returns the matrix status (complete, aborted, failed)."""
         self._check_space(plans, int(self.cleared.props["available"].value))
         self.env, status_text = self.environment(plans)
         self.store.start_matrix(self.s.run_id, self.s.matrix, self.s.scratch, len(plans), self.env.zfs_version,
                                 self.s.fio_version, platform.release(), status_text, self.params.read_all())
         previous = {sig: signal.signal(sig, self._signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-        progress = Progress(plans)
+        progress = Progress(list(plans))
         status = "complete"
         try:
-            for plan in plans:
-                if self.stop.is_set():
-                    status = "aborted"
-                    break
-                try:
-                    self.cleared = self.zfs.recheck(self.cleared)
-                except GuardError as exc:
-                    self._stopped(plan, str(exc))
-                    status = "aborted"
-                    break
-                started = time.monotonic()
-                ticker = _Ticker(progress, plan.index, started)
-                try:
-                    cell_status = self._cell(plan)
-                finally:
-                    ticker.stop()
-                    self.switch.restore()  # after each cell, also when it failed or was stopped
-                progress.done_seconds.append(time.monotonic() - started)
-                progress.show(plan.index, final=True)
-                if cell_status == "aborted":
-                    status = "aborted"
-                    break
-                if cell_status == "failed":
-                    status = "failed"
+            queue = list(plans)
+            while queue and status != "aborted":
+                status = self._round(queue, progress, race, status)
+                queue = race.next_cells(len(progress.plans) + 1) if race and status != "aborted" and not race.outcome \
+                    else []
+                progress.plans += queue
         except BaseException:
             status = "failed"  # something unforeseen (the database, a bug): never recorded as complete
             raise
@@ -207,6 +191,39 @@ class Runner:
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)
                 self.store.finish_matrix(self.s.run_id, status)
+                if race is not None and not race.outcome:
+                    race.stop("stopped")
+        return status
+
+    def _round(self, plans: list[CellPlan], progress: Progress, race: Race | None, status: str) -> str:
+        """Run `plans` in order; the matrix status after them (aborted stops the round)."""
+        for plan in plans:
+            if self.stop.is_set():
+                return "aborted"
+            if race is not None and not race.allows(plan, self.configuration(plan).id):
+                race.stop("budget")
+                return status
+            try:
+                self.cleared = self.zfs.recheck(self.cleared)
+            except GuardError as exc:
+                self._stopped(plan, str(exc))
+                return "aborted"
+            started = time.monotonic()
+            ticker = _Ticker(progress, plan.index, started)
+            try:
+                cell_status, figures = self._cell(plan)
+            finally:
+                ticker.stop()
+                self.switch.restore()  # after each cell, also when it failed or was stopped
+            seconds = time.monotonic() - started
+            progress.done_seconds.append(seconds)
+            progress.show(plan.index, final=True)
+            if race is not None:
+                race.record(plan, self.configuration(plan), cell_status, figures, seconds)
+            if cell_status == "aborted":
+                return "aborted"
+            if cell_status == "failed":
+                status = "failed"
         return status
 
     def _stopped(self, plan: CellPlan, reason: str) -> None:
@@ -225,7 +242,7 @@ class Runner:
             raise RunError(f"{self.s.scratch} has {available / 2**30:.1f} GiB available, the matrix needs "
                            f"{need / 2**30:.1f} GiB{' (--keep keeps every child)' if self.s.keep else ''}: refused")
 
-    def _cell(self, plan: CellPlan) -> str:
+    def _cell(self, plan: CellPlan) -> tuple[str, ResultFigures]:
         config = self.configuration(plan)
         started = time.time()
         result_id = self.store.start_result(self.s.run_id, plan.index, config, plan.cell.repeat, plan.child, started)
@@ -239,7 +256,7 @@ class Runner:
         self.store.finish_result(result_id, status, ended, figures=figures)
         self.annotator.finish(result_id, self.store.annotation_id(result_id), started_ms, int(ended * 1000), config,
                               self.s.run_id, _headline(self.s.matrix, plan, status, figures))
-        return status
+        return status, figures
 
     def _steps(self, plan: CellPlan, cell: _CellState) -> str:
         """Run the cell's steps, gathering their figures; the cell's status. A child the cell created
@@ -327,15 +344,28 @@ class Runner:
             raise RunError(f"{plan.child} is mounted at {got}, not {expected} (set the scratch dataset's mountpoint "
                            f"or pass --mountpoint): refused")
 
+    def _copy(self, step: Step) -> CopyResult:
+        """The copy step: the whole corpus (or its first `size` bytes), or the racing copy's flags:
+        `--stratified` and `--until-sustained=<zfs_dirty_data_max>`."""
+        corpus, target, size, *flags = step.argv[1:]
+        if "--stratified" not in flags:
+            return copy_corpus(corpus, target, self.stop, int(size))
+        buffer = next((int(f.split("=", 1)[1]) for f in flags if f.startswith("--until-sustained=")), None)
+        return copy_sampled(corpus, target, self.stop, int(size), SustainedRate(buffer) if buffer else None)
+
     def _job(self, plan: CellPlan, step: Step) -> dict[str, Any]:
         sysctl = self.zfs.sysctl if self.s.freebsd else None
         before = probes.snapshot(self.s.procfs, self.s.sysfs, sysctl)
         started = time.monotonic()
         figures: dict[str, Any] = {}
         if step.kind == "copy":
-            result = copy_corpus(step.argv[1], step.argv[2], self.stop, int(step.argv[3]))
+            result = self._copy(step)
             seconds = time.monotonic() - started
-            figures.update(bytes=result.bytes, throughput_bytes_per_second=result.bytes / seconds if seconds else 0.0)
+            rate = result.sustained if result.sustained else result.bytes / seconds if seconds else 0.0
+            figures.update(bytes=result.bytes, throughput_bytes_per_second=rate)
+            if result.sustained:
+                figures["details"] = {"sustained": f"the rate once the dirty data buffer was full, over the "
+                                                   f"stratified first {result.bytes} bytes of the corpus"}
         else:
             _code, out, err = self._run_fio(step)
             seconds = time.monotonic() - started
@@ -348,6 +378,8 @@ class Runner:
                 raise RunError(f"fio: {exc} ({detail})") from None
             figures.update(bytes=fio.io_bytes, throughput_bytes_per_second=fio.bw_bytes, iops=fio.iops,
                            clat_ns=fio.clat_percentiles_ns, fio_json=text[text.find("{"):])
+            if steady := steady_state_of(text):
+                figures["details"] = {"steady_state": steady}
         after = probes.snapshot(self.s.procfs, self.s.sysfs, sysctl)
         figures.update(duration_seconds=seconds, **probes.deltas(before, after).figures())
         return figures
@@ -394,6 +426,22 @@ def _headline(matrix: str, plan: CellPlan, status: str, f: ResultFigures) -> str
     if f.cpu_busy_ratio is not None:
         parts.append(f"CPU {100 * f.cpu_busy_ratio:.0f}%")
     return ", ".join(parts)
+
+
+def steady_state_of(fio_text: str) -> str | None:
+    """What fio's steady-state detection said (a racing cell), e.g. `bw_slope:1% attained after 12.3 s`."""
+    import json
+
+    try:
+        jobs = json.loads(fio_text[fio_text.find("{"):]).get("jobs") or []
+    except ValueError:
+        return None
+    for job in jobs:
+        ss = job.get("steadystate")
+        if isinstance(ss, dict) and ss.get("ss"):
+            runtime = (job.get("job_runtime") or 0) / 1000
+            return f"{ss['ss']} {'attained' if ss.get('attained') else 'not attained'} after {runtime:.1f} s"
+    return None
 
 
 def _compressratio_or_none(text: str | None) -> float | None:

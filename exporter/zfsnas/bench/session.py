@@ -26,7 +26,8 @@ from .fiowatch import stop_leftovers
 from .guard import Cleared
 from .matrix import Matrix
 from .parameters import Parameters, restore_pending
-from .planner import PlanOptions, plan_matrix
+from .planner import PlanOptions, plan_cell, plan_matrix
+from .racing import Race, RaceSettings
 from .runner import RunLock, Runner, RunSettings
 from .store import Store
 from .zfs import ZfsOps
@@ -46,21 +47,29 @@ class RunSession:
     lock_path: str
     client: Callable[[], GrafanaClient | None]
     stopped_by: str = ""      # why the guard stopped the run before its end (the runner's)
+    verdict: list[str] = dataclasses.field(default_factory=list)    # the race's, with --until-decided
 
-    def run(self, matrix: Matrix, opts: PlanOptions, encrypted: bool) -> str:
-        """Run every cell of `matrix` as `opts` plans it; the matrix status (complete, aborted, failed)."""
+    def run(self, matrix: Matrix, opts: PlanOptions, encrypted: bool, race: RaceSettings | None = None) -> str:
+        """Run every cell of `matrix` as `opts` plans it (with `race`: until the race is decided); the
+        matrix status (complete, aborted, failed)."""
         with RunLock(self.lock_path):  # the same lock for every command on this database
             for line in clean_up_dead_runs(self.store, self.zfs, self.params, self.cleared, self.settings.procfs):
                 log.warning("%s", line)
             with run_files(self.settings.run_id, opts.results_dir, encrypted) as key_file:
-                plans = plan_matrix(matrix, dataclasses.replace(opts, key_file=key_file))
+                planned = dataclasses.replace(opts, key_file=key_file, racing=race is not None)
+                plans = plan_matrix(matrix, planned)
                 annotator = Annotator(self.store, self.client())
                 retry_queued(annotator)
                 runner = Runner(self.zfs, self.store, annotator, self.settings, self.params, self.cleared)
-                log.info("run %s: matrix %s, %d cells on %s", self.settings.run_id, matrix.name, len(plans),
-                         self.settings.scratch)
-                status = runner.run(plans)
+                log.info("run %s: matrix %s, %d cells on %s%s", self.settings.run_id, matrix.name, len(plans),
+                         self.settings.scratch, " (racing: each configuration once, then the contenders)" if race else "")
+                racer = None if race is None else Race(race, lambda index, cell: plan_cell(index, cell, planned))
+                status = runner.run(plans, racer)
                 self.stopped_by = runner.stopped_by
+                if racer is not None:
+                    record = racer.to_record()
+                    self.verdict = record["verdict"]
+                    self.store.record_race(self.settings.run_id, record)
                 return status
 
 

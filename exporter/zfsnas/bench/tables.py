@@ -19,15 +19,40 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 
 from . import crystaldiskmark
-from .axes import Axis, Selector, matches, selector_keys, workload_text
+from .axes import Axis, Selector, matches, natural, selector_keys, workload_text
 from .report import DIMENSIONS, GIB, MIB, SIZE_KEYS, Section, Stat, Summary
 
 MISSING = "-"
 SIZE = 0.0           # a Column's scale meaning "the size unit of its table"
+# CSV is read by programs: its figures keep their precision (rounded to 6 decimals), the Markdown and
+# HTML tables show the digits a reader needs.
+_PRECISE: ContextVar[bool] = ContextVar("precise", default=False)
+
+
+@contextmanager
+def precise() -> Iterator[None]:
+    """Within it, `fmt` and `number` write figures with every digit that means something."""
+    token = _PRECISE.set(True)
+    try:
+        yield
+    finally:
+        _PRECISE.reset(token)
+
+
+def number(value: float, digits: int) -> str:
+    """`value` at `digits` decimals, or in precise mode at up to 6 (trailing zeros dropped, at least
+    `digits`)."""
+    if not _PRECISE.get():
+        return f"{value:.{digits}f}"
+    text = f"{value:.6f}".rstrip("0")
+    whole, _, frac = text.partition(".")
+    return f"{whole}.{frac.ljust(digits, '0')}" if digits or frac else whole
 
 
 @dataclass(frozen=True)
@@ -37,6 +62,7 @@ class Column:
     scale: float
     digits: int
     compute: Callable[[Section, Summary], float | None] | None = None
+    digits_of: Callable[[Section, Summary], int] | None = None   # per configuration, when it varies
 
     def stat(self, section: Section, summary: Summary) -> Stat | None:
         if self.compute is not None:
@@ -46,16 +72,30 @@ class Column:
         return None if stat is None else stat.scaled(self.scale)
 
     def cell(self, section: Section, summary: Summary | None) -> str:
-        return MISSING if summary is None else fmt(self.stat(section, summary), self.digits)
+        if summary is None:
+            return MISSING
+        return fmt(self.stat(section, summary), self.digits_of(section, summary) if self.digits_of else self.digits)
+
+    def text(self, section: Section, summary: Summary) -> str:
+        """The median as this column prints it (what a finding quotes)."""
+        stat = self.stat(section, summary)
+        digits = self.digits_of(section, summary) if self.digits_of else self.digits
+        return MISSING if stat is None else number(stat.median, digits)
+
+
+def signed(value: float, digits: int) -> str:
+    """`number` with its sign always written: +0.0, -81.7."""
+    text = number(value, digits)
+    return text if text.startswith("-") else f"+{text}"
 
 
 def fmt(stat: Stat | None, digits: int) -> str:
     """`median`, or `median (min-max)` when repeats differ: a spread is never hidden."""
     if stat is None:
         return MISSING
-    text = f"{stat.median:.{digits}f}"
-    if stat.n > 1 and f"{stat.low:.{digits}f}" != f"{stat.high:.{digits}f}":
-        text += f" ({stat.low:.{digits}f}-{stat.high:.{digits}f})"
+    text = number(stat.median, digits)
+    if stat.n > 1 and number(stat.low, digits) != number(stat.high, digits):
+        text += f" ({number(stat.low, digits)}-{number(stat.high, digits)})"
     return text
 
 
@@ -65,37 +105,67 @@ FIGURE_COLUMNS = (
     Column("IOPS", "iops", 1, 1),
     Column("latency us", "latency_us", 1, 2),
     Column("wall s", "seconds", 1, 1),
-    Column("ratio", "ratio", 1, 3),
+    Column("ratio", "ratio", 1, 3, digits_of=lambda section, s: section.ratio_digits(s)),
     Column("on-disk", "used", SIZE, 1),
     Column("logical", "logical", SIZE, 1),
-    Column("% of uncompressed", "", 1, 1, lambda section, s: section.percent_of_uncompressed(s)),
+    Column("% of uncompressed", "", 1, 1, lambda section, s: section.percent_of_uncompressed(s),
+           lambda section, s: section.percent_digits(s)),
+    Column("CPU %", "cpu", 100, 1),
     Column("CPU user %", "cpu_user", 100, 1),
     Column("CPU system %", "cpu_system", 100, 1),
+    Column("disk written per byte", "disk_written", 1, 2),
+    Column("disk read per byte", "disk_read", 1, 2),
 )
 # The figures of the workload x axis pivots (MiB/s, wall time and logical size stay in the
 # configurations table).
-AXIS_FIGURES = ("MB/s", "IOPS", "latency us", "ratio", "on-disk", "CPU user %", "CPU system %")
+AXIS_FIGURES = ("MB/s", "IOPS", "latency us", "ratio", "on-disk", "CPU %", "CPU user %", "CPU system %",
+                "disk written per byte", "disk read per byte")
 SIZE_UNITS = (("GiB", GIB), ("MiB", MIB), ("KiB", 1024))
+MOST_DIGITS = 3
 
 
 def size_unit(values: Iterable[float | None]) -> tuple[str, float]:
-    """The largest unit that shows every difference between `values` at one decimal (each at least
-    0.15 of it, so 475.3 and 475.4 GiB become MiB) and the largest value as 1 or more."""
-    known = sorted({float(v) for v in values if v is not None})
-    diffs = [b - a for a, b in zip(known, known[1:]) if b > a]
+    """The unit of a table's sizes, chosen for their magnitude: the largest in which the largest
+    value is 1 or more (GiB for hundreds of GiB, whatever their differences)."""
+    known = [abs(float(v)) for v in values if v is not None]
     for name, unit in SIZE_UNITS:
-        if known and known[-1] >= unit and all(d / unit >= 0.15 for d in diffs):
+        if known and max(known) >= unit:
+            return name, unit
+    return "bytes", 1.0
+
+
+def size_digits(values: Iterable[float | None], unit: float, least: int = 1) -> int:
+    """Decimals that tell `values` (bytes) apart in `unit`: from `least` up to MOST_DIGITS. Differences
+    finer than that are what a difference column (`difference_unit`) is for."""
+    known = sorted({float(v) for v in values if v is not None})
+    for digits in range(least, MOST_DIGITS + 1):
+        shown = {f"{v / unit:.{digits}f}" for v in known}
+        if len(shown) == len(known):
+            return digits
+    return MOST_DIGITS
+
+
+def difference_unit(deltas: Iterable[float | None]) -> tuple[str, float]:
+    """The unit of a column of size differences: the largest in which the smallest difference that
+    is not zero is 1 or more (81.7 and 4623.0 MiB, not 0.1 and 4.5 GiB)."""
+    known = [abs(float(d)) for d in deltas if d is not None and d]
+    for name, unit in SIZE_UNITS:
+        if known and min(known) >= unit:
             return name, unit
     return "bytes", 1.0
 
 
 def _sized(columns: Iterable[Column], summaries: list[Summary]) -> list[Column]:
-    """`columns` with each size column given the unit that shows its values' differences."""
+    """`columns` with the size columns in one unit for the table (the magnitude of all its sizes), each
+    with the decimals that show its values' differences."""
+    columns = list(columns)
+    sizes = [c for c in columns if c.scale == SIZE]
+    unit_name, unit = size_unit(s.median(c.figure) for c in sizes for s in summaries)
     out = []
     for c in columns:
         if c.scale == SIZE:
-            unit_name, unit = size_unit(s.median(c.figure) for s in summaries)
-            c = replace(c, header=f"{c.header} {unit_name}", scale=1 / unit)
+            digits = size_digits((s.median(c.figure) for s in summaries), unit, c.digits)
+            c = replace(c, header=f"{c.header} {unit_name}", scale=1 / unit, digits=digits)
         out.append(c)
     return out
 
@@ -103,6 +173,15 @@ def _sized(columns: Iterable[Column], summaries: list[Summary]) -> list[Column]:
 def _present(section: Section, summaries: list[Summary], names: Iterable[str] | None = None) -> list[Column]:
     wanted = [c for c in FIGURE_COLUMNS if names is None or c.header in names]
     return _sized([c for c in wanted if any(c.stat(section, s) is not None for s in summaries)], summaries)
+
+
+def figure_columns(section: Section) -> dict[str, Column]:
+    """The configurations table's columns by figure name (`throughput` is MB/s): what findings quote."""
+    out: dict[str, Column] = {}
+    for c in _present(section, section.summaries):
+        key = c.figure or c.header
+        out.setdefault(key, c)
+    return out
 
 
 @dataclass
@@ -142,7 +221,7 @@ def pivot_tables(section: Section) -> list[Table]:
     tables = []
     for group in section.groups(DIMENSIONS):
         compressions = list(dict.fromkeys(s.compression for s in group))
-        sizes = list(dict.fromkeys(s.recordsize for s in group))
+        sizes = list(natural(s.recordsize for s in group))
         if len(compressions) < 2 or len(sizes) < 2:
             continue
         cells = {(s.compression, s.recordsize): s for s in group}
@@ -225,35 +304,46 @@ def baseline_of(section: Section, summary: Summary, baseline: Selector | None) -
 
 
 def space_table(section: Section, baseline: Selector | None = None) -> list[Table]:
-    """On-disk and logical size per configuration in one unit that shows their differences, ratio,
-    % of uncompressed, and the difference against the baseline in MiB and %."""
+    """On-disk and logical size per configuration in one unit for the table, ratio, % of
+    uncompressed, and the difference against the baseline in its own unit (one that shows it) and %."""
     sized = [s for s in section.summaries if s.get("used") is not None]
     if len(sized) < 2:
         return []
     columns = _present(section, sized, ("on-disk", "logical", "ratio", "% of uncompressed"))
     axes = section.axes
     workload = _workloads_vary(section)
-    rows, bases = [], set()
+    deltas: list[float | None] = []
+    bases = set()
     for s in sized:
         base = baseline_of(section, s, baseline)
         used, base_used = s.median("used"), base.median("used") if base else None
-        if base is not None and used is not None and base_used:
-            delta = (f"{(used - base_used) / MIB:+.1f}", f"{(used / base_used - 1) * 100:+.2f}")
+        deltas.append(None if base is None or used is None or not base_used else used - base_used)
+        if deltas[-1] is not None and base is not None:
             bases.add(base.id)
-        else:
-            delta = (MISSING, MISSING)
+    unit_name, unit = difference_unit(deltas)
+    rows = []
+    for s, delta in zip(sized, deltas):
+        base = baseline_of(section, s, baseline)
+        base_used = base.median("used") if base else None
+        cells = (MISSING, MISSING) if delta is None or not base_used else (
+            signed(delta / unit, 1 if unit > 1 else 0), signed(delta / base_used * 100, 2))
         rows.append([*([workload_text(s.workload)] if workload else []), *(a.value(s.config) for a in axes),
-                     *(c.cell(section, s) for c in columns), *delta])
+                     *(c.cell(section, s) for c in columns), *cells])
     against = "the first configuration" if baseline is None else ",".join(f"{k}={v}" for k, v in baseline)
     if len(bases) == 1:
         first = next(s for s in sized if s.id in bases)
         against = section.describe(first) or first.label
     headers = [*(["workload"] if workload else []), *(a.name for a in axes), *(c.header for c in columns),
-               "vs baseline MiB", "vs baseline %"]
+               f"vs baseline {unit_name}", "vs baseline %"]
     return [Table(f"{section.matrix}: space on disk (baseline: {against})", headers, rows,
-                  "vs baseline: on-disk size minus the baseline's (MiB = 2^20 bytes) and in % of it; "
+                  f"vs baseline: on-disk size minus the baseline's ({unit_name} = {_unit_text(unit)}) and in % of it; "
                   "`report --baseline NAME=VALUE` picks another (e.g. recordsize=128K: each row against its "
                   "128K twin).")]
+
+
+def _unit_text(unit: float) -> str:
+    names: dict[float, str] = {GIB: "2^30 bytes", MIB: "2^20 bytes", 1024: "2^10 bytes"}
+    return names.get(unit, "bytes")
 
 
 def write_size_tables(section: Section) -> list[Table]:
@@ -335,27 +425,21 @@ def section_tables(section: Section, baseline: Selector | None = None, cdm: str 
 
 # --- renderings ----------------------------------------------------------------------------------------
 
-def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|")
+def md_inline(text: str) -> str:
+    """Text from the store (names a user gave, fio job names) as inline Markdown: a line break or
+    other control character shown as `\\xNN`, never starting a line of its own (a heading)."""
+    return "".join(f"\\x{ord(ch):02x}" if ord(ch) < 32 or ord(ch) == 127 else ch for ch in text).replace("|", "\\|")
 
 
 def table_markdown(table: Table) -> str:
-    out = [f"### {table.title}", ""]
+    out = [f"### {md_inline(table.title)}", ""]
     if table.code:
         out += ["```", *table.code, "```", ""]
-    out += ["| " + " | ".join(map(_md_cell, table.headers)) + " |", "|" + "---|" * len(table.headers)]
-    out += ["| " + " | ".join(map(_md_cell, row)) + " |" for row in table.rows]
+    out += ["| " + " | ".join(map(md_inline, table.headers)) + " |", "|" + "---|" * len(table.headers)]
+    out += ["| " + " | ".join(map(md_inline, row)) + " |" for row in table.rows]
     if table.note:
         out += ["", table.note]
     return "\n".join(out) + "\n"
-
-
-def markdown(sections: list[Section], baseline: Selector | None = None, cdm: str | None = None) -> str:
-    parts = ["# zfsnas-bench report", ""]
-    for section in sections:
-        parts += [f"## {section.title}", ""]
-        parts += [table_markdown(t) for t in section_tables(section, baseline, cdm)]
-    return "\n".join(parts)
 
 
 def table_csv(table: Table) -> str:
@@ -369,11 +453,6 @@ def table_csv(table: Table) -> str:
     return buf.getvalue()
 
 
-def to_csv(sections: list[Section], baseline: Selector | None = None, cdm: str | None = None) -> str:
-    """Every table of every section (spreadsheets open it as one sheet)."""
-    return "".join(table_csv(t) for section in sections for t in section_tables(section, baseline, cdm))
-
-
-__all__ = ["MISSING", "Axis", "Column", "Table", "cdm_tables", "configurations_table", "fmt", "markdown",
-           "pivot_tables", "section_tables", "size_unit", "space_table", "table_markdown", "to_csv",
-           "write_size_tables"]
+__all__ = ["MISSING", "Axis", "Column", "Table", "cdm_tables", "configurations_table", "difference_unit",
+           "figure_columns", "fmt", "md_inline", "number", "pivot_tables", "precise", "section_tables", "signed", "size_digits",
+           "size_unit", "space_table", "table_csv", "table_markdown", "write_size_tables"]

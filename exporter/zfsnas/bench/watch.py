@@ -18,9 +18,17 @@ and throttle counters up to the sample after the last byte's txg has synced (the
 caused). Compression achieved by the workload: the dataset's growth in `logicalused` over its
 growth in `used` (`zfs get -p` before and after that txg), unknown when it did not grow.
 
-It ends on SIGINT/SIGTERM, after `duration`, or `until_idle` seconds after the last change. It
-creates, writes and destroys nothing: it only reads. Owns sampling and the window; the command,
-the store and the annotations are client_commands.py's.
+It ends on SIGINT/SIGTERM/SIGHUP, after `duration`, or `until_idle` seconds after the last change.
+Counters that go backwards (the pool exported and imported) end that dataset's window where they
+were last read going forward: its bytes are never negative. A counter that cannot be read (the
+dataset or pool gone, a kstat that does not parse or holds no uint64) ends the watch with
+WatchError; `Watcher.watched` still says what was seen until then.
+
+Memory and time do not grow with the watch's length: of the samples only the first, the last
+`PRE_SAMPLES` before a dataset's first byte, the one after its last byte and the latest are kept;
+the peak of dirty data and the txgs that synced are folded in as samples come; the figures take
+time linear in nothing but those. It creates, writes and destroys nothing: it only reads. Owns
+sampling and the window; the command, the store and the annotations are client_commands.py's.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ import logging
 import os
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,6 +54,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("zfsnas.bench")
 COUNTERS = ("nwritten", "nread", "writes", "reads")
 FINE_STEP = 0.1
+PRE_SAMPLES = 600            # samples kept from before a dataset's first byte (10 min at 1 s)
+COUNTER_LIMIT = 1 << 64      # objset counters are uint64
 
 
 class WatchError(Exception):
@@ -64,6 +75,16 @@ class Target:
     previous_t: float = 0.0
     txg_at_last: int | None = None          # the pool's open txg when the counters last moved
     first_step: tuple[int, ...] | None = None   # the counters at the end of the first step they moved in
+    closed: str = ""                        # why its window ended before the watch did (counters went back)
+    before: list[Sample] = field(default_factory=list)   # the samples before its first byte (the last ones)
+    after_last: Sample | None = None        # the first sample taken at or after its last byte
+    moved_since_sample: bool = False        # bytes came since the last sample: the next one is `after_last`
+    peak_dirty: int | None = None           # dirty data's peak from its first byte to `after_last`
+    peak_since: int | None = None           # ... and since, folded in if more bytes come
+    txg_from: int | None = None             # the pool's open txg at the sample before its first byte
+    txgs_synced: int = 0                    # txgs from `txg_from` on that committed (so far)
+    txg_sync_seconds_max: float | None = None
+    txg_counted: int = -1                   # the highest committed txg counted
 
     def window(self) -> tuple[float, float]:
         """Monotonic start and end of the measured window. The end is the middle of the step in
@@ -97,6 +118,27 @@ class Target:
         assert self.first is not None and self.last is not None
         return {name: after - before for name, before, after in zip(COUNTERS, self.first[2], self.last[2])}
 
+    def see(self, sample: Sample, synced: list[Any]) -> None:
+        """Fold one sample in (dirty data's peak, the txgs that synced), as it is taken."""
+        if self.first is None or self.closed:
+            return
+        if sample.anon_bytes is not None:
+            self.peak_since = max(self.peak_since or 0, sample.anon_bytes)
+        if self.moved_since_sample:          # the first sample at or after the latest byte
+            self.after_last, self.moved_since_sample = sample, False
+            self.peak_dirty = _max(self.peak_dirty, self.peak_since)
+            self.peak_since = None
+        for row in synced:
+            if row.committed and row.txg > self.txg_counted and (self.txg_from is None or row.txg >= self.txg_from):
+                self.txgs_synced += 1
+                self.txg_counted = row.txg
+                seconds = row.stime / 1e9
+                self.txg_sync_seconds_max = max(self.txg_sync_seconds_max or 0.0, seconds)
+
+
+def _max(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else max(a, b)
+
 
 @dataclass
 class Sample:
@@ -104,14 +146,19 @@ class Sample:
     wall: float
     snapshot: probes.Snapshot
     anon_bytes: int | None
-    txgs: dict[str, list[Any]]                # pool -> its txgs rows (sources.kstat.Txg)
+    open_txgs: dict[str, int | None]          # pool -> its open txg (the highest in its txgs kstat)
 
 
 @dataclass
 class Watched:
+    """What a watch saw (bounded: see the module docstring)."""
     targets: list[Target]
-    samples: list[Sample]
+    first: Sample                             # the watch's first sample
+    last: Sample                              # its latest (after `settle`: the closing one)
     stopped_by: str
+    step: float = 1.0                         # the shortest time between two samples
+    samples: int = 1                          # how many were taken
+    error: str = ""                           # why the watch ended before it was asked to ("": it was not)
     settle_seconds: float = 0.0
     wall_offset: float = field(default_factory=lambda: time.time() - time.monotonic())
 
@@ -150,6 +197,8 @@ class Watcher:
         for target in self.targets:
             target.previous = self._counters(target)     # WatchError: nothing readable, said now
         self.step = min(FINE_STEP, interval) if all(t.path for t in self.targets) else interval
+        self.watched: Watched | None = None      # what was seen so far (also when the watch failed)
+        self._recent: deque[Sample] = deque(maxlen=PRE_SAMPLES)
 
     def _counters(self, target: Target) -> tuple[int, ...]:
         try:
@@ -162,9 +211,12 @@ class Watcher:
                     raise WatchError(f"{target.dataset}: no objset counters in the {self.source.kind} kstats "
                                      f"(is it mounted? a zvol has them once opened)")
                 values = found[0].values
-        except (OSError, ValueError, SourceError) as exc:
+            counters = tuple(int(values.get(name, 0)) for name in COUNTERS)
+        except (OSError, ValueError, TypeError, OverflowError, SourceError) as exc:
             raise WatchError(f"{target.dataset}: its objset counters cannot be read: {exc}") from None
-        return tuple(int(values.get(name, 0)) for name in COUNTERS)
+        if not all(0 <= c < COUNTER_LIMIT for c in counters):
+            raise WatchError(f"{target.dataset}: its objset counters are not uint64 ({counters}): not ZFS's")
+        return counters
 
     def _open_txg(self, pool: str) -> int | None:
         try:
@@ -172,7 +224,8 @@ class Watcher:
         except (SourceError, ValueError):
             return None
 
-    def sample(self) -> Sample:
+    def sample(self) -> tuple[Sample, dict[str, list[Any]]]:
+        """A sample, and each pool's txgs rows (folded into the targets, not kept)."""
         snapshot = probes.snapshot(self.procfs, self.sysfs, self.sysctl)
         try:
             self.source.refresh()
@@ -185,48 +238,83 @@ class Watcher:
                 txgs[pool] = self.source.txgs(pool)
             except (SourceError, ValueError):
                 txgs[pool] = []
-        return Sample(time.monotonic(), time.time(), snapshot, anon, txgs)
+        opened = {pool: max((r.txg for r in rows), default=None) for pool, rows in txgs.items()}
+        return Sample(time.monotonic(), time.time(), snapshot, anon if isinstance(anon, int) else None, opened), txgs
+
+    def _take(self, watched: Watched) -> None:
+        sample, txgs = self.sample()
+        watched.step = min(watched.step, max(sample.t - watched.last.t, 1e-6))
+        watched.samples += 1
+        watched.last = sample
+        for target in watched.targets:
+            target.see(sample, txgs.get(target.pool, []))
+        if any(t.first is None for t in watched.targets):
+            self._recent.append(sample)
+        elif self._recent:
+            self._recent.clear()      # every dataset has its own copy of what came before its first byte
 
     def watch(self, stop: threading.Event, duration: float | None = None, until_idle: float | None = None,
               on_first_byte: Any = None) -> Watched:
-        """Sample until stopped; returns what was seen (the caller turns it into results)."""
+        """Sample until stopped; returns what was seen (the caller turns it into results). On
+        WatchError, `self.watched` holds what was seen until then."""
         started = time.monotonic()
         for target in self.targets:
             target.previous_t = started
-        samples = [self.sample()]
+        first, _txgs = self.sample()
+        self._recent.append(first)
+        watched = self.watched = Watched(self.targets, first, first, "signal", step=self.interval)
         next_sample = started + self.interval
-        stopped_by = "signal"
         while True:
             now = time.monotonic()
             for target in self.targets:
-                counters = self._counters(target)
-                if counters != target.previous:
-                    if target.first is None:
-                        target.first = (target.previous_t, now, target.previous)
-                        target.first_step = counters
-                        if on_first_byte is not None and all(t.first is None or t is target for t in self.targets):
-                            on_first_byte()
-                    target.last = (target.previous_t, now, counters)
-                    target.txg_at_last = self._open_txg(target.pool)
-                target.previous, target.previous_t = counters, now
+                if not target.closed:
+                    self._read(target, now, watched, on_first_byte)
             if now >= next_sample:
-                samples.append(self.sample())
+                self._take(watched)
                 next_sample += self.interval * (1 + (now - next_sample) // self.interval)
             if stop.is_set():
                 break
-            if duration is not None and now - started >= duration:
-                stopped_by = "duration"
-                break
-            lasts = [t.last[1] for t in self.targets if t.last is not None]
-            if until_idle is not None and lasts and now - max(lasts) >= until_idle:
-                stopped_by = "until-idle"
+            if reason := self._ended(now - started, duration, until_idle, now):
+                watched.stopped_by = reason
                 break
             stop.wait(self.step)
-        return Watched(self.targets, samples, stopped_by)
+        return watched
 
-    def settle(self, watched: Watched, timeout: float) -> None:
+    def _read(self, target: Target, now: float, watched: Watched, on_first_byte: Any) -> None:
+        """One read of a dataset's counters: its first byte, its last, or its window's end when they go back."""
+        counters = self._counters(target)
+        if any(c < p for c, p in zip(counters, target.previous)):
+            target.closed = (f"its counters went backwards at {time.strftime('%H:%M:%S')} (the pool exported "
+                             f"and imported?): the window ends at the last read before")
+            log.warning("%s: %s", target.dataset, target.closed)
+            return
+        if counters != target.previous:
+            if target.first is None:
+                target.first = (target.previous_t, now, target.previous)
+                target.first_step = counters
+                target.before = list(self._recent)
+                target.txg_from = watched.last.open_txgs.get(target.pool)
+                if on_first_byte is not None and all(t.first is None or t is target for t in self.targets):
+                    on_first_byte()
+            target.last = (target.previous_t, now, counters)
+            target.txg_at_last = self._open_txg(target.pool)
+            target.moved_since_sample = True
+        target.previous, target.previous_t = counters, now
+
+    def _ended(self, elapsed: float, duration: float | None, until_idle: float | None, now: float) -> str:
+        """Why the watch ends now ("" while it goes on)."""
+        if all(t.closed for t in self.targets):
+            return "counters-went-backwards"
+        if duration is not None and elapsed >= duration:
+            return "duration"
+        lasts = [t.last[1] for t in self.targets if t.last is not None]
+        if until_idle is not None and lasts and now - max(lasts) >= until_idle:
+            return "until-idle"
+        return ""
+
+    def settle(self, watched: Watched, timeout: float, stop: threading.Event | None = None) -> None:
         """Wait (reading only) until the txg that was open when the last byte came has committed in
-        each pool, then take the closing sample."""
+        each pool, then take the closing sample. `stop` cuts the wait short (a second Ctrl-C)."""
         started = time.monotonic()
         open_txgs: dict[str, int] = {}
         for target in watched.targets:
@@ -243,11 +331,15 @@ class Watcher:
                     pending = True
             if not pending:
                 break
-            time.sleep(0.2)
+            if stop is not None and stop.wait(0.2):
+                log.warning("settling cut short: disk bytes and space may miss the last txg's writes")
+                break
+            if stop is None:
+                time.sleep(0.2)
         else:
             log.warning("the last txg did not commit within %.0f s: disk bytes and space may miss its writes", timeout)
         watched.settle_seconds = time.monotonic() - started
-        watched.samples.append(self.sample())
+        self._take(watched)
 
 
 def pool_disks(status_text: str, pool: str, sysfs: str = "/sys") -> list[str]:
@@ -263,10 +355,12 @@ def pool_disks(status_text: str, pool: str, sysfs: str = "/sys") -> list[str]:
     return sorted(set(out))
 
 
-def _bracket(samples: list[Sample], start: float, end: float) -> tuple[Sample, Sample]:
-    before = [s for s in samples if s.t <= start] or samples[:1]
-    after = [s for s in samples if s.t >= end] or samples[-1:]
-    return before[-1], after[0]
+def _bracket(target: Target, watched: Watched, start: float) -> tuple[Sample, Sample]:
+    """The samples around a dataset's window: the last kept one at or before its start (else the
+    oldest kept), and the first one at or after its last byte (else the latest)."""
+    kept = [watched.first, *(s for s in target.before if s is not watched.first)]
+    before = [s for s in kept if s.t <= start] or kept[:1]
+    return before[-1], target.after_last or watched.last
 
 
 def figures(watched: Watched, target: Target, disks: list[str], space_before: dict[str, str],
@@ -276,14 +370,13 @@ def figures(watched: Watched, target: Target, disks: list[str], space_before: di
     seconds = max(end - start, 1e-6)
     moved = target.moved()
     total = moved["nwritten"] + moved["nread"]
-    cpu_from, cpu_to = _bracket(watched.samples, start, end)
+    cpu_from, cpu_to = _bracket(target, watched, start)
     cpu = probes.deltas(cpu_from.snapshot, cpu_to.snapshot)
-    closing = probes.deltas(cpu_from.snapshot, watched.samples[-1].snapshot)
-    within = [s for s in watched.samples if start - watched_step(watched) <= s.t <= end + watched_step(watched)]
-    peak = max((s.anon_bytes for s in within if s.anon_bytes is not None), default=None)
-    txg_rows = {r.txg: r for s in watched.samples for r in s.txgs.get(target.pool, [])}
-    open_at_start = max((r.txg for r in cpu_from.txgs.get(target.pool, [])), default=None)
-    synced = [r for n, r in txg_rows.items() if r.committed and (open_at_start is None or n >= open_at_start)]
+    closing = probes.deltas(cpu_from.snapshot, watched.last.snapshot)
+    early = [s.anon_bytes for s in target.before if s.t >= start - watched.step and s.anon_bytes is not None]
+    # bytes after the last sample (a watch that ended at once): the samples since count too
+    peak = _max(_max(target.peak_dirty, max(early, default=None)),
+                target.peak_since if target.moved_since_sample else None)
     used = _delta(space_before, space_after, "used")
     logical = _delta(space_before, space_after, "logicalused")
     disk_bytes = {d: v for d, v in closing.disks.items() if d in disks}
@@ -293,13 +386,17 @@ def figures(watched: Watched, target: Target, disks: list[str], space_before: di
         "window": [round(watched.wall(start), 3), round(watched.wall(end), 3)],
         "first_landing": round(watched.wall(target.first_landing()), 3),
         "first_landing_bytes": target.first_landing_bytes(),
-        "step_seconds": watched_step(watched), "stopped_by": watched.stopped_by,
+        "step_seconds": watched.step, "stopped_by": watched.stopped_by, "samples": watched.samples,
         "peak_dirty_bytes": peak, "dirty_data_max": dirty_data_max,
-        "txgs_synced": len(synced), "txg_sync_seconds_max": max((r.stime / 1e9 for r in synced), default=None),
+        "txgs_synced": target.txgs_synced, "txg_sync_seconds_max": target.txg_sync_seconds_max,
         "pool_read_bytes": sum(v["read_bytes"] for v in disk_bytes.values()),
         "pool_written_bytes": sum(v["written_bytes"] for v in disk_bytes.values()),
         "compression": "growth of logicalused / growth of used (zfs get -p, before and after the last txg)",
     }
+    if target.closed:
+        details["window_ended"] = target.closed
+    if watched.error:
+        details["watch_ended"] = watched.error
     return ResultFigures.of({
         "bytes": total, "duration_seconds": seconds, "throughput_bytes_per_second": total / seconds,
         "iops": (moved["writes"] + moved["reads"]) / seconds,
@@ -307,11 +404,6 @@ def figures(watched: Watched, target: Target, disks: list[str], space_before: di
         "used_bytes": used, "logicalused_bytes": logical, "sync_seconds": watched.settle_seconds,
         "disks": disk_bytes, "dmu_tx": closing.dmu_tx, "details": details,
         **{k: v for k, v in cpu.figures().items() if k not in ("disks", "dmu_tx")}})
-
-
-def watched_step(watched: Watched) -> float:
-    times = [s.t for s in watched.samples]
-    return min((b - a for a, b in zip(times, times[1:])), default=1.0)
 
 
 def _delta(before: dict[str, str], after: dict[str, str], name: str) -> int | None:

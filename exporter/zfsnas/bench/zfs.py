@@ -153,17 +153,23 @@ class ZfsOps:
 
     def pool_layout(self, pool: str) -> tuple[str, tuple[tuple[str, str], ...]]:
         """`zpool status -P` (kept with the run) and the layout a configuration holds: vdev types
-        and widths, `zpool get ashift`, the disk models of the leaves (from sysfs)."""
+        and widths, `zpool get ashift`, the disk models of the leaves (from sysfs), and whether ZFS
+        was given whole disks or partitions (`zpool status` without -P names them as it was given
+        them)."""
         try:
             status = self.runner.run(["zpool", "status", "-P", pool])
         except SourceError as exc:
             status = f"unknown: {exc}"
         try:
+            names = self.runner.run(["zpool", "status", pool])
+        except SourceError:
+            names = ""
+        try:
             ashift = self.runner.run(["zpool", "get", "-Hp", "-o", "value", "ashift", pool]).strip()
         except SourceError:
             ashift = ""
         models = {leaf: self.disk_model(leaf) for leaf in leaf_paths(status, pool)}
-        return status, pool_layout(status, pool, ashift, models)
+        return status, pool_layout(status, pool, ashift, models, names)
 
     def disk_model(self, leaf: str) -> str:
         """The model of the whole disk under a leaf path (/dev/sda1, /dev/disk/by-id/...-part1)."""

@@ -69,17 +69,18 @@ class Context:
         # and labels them as `zfs_disk_info` does.
         self.disk_identities = disk_identities
         self._scrape_pools: list[str] | None = None  # during a scrape: its pool list, once listed
+        self._scrape_states: dict[str, str] = {}     # during a scrape: each pool's state, once read
         self._in_scrape = False
 
     @contextmanager
     def scrape(self) -> Iterator[None]:
         """One scrape of every collector: `pools()` lists the pools once for all of them (three
-        collectors read per-pool kstats), not once each."""
-        self._in_scrape, self._scrape_pools = True, None
+        collectors read per-pool kstats), not once each, and `pool_state()` reads each pool's state once."""
+        self._in_scrape, self._scrape_pools, self._scrape_states = True, None, {}
         try:
             yield
         finally:
-            self._in_scrape, self._scrape_pools = False, None
+            self._in_scrape, self._scrape_pools, self._scrape_states = False, None, {}
 
     def pools(self) -> list[str]:
         """The pools with kstats: listed once per scrape inside `scrape()`, on every call outside it."""
@@ -88,6 +89,17 @@ class Context:
         if self._scrape_pools is None:
             self._scrape_pools = self.kstat.pools()
         return list(self._scrape_pools)
+
+    def pool_state(self, pool: str) -> str:
+        """The pool's state kstat in upper case (`ONLINE`), read once per scrape inside `scrape()`
+        (`pools` follows it for fresh health, `poolstats` serves it): one small read per pool. A
+        failed read raises to every caller (nothing is kept of it)."""
+        if not self._in_scrape:
+            return self.kstat.pool_state(pool).upper()
+        state = self._scrape_states.get(pool)
+        if state is None:
+            state = self._scrape_states[pool] = self.kstat.pool_state(pool).upper()
+        return state
 
     def vdevs(self) -> list[VdevStatus]:
         """Every vdev of the last good `zpool status`: [] without the `pools` collector or before its first read."""
@@ -173,8 +185,9 @@ class Collector:
     default_enabled: ClassVar[bool] = True
     needs_zfs: ClassVar[bool] = True
     programs: ClassVar[tuple[str, ...]] = ()  # the commands it runs (`zfs`, `zpool`): without them it serves nothing
-    # commands without which it serves nothing, which is no failure (smartctl: SMART is an extra); the
-    # start-up line says so, with `missing_hint` (what to install), and its success stays 1
+    # commands without which it serves nothing but needs no ZFS (smartctl): the start-up line says so,
+    # with `missing_hint` (what to install), and the collector itself reports the failure after that
+    # (smart: success 0 beside zfs_disk_smart_unavailable{reason}), logged at debug as already said
     optional_programs: ClassVar[tuple[str, ...]] = ()
     missing_hint: ClassVar[str] = ""
     # Its own flags (named `--<name>.<option>`), declared once; an instance is `self.settings`.

@@ -6,8 +6,12 @@ a "previous median"), and the readable `compression`, `recordsize`, `encryption`
 `zfs_bench_config_change_info` adds `previous_config` and `change` (what a tuning change between
 two runs of a cell changed, in words).
 No label is named `job` or `instance`: those are Prometheus's target labels.
-The database is read in the background (source `bench_db`, `--bench.refresh-interval`); a missing
-database serves nothing and success 1: no benchmark has run yet.
+The database is read in the background (source `bench_db`, `--bench.refresh-interval`) by one
+`BenchDbReader`, which reads only what changed since its last read and keeps at most
+`--bench.max-configurations` (the most recently stored; the rest counted `over_limit`, the source
+at 0 while it cuts); what it left out of the database is counted in
+`zfs_exporter_source_values_dropped_total{source="bench_db"}`. A missing database serves nothing
+and success 1: no benchmark has run yet.
 """
 
 from __future__ import annotations
@@ -16,11 +20,12 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ..exposition import Families, Family
+from ..refresh import RenderedOnce
 from ..settings import Settings, flag, interval
 from .base import Context, RefreshingCollector, Report
 
 if TYPE_CHECKING:
-    from ..sources.benchdb import BenchConfig
+    from ..sources.benchdb import BenchConfig, BenchDbReader
 
 # (metric, type, help, BenchConfig attribute)
 FAMILIES = (
@@ -43,6 +48,9 @@ class BenchSettings(Settings):
     db: str | None = flag("--bench.db",
                           help="zfsnas-bench database (default $ZFSNAS_BENCH_DB or /var/lib/zfsnas/bench.sqlite)")
     refresh_interval: float = interval("--bench.refresh-interval", 15.0, "reads of the benchmark database")
+    max_configurations: int = flag("--bench.max-configurations", type=int, default=1000, metavar="N",
+                                   help="configurations served at most, the most recently stored (default 1000); "
+                                        "the others are counted in zfs_exporter_source_values_dropped_total")
 
 
 class BenchCollector(RefreshingCollector):
@@ -56,16 +64,32 @@ class BenchCollector(RefreshingCollector):
         super().__init__(ctx, settings)
         self.path = self.settings.db
         self.refresher = self.add_refresher("bench_db", self._read, self.settings.refresh_interval)
+        self._reader: BenchDbReader | None = None   # made by the first refresh (its module is not imported at start)
+        self._rendered = RenderedOnce(2)            # the families of the reader's last lists
 
     def _read(self) -> list[BenchConfig]:
         # The reader is imported here, in the refresh thread: nothing of it is needed to start.
-        from ..sources.benchdb import default_bench_db, read_bench_db
+        from ..sources.benchdb import BenchDbReader, default_bench_db
+        from ..sources.model import Dropped
 
-        return read_bench_db(self.path or default_bench_db())
+        if self._reader is None:
+            self._reader = BenchDbReader(self.path or default_bench_db(), self.settings.max_configurations)
+        dropped = Dropped()
+        try:
+            return self._reader.read(dropped)
+        finally:
+            self.refresher.count_dropped(dropped)
 
     def collect(self, report: Report) -> Iterable[Family]:
-        families = Families()
         configs: list[BenchConfig] = self.current(self.refresher, report) or []
+        # The reader hands out the same list while nothing changed: its families are rendered once
+        # for it (up to --bench.max-configurations of them: 8,000 samples), not at every scrape.
+        frozen: list[Family] = self._rendered.get((configs,), lambda: self._families(configs).frozen())
+        return frozen
+
+    @staticmethod
+    def _families(configs: list[BenchConfig]) -> Families:
+        families = Families()
         for config in configs:
             labels = config.labels
             for metric, kind, helptext, attribute in FAMILIES:

@@ -91,6 +91,10 @@ VDEV_SPACE = (
     ("capacity", "zfs_vdev_capacity_ratio", "Share of a top-level vdev or cache device allocated, 0..1."),
 )
 ERROR_TYPES = (("read", "read_errors"), ("write", "write_errors"), ("checksum", "checksum_errors"))
+# Event classes served at 0 for every imported pool while events are followed: the ones alerts and
+# dashboards take increase() of (errors, slow I/O). A counter born at its first count gives
+# increase() nothing for that event (issue 37: ZfsPoolSlowIO missed the first burst of delays).
+ZERO_EVENT_CLASSES = ("checksum", "io", "delay", "deadman")
 
 
 class PoolsSettings(Settings):
@@ -154,15 +158,17 @@ class PoolsCollector(RefreshingCollector):
             self._space_said = None
         except SourceError as exc:   # the tree is served all the same; why not its space is said once
             reason = one_line(exc)
-            if reason != self._space_said and not isinstance(exc, Explained):
+            if reason != self._space_said and not isinstance(exc, Explained) and not self.status.stopping:
                 log.warning("pools: the vdevs' space is left out: %s", reason)
             self._space_said = reason
         self._families_of(status, self._status_families)
         return status
 
     def _follow_events(self, stop: threading.Event) -> Iterable[str]:
-        from ..sources.zpool_events import FOLLOW_EVENTS, EventCounts, EventReader
+        from ..sources.zpool_events import FOLLOW_EVENTS, MAX_LINES_PER_SECOND, EventCounts, EventReader
 
+        if self.events is not None:     # an event storm costs a bounded share of a core
+            self.events.lines_per_second = MAX_LINES_PER_SECOND
         if self.event_counts is None:
             self.event_counts = EventCounts()
         self._event_reader = EventReader()  # a block cut short by the last run's end is forgotten
@@ -170,10 +176,14 @@ class PoolsCollector(RefreshingCollector):
         return self.ctx.commands.follow(FOLLOW_EVENTS, stop)
 
     def _event_line(self, line: str) -> None:
+        from ..sources.model import Dropped
         from ..sources.zpool_events import changes_health
 
         assert self._event_reader is not None and self.event_counts is not None  # made by _follow_events
         event = self._event_reader.feed(line)
+        if self._event_reader.left_out and self.events is not None:   # a line that did not read: counted, skipped
+            self.events.count_dropped(self._event_reader.left_out)
+            self._event_reader.left_out = Dropped()
         if event is not None and self.event_counts.add(event) and changes_health(event):
             for source in self._zpool_sources():
                 source.request()
@@ -242,7 +252,11 @@ class PoolsCollector(RefreshingCollector):
                 families.gauge("zfs_pool_expected_imported", "1 if the pool named in --pools.expected is imported "
                                "(it has kstats), 0 if not.", {"pool": pool}, 1 if pool in imported else 0)
         if self.event_counts is not None:
-            for (pool, event_class), count in sorted(self.event_counts.counts.copy().items()):
+            counts = self.event_counts.counts.copy()
+            for pool in imported or ():  # born at 0, so that increase() sees the first event of a class
+                for event_class in ZERO_EVENT_CLASSES:
+                    counts.setdefault((pool, event_class), 0)
+            for (pool, event_class), count in sorted(counts.items()):
                 if self._selected(pool) or not pool:
                     families.counter("zfs_pool_events_total", "ZFS events seen since the exporter started "
                                      "(zpool events), by pool and class without its *.fs.zfs. prefix.",
@@ -261,7 +275,7 @@ class PoolsCollector(RefreshingCollector):
         states = {}
         for pool in pools:
             try:
-                states[pool] = self.ctx.kstat.pool_state(pool).upper()
+                states[pool] = self.ctx.pool_state(pool)   # read once per scrape, poolstats serves the same
             except Exception:  # exported since it was listed: gone, as the next listing will say
                 continue
         changed = self._states is not None and states != self._states

@@ -66,7 +66,7 @@ class PoolstatsCollector(Collector):
         pools = self.list_pools(report)
         for pool in pools:
             with report.guard(f"pool {pool} state"):
-                state = kstat.pool_state(pool).upper()
+                state = self.ctx.pool_state(pool)
                 samples = families.family("gauge", "zfs_pool_state",
                                           "1 for the pool's current state (from the state kstat), 0 for the others.",
                                           ("pool", "state")).samples

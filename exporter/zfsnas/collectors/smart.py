@@ -13,8 +13,11 @@ prefix, timeout and output limit; smartctl is not one of the one-at-a-time zfs/z
 `--nocheck=standby` leaves a sleeping disk asleep: it shows state `standby` and keeps serving the
 values of its last read, whose age `zfs_disk_smart_read_timestamp_seconds` tells. A USB bridge that
 smartctl does not know is tried once more with `-d sat` (and read that way from then on);
-`--smart.device-type` gives the type instead. Without smartctl, or without the privileges to open
-any disk, the collector serves nothing and says why in one log line (docs/disks.md#smart).
+`--smart.device-type` gives the type instead. Without smartctl, without the privileges to open
+any disk (a container without the SMART devices, the unprivileged systemd unit) or with a smartctl
+that has no `--json`, SMART is unavailable, and never silently: the collector serves only
+`zfs_disk_smart_unavailable{reason}` 1 (`smartctl_missing`, `permission_denied`, `smartctl_too_old`),
+its `zfs_exporter_collector_success` is 0 and one log line says why (docs/disks.md#smart).
 The families are built once per read (or change of identities), so a scrape copies their text.
 """
 
@@ -24,7 +27,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from ..exposition import Families, Family
@@ -42,6 +45,8 @@ log = logging.getLogger("zfsnas")
 JOIN = ("device", "serial", "pool", "vdev_guid")  # zfs_disk_info's labels that identify the disk
 STATES = ("ok", "standby", "unsupported", "failed")  # sources.smart.STATES, without importing it at start
 DEFAULT_INTERVAL = 600.0
+# zfs_disk_smart_unavailable{reason}: why SMART cannot be read at all, as a word a dashboard can show.
+MISSING, DENIED, TOO_OLD = "smartctl_missing", "permission_denied", "smartctl_too_old"
 FIRST_SCAN_WAIT = 60.0  # seconds the first read waits for the disks collector's first device scan
 # (reading key, metric, type, help); served when the drive reported the value.
 NUMBERS = (
@@ -153,7 +158,7 @@ class SmartCollector(RefreshingCollector):
 
         disks: list[DiskSmart] = []
         identities: list[DiskIdentity] = []
-        unavailable, scanned, said_at_start = "", False, False
+        unavailable, reason, scanned, said_at_start = "", "", False, False
         try:
             identities, scanned = self._identities(FIRST_SCAN_WAIT)
             for at, identity in enumerate(identities):
@@ -162,20 +167,23 @@ class SmartCollector(RefreshingCollector):
                     identity = identities[at] = identity._replace(serial=self._scanned_serial(identity, result))
                 disks.append(self._disk(identity, result))
         except SmartctlMissing as exc:
-            disks, unavailable = [], f"{exc} (install smartmontools 7.0 or later)"
+            disks, unavailable, reason = [], f"{exc} (install smartmontools 7.0 or later)", MISSING
             said_at_start = exc.explained  # the start-up line said it: not again at warning
-        if not unavailable and _all_denied(disks):
-            unavailable = ("smartctl may not open the disks (permission denied): it needs root, or CAP_SYS_RAWIO "
-                           "(and CAP_SYS_ADMIN for NVMe) and read access to the disk devices")
+        if not unavailable and _all_tried(disks, lambda disk: disk.denied):
+            unavailable, reason = ("smartctl may not open the disks (permission denied): it needs root, or "
+                                   "CAP_SYS_RAWIO (and CAP_SYS_ADMIN for NVMe) and read access to the disk devices"), DENIED
+        if not unavailable and _all_tried(disks, lambda disk: NO_JSON in disk.reason):
+            unavailable, reason = "smartctl printed no JSON for any disk: smartmontools 7.0 or later has --json", TOO_OLD
         self._kept = {disk.device: disk for disk in disks}
         if unavailable != self._said:
             if unavailable:
                 log.log(logging.DEBUG if said_at_start else logging.WARNING,
-                        "smart: %s; the smart collector serves nothing (docs/disks.md#smart)", unavailable)
+                        "smart: %s; the smart collector serves only zfs_disk_smart_unavailable{reason=\"%s\"} "
+                        "(docs/disks.md#smart)", unavailable, reason)
             else:
                 log.info("smart: smartctl reads the disks")
             self._said = unavailable
-        survey = SmartSurvey(tuple(disks), identities, unavailable, scanned)
+        survey = SmartSurvey(tuple(disks), identities, unavailable, scanned, reason)
         self._families(survey, identities)  # rendered here, before the scrape asks
         return survey
 
@@ -250,8 +258,11 @@ class SmartCollector(RefreshingCollector):
         if self._started and not self.refresher.tried:  # the first read is under way: nothing yet, nothing wrong
             return []
         survey = self.current(self.refresher, report)
-        if survey is None or survey.unavailable:
+        if survey is None:
             return []
+        if survey.unavailable:  # a failure, and one that says why (logged once by the refresh)
+            report.fail("smartctl", survey.unavailable, explained=True)
+            return [_unavailable_family(survey.unavailable_reason)]
         identities = survey.identities
         if self.ctx.disk_identities is not None and not survey.scanned:
             with report.guard("identifying disks"):
@@ -311,7 +322,18 @@ def _reading(families: Families, join: dict[str, str], reading: SmartReading, re
                            {**join, "type": kind}, test.hours_ago * 3600)
 
 
-def _all_denied(disks: list[DiskSmart]) -> bool:
-    """Every disk with SMART refused to open: a matter of privileges, not of the disks."""
+def _unavailable_family(reason: str) -> Family:
+    families = Families()
+    families.gauge("zfs_disk_smart_unavailable", "1 while SMART cannot be read at all, with why: smartctl_missing, "
+                   "permission_denied (no raw access to the disks), smartctl_too_old (no --json).", {"reason": reason}, 1)
+    [family] = families.frozen()
+    return family
+
+
+NO_JSON = "printed no JSON object"  # sources.smart.interpret's words for a smartctl without --json
+
+
+def _all_tried(disks: list[DiskSmart], failed: Callable[[DiskSmart], bool]) -> bool:
+    """Every disk with SMART failed the same way: a matter of the host (privileges, smartctl), not of the disks."""
     tried = [disk for disk in disks if disk.state != "unsupported"]
-    return bool(tried) and all(disk.denied for disk in tried)
+    return bool(tried) and all(disk.state == "failed" and failed(disk) for disk in tried)

@@ -5,6 +5,10 @@ Owns `zfs_pool_txg*`, `zfs_pool_tx_assign_seconds`, `zfs_dmu_tx_*_total`,
 The txg history ring only holds the last `zfs_txg_history` txgs, so counters are accumulated
 here from the txgs that synced since the previous scrape (`TxgAccumulator`): none is counted
 twice, and txgs that fell out of the ring unseen are counted in `zfs_pool_txgs_missed_total`.
+The ring the first scrape finds synced before the exporter started: it is the counters' zero, not
+counted (counted, an exporter restart read as a burst of up to `zfs_txg_history` txgs and their
+bytes, doubling the pools' write and txg rates for 5 minutes: issue 37). A pool imported later
+starts a ring of its own, every txg of it new: that ring is counted.
 """
 
 from __future__ import annotations
@@ -61,8 +65,9 @@ def dirty_ratio_bounds(delay_min_dirty_percent: int | None) -> tuple[float, ...]
 class TxgAccumulator:
     """Counters of one pool's synced txgs, built across scrapes from the history ring."""
 
-    def __init__(self, pool: str, ratio_bounds: Sequence[float]):
+    def __init__(self, pool: str, ratio_bounds: Sequence[float], count_first_ring: bool = True):
         self.pool = pool
+        self.count_first_ring = count_first_ring  # False: the first ring read is the zero, not counted
         self.last_txg: int | None = None
         self.synced = 0
         self.written_bytes = 0
@@ -82,6 +87,10 @@ class TxgAccumulator:
         start = 0 if self.last_txg is None else bisect.bisect_right(ring, self.last_txg, key=_TXG_NUMBER)
         new = [t for t in ring[start:] if t.committed]
         if not new:
+            return
+        if self.last_txg is None and not self.count_first_ring:
+            self.count_first_ring = True  # only this first ring: after a re-created pool's, count again
+            self.last_txg, self.last_dirty_bytes = new[-1].txg, new[-1].ndirty
             return
         if self.last_txg is not None and new[0].txg > self.last_txg + 1:
             lost = new[0].txg - self.last_txg - 1
@@ -130,12 +139,14 @@ class TxgCollector(Collector):
         super().__init__(ctx, settings)
         self.accumulators: dict[str, TxgAccumulator] = {}
         self._history_off_logged: set[str] = set()
+        self._collected = False  # after the first scrape a new pool's ring is all new: counted
 
     def continue_from(self, earlier: Collector) -> None:
         """The txgs counted so far carry over, so a replay's next snapshot counts only the txgs that
         synced since (each snapshot counting its whole ring would show the same count twice)."""
         if isinstance(earlier, TxgCollector):
             self.accumulators = copy.deepcopy(earlier.accumulators)
+            self._collected = earlier._collected
 
     def collect(self, report: Report) -> Iterable[Family]:
         kstat = self.ctx.kstat
@@ -167,13 +178,15 @@ class TxgCollector(Collector):
                                        {"pool": pool}, buckets, None)
         for gone in set(self.accumulators) - set(pools):
             del self.accumulators[gone]
+        self._collected = True
         return families
 
     def _pool(self, pool: str, txgs: list[Txg], dirty_max: int | None, delay_percent: int | None,
               families: Families) -> None:
         acc = self.accumulators.get(pool)
         if acc is None:
-            acc = self.accumulators[pool] = TxgAccumulator(pool, dirty_ratio_bounds(delay_percent))
+            acc = self.accumulators[pool] = TxgAccumulator(pool, dirty_ratio_bounds(delay_percent),
+                                                           count_first_ring=self._collected)
         if not txgs and pool not in self._history_off_logged:
             log.warning("pool %s: the txg history is empty (zfs_txg_history=0?); txg metrics stay at zero", pool)
             self._history_off_logged.add(pool)

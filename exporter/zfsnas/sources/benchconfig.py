@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -195,10 +196,16 @@ def differs_text(alikes: list[tuple[str, list[str]]]) -> str:
 
 # --- the pool's layout, from `zpool status -P` and `zpool get ashift` -----------------------------
 
-def pool_layout(status_text: str, pool: str, ashift: str = "", models: dict[str, str] | None = None) -> Pairs:
-    """(vdevs, ashift, models) of `pool`. vdevs: each top-level vdev as `role:type:width`, sorted
-    (`data:raidz2:8`, `data:mirror:2`, `cache:disk:1`); models: `<model> x<count>` of the leaves,
-    `models` mapping a leaf's path to its disk model. Unknown parts say `unknown`."""
+def pool_layout(status_text: str, pool: str, ashift: str = "", models: dict[str, str] | None = None,
+                names_text: str | None = None) -> Pairs:
+    """(vdevs, ashift, models[, partition]) of `pool`. vdevs: each top-level vdev as `role:type:width`,
+    sorted (`data:raidz2:8`, `data:mirror:2`, `cache:disk:1`); models: `<model> x<count>` of the
+    leaves, `models` mapping a leaf's path to its disk model. `names_text` is `zpool status POOL`
+    without -P: ZFS prints a disk it was given whole without the partition it made on it (`ata-X`,
+    `sda`; -P prints `ata-X-part1`), a partition it was given with its own (`ata-X-part3`, `sda3`,
+    `nvme0n1p2`, `ada0p3`, a `gpt/` label or a partuuid); from both, `partition` says `whole disk`,
+    `partition`, `mixed` or `file` (file vdevs). Without `names_text` (results of a release that did
+    not read it) there is no `partition` field, so their ids stay. Unknown parts say `unknown`."""
     from .zpool import parse_status  # the exporter's parser: one reading of `zpool status`
 
     try:
@@ -206,7 +213,8 @@ def pool_layout(status_text: str, pool: str, ashift: str = "", models: dict[str,
     except (ValueError, IndexError):
         statuses = []
     if not statuses:
-        return pairs({"vdevs": UNKNOWN, "ashift": ashift or UNKNOWN, "models": UNKNOWN})
+        return pairs({"vdevs": UNKNOWN, "ashift": ashift or UNKNOWN, "models": UNKNOWN,
+                      **({"partition": UNKNOWN} if names_text is not None else {})})
     vdevs = statuses[0].vdevs
     children = Counter(v.parent for v in vdevs)
     tops = []
@@ -217,8 +225,46 @@ def pool_layout(status_text: str, pool: str, ashift: str = "", models: dict[str,
         tops.append(f"{v.role}:{kind}:{1 if v.is_leaf else children[v.name]}")
     leaves = [v.name for v in vdevs if v.is_leaf and v.role not in ("cache", "spare")]
     counted = Counter((models or {}).get(leaf) or UNKNOWN for leaf in leaves)
-    return pairs({"vdevs": ",".join(sorted(tops)) or UNKNOWN, "ashift": ashift or UNKNOWN,
-                  "models": ",".join(f"{m} x{n}" for m, n in sorted(counted.items())) or UNKNOWN})
+    layout = {"vdevs": ",".join(sorted(tops)) or UNKNOWN, "ashift": ashift or UNKNOWN,
+              "models": ",".join(f"{m} x{n}" for m, n in sorted(counted.items())) or UNKNOWN}
+    if names_text is not None:
+        layout["partition"] = _partitioning(vdevs, names_text, pool)
+    return pairs(layout)
+
+
+# A partition as `zpool status` names it without -P: Linux `-partN` (by-id, by-path), `sdaN`,
+# `vdbN`, `nvme0n1pN`, `mmcblk0pN`; FreeBSD `ada0p3`, `da1s1a`, `gpt/<label>`, `gptid/<uuid>`; a
+# partuuid (`/dev/disk/by-partuuid/<uuid>`, as TrueNAS SCALE builds its pools).
+_PARTITION_NAME = re.compile(r"(-part\d+$|^(?:x?[shv]d[a-z]+)\d+$|^(?:nvme\d+n\d+|mmcblk\d+|nbd\d+)p\d+$"
+                             r"|^(?:ada|da|nvd|nda|vtbd|mfid|ad)\d+(?:p\d+|s\d+[a-h]?)$|^(?:gpt|gptid|label)/"
+                             r"|^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$)", re.IGNORECASE)
+_PARTITION_DIRS = ("/dev/disk/by-partuuid/", "/dev/disk/by-partlabel/", "/dev/gpt/", "/dev/gptid/")
+
+
+def _partitioning(vdevs: list[Any], names_text: str, pool: str) -> str:
+    """`whole disk`, `partition`, `mixed` or `file` for the data leaves of `pool` (cache and spares
+    aside), pairing the -P paths with the names `zpool status` prints by position."""
+    from .zpool import parse_status
+
+    try:
+        named = [s for s in parse_status(names_text) if s.name == pool]
+    except (ValueError, IndexError):
+        named = []
+    leaves = [v for v in vdevs if v.is_leaf]
+    names = [v for v in named[0].vdevs if v.is_leaf] if named else []
+    if len(names) != len(leaves):
+        return UNKNOWN
+    kinds = set()
+    for path, name in zip(leaves, names):
+        if path.role in ("cache", "spare"):
+            continue
+        if path.name.startswith("/") and not path.name.startswith("/dev/"):
+            kinds.add("file")
+        elif path.name.startswith(_PARTITION_DIRS) or _PARTITION_NAME.search(name.name.rsplit("/dev/", 1)[-1]):
+            kinds.add("partition")
+        else:
+            kinds.add("whole disk")
+    return kinds.pop() if len(kinds) == 1 else "mixed" if kinds else UNKNOWN
 
 
 def leaf_paths(status_text: str, pool: str) -> list[str]:

@@ -8,13 +8,20 @@ the columns SQLite returns. A result stored by an older release (a `job` column,
 is read as the migration would write it: `workload`, and its configuration from
 `legacy_configuration`. It sits among the sources, below the bench wing, and imports nothing from
 `zfsnas.bench`; it opens no database itself and writes nothing.
+
+Also owns what a stored value may be (`number_problem`, `time_problem`): finite numbers,
+non-negative where that is physics, times within a plausible window. Writers check there before
+they store (an import refuses its file), readers when they read (a value that is not one is read
+as not measured, never served or plotted as it is).
 """
 
 from __future__ import annotations
 
 import json
+import math
+import time
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from .benchconfig import Configuration, legacy_configuration
@@ -31,7 +38,8 @@ TABLES = {
         "host TEXT NOT NULL", "pid INTEGER NOT NULL", "started REAL NOT NULL", "finished REAL",
         "status TEXT NOT NULL", "zfs_version TEXT", "fio_version TEXT", "kernel TEXT", "pool_layout TEXT",
         "cells INTEGER NOT NULL DEFAULT 0",
-        "parameters TEXT"),                 # every module parameter at run start (JSON)
+        "parameters TEXT",                  # every module parameter at run start (JSON)
+        "race TEXT"),                       # `run --until-decided`: how the race ended (JSON; racing.py)
     "results": (
         "id INTEGER PRIMARY KEY AUTOINCREMENT", "run_id TEXT NOT NULL REFERENCES matrix_runs(id)",
         "cell INTEGER NOT NULL", "matrix TEXT NOT NULL", "workload TEXT NOT NULL", "compression TEXT NOT NULL",
@@ -61,6 +69,17 @@ RENAMED = {("results", "job"): "workload"}   # release 0 -> 1: `job` collided wi
 INDEXES = ("CREATE INDEX IF NOT EXISTS results_config_id ON results(config_id, status)",
            "CREATE INDEX IF NOT EXISTS parameter_changes_pending ON parameter_changes(host, restored)")
 FINAL = ("complete", "aborted", "failed")
+
+# A time a result may carry: not before 2000 (no zfsnas-bench, fio JSON or CrystalDiskMark 5 result
+# is older), not more than a day ahead of this clock (a client whose clock is a little ahead).
+EARLIEST_TIME = 946_684_800.0
+FUTURE_SLACK_SECONDS = 86_400.0
+LATEST_READABLE_TIME = 253_402_300_799.0     # 9999-12-31T23:59:59Z
+# Figures that can be negative: a watch's `used`/`logicalused` are growths (files deleted meanwhile).
+SIGNED_FIGURES = frozenset({"used_bytes", "logicalused_bytes"})
+# Figures bounded by what they are: shares of CPU time, and a compression ratio (ZFS's best: a 16 MiB
+# record held in a block pointer's 112 bytes, about 150,000; 10^6 leaves room).
+FIGURE_RANGES = {"cpu_busy_ratio": (0.0, 1.0), "cpu_iowait_ratio": (0.0, 1.0), "compressratio": (0.0, 1e6)}
 
 JsonObject = dict[str, Any]
 
@@ -109,6 +128,55 @@ class ResultFigures:
 
 RESULT_FIELDS = tuple(f.name for f in fields(ResultFigures))
 NO_FIGURES = ResultFigures()
+# The figures that are numbers (the others are JSON or text).
+NUMBER_FIELDS = tuple(f.name for f in fields(ResultFigures) if f.type in ("float | None", "int | None"))
+
+
+def number_problem(value: object, signed: bool = False) -> str | None:
+    """Why `value` is no figure (`not_a_number`: text, bytes, NaN, an infinity, an integer past
+    float64; `negative` where it cannot be), or None when it is one."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "not_a_number"
+    try:
+        number = float(value)
+    except OverflowError:
+        return "not_a_number"
+    if not math.isfinite(number):
+        return "not_a_number"
+    return "negative" if number < 0 and not signed else None
+
+
+def time_problem(value: object, now: float | None = None) -> str | None:
+    """Why `value` is no plausible Unix time of a result coming in (`out_of_range`: before 2000 or
+    more than a day ahead of this clock), or None."""
+    latest = (time.time() if now is None else now) + FUTURE_SLACK_SECONDS
+    return _time_outside(value, EARLIEST_TIME, latest)
+
+
+def stored_time_problem(value: object) -> str | None:
+    """Why a stored `value` cannot be read as a time (`out_of_range`: before 1970 or after 9999, which
+    no calendar a reader prints reaches), or None. Looser than `time_problem`: what an older release
+    stored is read if it can be."""
+    return _time_outside(value, 0.0, LATEST_READABLE_TIME)
+
+
+def _time_outside(value: object, earliest: float, latest: float) -> str | None:
+    problem = number_problem(value)
+    if problem is not None:
+        return problem
+    assert isinstance(value, (int, float))   # number_problem said so
+    return None if earliest <= value <= latest else "out_of_range"
+
+
+def figure_problem(name: str, value: object) -> str | None:
+    """`number_problem` of one figure of ResultFigures (signed where SIGNED_FIGURES says), and
+    `out_of_range` outside FIGURE_RANGES."""
+    problem = number_problem(value, signed=name in SIGNED_FIGURES)
+    if problem is None and name in FIGURE_RANGES:
+        assert isinstance(value, (int, float))   # number_problem said so
+        low, high = FIGURE_RANGES[name]
+        return None if low <= value <= high else "out_of_range"
+    return problem
 
 
 @dataclass(frozen=True)
@@ -187,6 +255,7 @@ class MatrixRun:
     pool_layout: str | None
     cells: int
     parameters: str | None
+    race: str | None = None        # a race's record (JSON), None for a full run or an import
 
 
 @dataclass(frozen=True)
@@ -224,14 +293,28 @@ def _columns(cls: type, values: Mapping[str, Any]) -> dict[str, Any]:
 
 def result_row(values: Mapping[str, Any], runs: Mapping[str, Mapping[str, Any]] | None = None) -> ResultRow:
     """A `results` row as the current schema has it: an older release's `job` is the workload, and a
-    row without a configuration gets `legacy_configuration` (of the row and its run in `runs`)."""
+    row without a configuration gets `legacy_configuration` (of the row and its run in `runs`). A
+    figure that is no number (or negative where it cannot be) reads None, not measured; a finish
+    time that is no readable time None, such a start time the finish (else 0: 1970)."""
     columns = dict(values)
     if "workload" not in columns and "job" in columns:
         columns["workload"] = columns.pop("job")
     if not columns.get("config"):
         config = legacy_configuration(columns, (runs or {}).get(columns["run_id"]))
         columns["config"], columns["config_id"] = config.to_json(), config.id
-    return ResultRow(**_columns(ResultRow, columns))
+    return checked_row(ResultRow(**_columns(ResultRow, columns)))
+
+
+def checked_row(row: ResultRow) -> ResultRow:
+    """`row` with what cannot be true read as not measured (see `result_row`)."""
+    bad: dict[str, Any] = {name: None for name in NUMBER_FIELDS
+                           if (value := getattr(row, name)) is not None and figure_problem(name, value)}
+    if row.finished is not None and stored_time_problem(row.finished):
+        bad["finished"] = None
+    if stored_time_problem(row.started):
+        finished = bad.get("finished", row.finished)
+        bad["started"] = finished if finished is not None else 0.0
+    return replace(row, **bad) if bad else row
 
 
 def matrix_run(values: Mapping[str, Any]) -> MatrixRun:

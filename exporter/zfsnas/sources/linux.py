@@ -35,6 +35,9 @@ class ProcfsKstatSource:
         self._params = f"{self._module}/parameters/"  # + a parameter's name
         self._txg_rows: dict[str, dict[str, Txg]] = {}  # pool -> its last txgs read, row text -> Txg
         self._objsets: dict[str, dict[str, tuple[bytes, Objset]]] = {}  # pool -> file name -> (rows, Objset)
+        # Pools without an `io` kstat (removed in OpenZFS 2.1): not looked for again while the pool is
+        # listed and the module loaded (a kstat is made when its pool is imported, never later).
+        self._no_io: set[str] = set()
 
     def refresh(self) -> None:
         pass
@@ -68,7 +71,10 @@ class ProcfsKstatSource:
         return f"{self._kstat}/{pool}"
 
     def zfs_loaded(self) -> bool:
-        return os.path.isdir(self._kstat)
+        loaded = os.path.isdir(self._kstat)
+        if not loaded:   # another module may come: nothing known of the pools holds
+            self._no_io.clear()
+        return loaded
 
     def arcstats(self) -> NamedKstat:
         path = f"{self._kstat}/arcstats"
@@ -88,6 +94,7 @@ class ProcfsKstatSource:
         for memo in (self._txg_rows, self._objsets):
             for gone in memo.keys() - set(pools):
                 del memo[gone]
+        self._no_io &= set(pools)
         return pools
 
     def txgs(self, pool: str) -> list[Txg]:
@@ -116,9 +123,14 @@ class ProcfsKstatSource:
         return None if text is None else parse_named_kstat(text, path)
 
     def pool_io(self, pool: str) -> dict[str, int] | None:
+        if pool in self._no_io:
+            return None
         path = f"{self._kstat}/{pool}/io"
         text = self._optional(path, pool)
-        return None if text is None else parse_io_kstat(text, path)
+        if text is None:
+            self._no_io.add(pool)
+            return None
+        return parse_io_kstat(text, path)
 
     def objsets(self, pool: str) -> list[Objset]:
         pool_dir = self._pool_dir(pool)

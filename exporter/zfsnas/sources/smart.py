@@ -68,6 +68,12 @@ OPEN_FAILED = 0x02            # exit status bit 1
 NVME_DATA_UNIT_BYTES = 512_000
 ATA_SELF_TEST_HOURS = 65536   # the ATA self-test log keeps power-on hours in 16 bits
 MISSING_STATUS = 127          # a prefix such as nsenter that cannot find smartctl exits with this
+# What one disk's JSON may hold before it is parsed: a report has hundreds to a few thousand values;
+# the command's byte limit alone let 15 MB of `{}` make millions of objects (391 MiB).
+MAX_JSON_VALUES = 100_000
+# Temperatures a sensor reports, in degrees Celsius: ATA's SCT status is a signed byte (-128 means
+# none), SCSI's log page 0 to 254 (255 means none), NVMe's Kelvin (0 means none: -273 C).
+TEMPERATURE_RANGE = (-127, 254)
 
 # What became of one disk's read.
 OK, STANDBY, UNSUPPORTED, FAILED = "ok", "standby", "unsupported", "failed"
@@ -169,6 +175,7 @@ class SmartSurvey(NamedTuple):
     identities: list[DiskIdentity]
     unavailable: str                 # why smartctl cannot be used at all ("" when it can)
     scanned: bool = False            # the disks came from `smartctl --scan` (no sysfs), labelled by smartctl
+    unavailable_reason: str = ""     # the same as a short snake_case word (zfs_disk_smart_unavailable{reason})
 
 
 def smartctl_argv(device_path: str, device_type: str | None = None) -> list[str]:
@@ -190,10 +197,7 @@ def scan(complete: Callable[[Sequence[str]], Completed]) -> list[tuple[str, str]
         if str(exc).endswith("command not found"):
             raise SmartctlMissing(str(exc), isinstance(exc, Explained)) from None
         raise
-    try:
-        data = json.loads(done.stdout)
-    except (ValueError, RecursionError):
-        data = None
+    data, _unread = _json_object(done.stdout)
     if not isinstance(data, dict):
         if done.returncode == MISSING_STATUS:
             raise SmartctlMissing(f"{SMARTCTL} not found: {_first_line(done.stderr) or 'exit status 127'}")
@@ -228,14 +232,11 @@ def valid_device_type(text: str) -> bool:
 def interpret(returncode: int, stdout: str, stderr: str = "") -> SmartResult:
     """What one smartctl run says about its disk. Raises SmartctlMissing when the output shows that
     smartctl itself could not be run (a command prefix that found no smartctl)."""
-    try:
-        data = json.loads(stdout) if stdout.strip() else None
-    except (ValueError, RecursionError):
-        data = None
+    data, unread = _json_object(stdout)
     if not isinstance(data, dict):
         if returncode == MISSING_STATUS:
             raise SmartctlMissing(f"{SMARTCTL} not found: {_first_line(stderr) or 'exit status 127'}")
-        detail = _first_line(stderr) or _first_line(stdout) or "no output"
+        detail = unread or _first_line(stderr) or _first_line(stdout) or "no output"
         return SmartResult(FAILED, reason=f"{SMARTCTL} printed no JSON object (exit status {returncode}; "
                                           f"smartmontools 7.0 or later has --json): {detail}")
     status = _status(data, returncode)
@@ -263,6 +264,23 @@ def interpret(returncode: int, stdout: str, stderr: str = "") -> SmartResult:
     return SmartResult(OK, reading)
 
 
+def json_values(text: str) -> int:
+    """About how many values a JSON text holds (every value but a container's first follows a comma;
+    containers counted too), counted without parsing it."""
+    return text.count(",") + text.count("{") + text.count("[")
+
+
+def _json_object(text: str) -> tuple[Any, str]:
+    """smartctl's JSON (None when there is none), and why it was not parsed when it was too big."""
+    if (values := json_values(text)) > MAX_JSON_VALUES:
+        return None, f"about {values} JSON values (a disk's report holds a few thousand; at most {MAX_JSON_VALUES} " \
+                     f"are parsed)"
+    try:
+        return (json.loads(text) if text.strip() else None), ""
+    except (ValueError, RecursionError):
+        return None, ""
+
+
 def parse_reading(data: Mapping[str, Any], exit_status: int = 0) -> SmartReading:
     """A `SmartReading` from smartctl's JSON object; fields of the wrong type or missing are left out."""
     device = _mapping(data.get("device"))
@@ -273,13 +291,13 @@ def parse_reading(data: Mapping[str, Any], exit_status: int = 0) -> SmartReading
     if isinstance(passed, bool):
         numbers["healthy"] = 1 if passed else 0
     temperature = _mapping(data.get("temperature"))
-    _put(numbers, "temperature", _number(temperature.get("current"), signed=True))
-    limit = (_number(temperature.get("op_limit_max"), signed=True)
-             or _number(temperature.get("drive_trip"), signed=True)
-             or _number(_mapping(data.get("scsi_temperature")).get("drive_trip"), signed=True))
+    _put(numbers, "temperature", _degrees(temperature.get("current")))
+    limit = (_degrees(temperature.get("op_limit_max"))
+             or _degrees(temperature.get("drive_trip"))
+             or _degrees(_mapping(data.get("scsi_temperature")).get("drive_trip")))
     _put(numbers, "temperature_limit", limit)
     for key, extreme, period in TEMPERATURE_EXTREMES:
-        if (degrees := _number(temperature.get(key), signed=True)) is not None:
+        if (degrees := _degrees(temperature.get(key))) is not None:
             temperatures[(extreme, period)] = degrees
     power_on = _mapping(data.get("power_on_time"))
     hours = _number(power_on.get("hours"))
@@ -409,6 +427,12 @@ def _number(value: Any, signed: bool = False) -> float | None:
     if value < 0 and not signed:
         return None
     return value
+
+
+def _degrees(value: Any) -> float | None:
+    """A temperature as a sensor can report it (TEMPERATURE_RANGE); another is left out."""
+    degrees = _number(value, signed=True)
+    return degrees if degrees is not None and TEMPERATURE_RANGE[0] <= degrees <= TEMPERATURE_RANGE[1] else None
 
 
 def _text(value: Any) -> str:

@@ -8,6 +8,12 @@ nested lists deeper), a blank line. Ereports and resource events name their pool
 `zfs_zevent_len_max`) and then waits for new ones; `EventCounts` counts each event once: not the
 backlog of before the exporter started, not the backlog again when the command is started anew.
 It must not build metrics nor run anything.
+
+One line that does not read costs that line (or field), never the follower: it is left out and
+counted in `EventReader.left_out` (`malformed`: a line outside any event, a field that does not
+parse; `out_of_range`: an id, time or count past the kernel's 64 bits), and reading goes on. The
+events the kernel says it dropped (its queue overflowed while we read slowly, as under a storm:
+the follower reads at most `MAX_LINES_PER_SECOND`) are counted there too (`over_limit`).
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ from __future__ import annotations
 import re
 import time
 from typing import NamedTuple
+
+from .model import Dropped
 
 FOLLOW_EVENTS = ("zpool", "events", "-fvH")
 # `ereport.fs.zfs.checksum` -> `checksum`, `resource.fs.zfs.statechange` -> `statechange`,
@@ -24,10 +32,13 @@ CLASS_PREFIXES = ("ereport.fs.zfs.", "resource.fs.zfs.", "sysevent.fs.zfs.")
 NO_HEALTH_CHANGE = ("history_event", "delay", "deadman", "trim_", "initialize_", "bootfs_vdev_attach")
 MAX_SERIES = 1000          # distinct (pool, class) pairs counted; later new pairs are counted as dropped
 MAX_FIELDS = 64            # top-level fields kept of one event (the few read are near the top)
+MAX_LINES_PER_SECOND = 5000   # read at most this fast: an event storm costs a few % of a core, the kernel drops the rest
+UINT64_HEX_DIGITS = 16
 
 _HEADER = re.compile(r"[A-Z][a-z]{2} [ 0-9][0-9] [0-9]{4} [0-9:]{8}\.[0-9]{9}\t(\S+)")
 _FIELD = re.compile(r" {8}([a-z_]+) = (.*)")
 _DROPPED = re.compile(r"dropped ([0-9]+) events")
+_HEX = re.compile(r"0x[0-9a-fA-F]+")
 
 
 class Event(NamedTuple):
@@ -54,12 +65,14 @@ def changes_health(event: Event) -> bool:
 
 class EventReader:
     """Reads `zpool events -fvH` output line by line; `feed` returns an event once its block ends
-    (at the blank line after it, or at the next header when a block has none)."""
+    (at the blank line after it, or at the next header when a block has none). What does not read
+    is left out and counted in `left_out` (the caller takes it and puts a new one)."""
 
     def __init__(self) -> None:
         self._class: str | None = None
         self._fields: dict[str, str] = {}
         self.dropped = 0   # events the kernel said it dropped (`dropped N events`: its queue overflowed)
+        self.left_out = Dropped()
 
     def feed(self, line: str) -> Event | None:
         if header := _HEADER.fullmatch(line):
@@ -73,7 +86,14 @@ class EventReader:
             if field and len(self._fields) < MAX_FIELDS:
                 self._fields.setdefault(field[1], field[2])
         elif dropped := _DROPPED.fullmatch(line.strip()):
-            self.dropped += int(dropped[1])
+            if len(dropped[1]) > 20:          # no uint64 has more digits
+                self.left_out.add("out_of_range", line)
+            else:
+                self.dropped += int(dropped[1])
+                self.left_out.add("over_limit", f"the kernel dropped events: {line.strip()}", count=int(dropped[1]),
+                                  line=False)
+        else:
+            self.left_out.add("malformed", line)
         return None
 
     def _finish(self) -> Event | None:
@@ -81,28 +101,46 @@ class EventReader:
             return None
         fields, name = self._fields, self._class
         self._class, self._fields = None, {}
-        pool = _string(fields.get("pool", "")) or _string(fields.get("pool_name", ""))
-        return Event(name, pool, _hex(fields.get("eid", "")), _event_time(fields.get("time", "")))
+        pool = self._string(fields, "pool") or self._string(fields, "pool_name")
+        return Event(name, pool, self._hex("eid", fields.get("eid")), self._event_time(fields.get("time")))
 
+    def _string(self, fields: dict[str, str], name: str) -> str:
+        value = fields.get(name)
+        if value is None:
+            return ""
+        if len(value) >= 2 and value[0] == value[-1] == '"':
+            return value[1:-1]
+        self.left_out.field("malformed", f"{name} = {value}")
+        return ""
 
-def _string(value: str) -> str:
-    return value[1:-1] if len(value) >= 2 and value[0] == value[-1] == '"' else ""
+    def _hex(self, name: str, value: str | None) -> int | None:
+        """A 64-bit number as zpool prints it (`0x1a`); None, counted, when it is not one."""
+        if value is None:
+            return None
+        text = value.strip()
+        if not _HEX.fullmatch(text):
+            self.left_out.field("malformed", f"{name} = {value}")
+            return None
+        if len(text[2:].lstrip("0")) > UINT64_HEX_DIGITS:
+            self.left_out.field("out_of_range", f"{name} = {value}")
+            return None
+        return int(text, 16)
 
-
-def _hex(value: str) -> int | None:
-    try:
-        return int(value.strip(), 16)
-    except ValueError:
-        return None
-
-
-def _event_time(value: str) -> float | None:
-    """`0x6925f0c8 0x1d4c1f0`: seconds and nanoseconds."""
-    parts = value.split()
-    if len(parts) != 2:
-        return None
-    seconds, nanos = _hex(parts[0]), _hex(parts[1])
-    return None if seconds is None or nanos is None else seconds + nanos / 1e9
+    def _event_time(self, value: str | None) -> float | None:
+        """`0x6925f0c8 0x1d4c1f0`: seconds and nanoseconds."""
+        if value is None:
+            return None
+        parts = value.split()
+        if len(parts) != 2:
+            self.left_out.field("malformed", f"time = {value}")
+            return None
+        seconds, nanos = self._hex("time", parts[0]), self._hex("time", parts[1])
+        if seconds is None or nanos is None:
+            return None
+        if nanos >= 1_000_000_000:
+            self.left_out.field("out_of_range", f"time = {value}")
+            return None
+        return seconds + nanos / 1e9
 
 
 class EventCounts:

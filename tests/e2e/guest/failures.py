@@ -25,6 +25,8 @@ refreshed twice since the phase saw the state reached (the first may have starte
 state kstats around it. Loop devices over sparse
 files in /tmp stand for disks; device-mapper only where one must fail. Each phase destroys its
 pool; the loop devices go with the guest.
+Every wait and command bound is a budget of nominal seconds spent at the guest's pace
+(guest/pace.py): a busy host stretches it, a state that never comes still ends it.
 Standard library only, like scenario.py, whose helpers it is given (`run_all(scenario)`).
 """
 
@@ -40,6 +42,8 @@ import time
 import traceback
 import urllib.request
 from pathlib import Path
+
+from pace import PACE, Budget, Stopwatch, wait_process, wait_until
 
 MiB = 1 << 20
 PARAMETERS = Path("/sys/module/zfs/parameters")
@@ -72,19 +76,18 @@ class Failures:
 
     def run(self, argv: list[str], check: bool = True, seconds: float = 120) -> tuple[int | None, str]:
         """`argv` with its output in a file (never a pipe: a process stuck in the kernel on a suspended
-        pool would hold it), killed and left behind after `seconds`; (exit status or None, output)."""
+        pool would hold it), killed and left behind after `seconds` (nominal: at the guest's pace);
+        (exit status or None, output)."""
         started = time.time()
         with tempfile.TemporaryFile() as out:
             proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True)
-            try:
-                rc: int | None = proc.wait(seconds)
-            except subprocess.TimeoutExpired:
+            rc = wait_process(proc, seconds)
+            if rc is None:
                 try:
                     os.killpg(proc.pid, signal.SIGKILL)
                 except OSError:
                     pass
-                rc = None
             out.seek(0)
             text = out.read().decode(errors="replace")
         self.log(f"$ {' '.join(argv)} -> {rc} ({time.time() - started:.2f} s)")
@@ -94,14 +97,8 @@ class Failures:
         return rc, text
 
     def wait(self, what: str, check, seconds: float, step: float = 0.3):
-        deadline = time.time() + seconds
-        while True:
-            result = check()
-            if result:
-                return result
-            if time.time() > deadline:
-                raise TimeoutError(f"{what}: not within {seconds} s")
-            time.sleep(step)
+        """`check()`'s first true result within `seconds` nominal seconds (guest/pace.py)."""
+        return wait_until(what, check, seconds, step)
 
     def status(self, pool: str) -> str:
         return self.run(["zpool", "status", "-P", pool], check=False, seconds=30)[1]
@@ -110,11 +107,11 @@ class Failures:
         """No resilver in progress on `pools`, seen twice 2 s apart: the resilver `zpool online`
         asks for may start a moment after it returns (seen on 2.1: `zpool wait -t resilver` had
         nothing to wait for yet, and the moment caught the resilver running)."""
-        calm, deadline = 0, time.time() + seconds
-        while calm < 2 and time.time() < deadline:
+        calm, budget = 0, Budget(seconds)
+        while calm < 2 and not budget.spent():
             busy = [pool for pool in pools if "resilver in progress" in self.status(pool)]
             for pool in busy:
-                self.run(["zpool", "wait", "-t", "resilver", pool], seconds=max(1.0, deadline - time.time()))
+                self.run(["zpool", "wait", "-t", "resilver", pool], seconds=max(1.0, budget.left()))
             calm = 0 if busy else calm + 1
             time.sleep(2)
 
@@ -162,8 +159,8 @@ class Failures:
         try:
             self.wait(f"Prometheus: {query}", (exchange / f"seen-{name}.json").exists, seconds, 0.5)
             return True
-        except TimeoutError:
-            self.log(f"the host's Prometheus did not see {query} within {seconds} s")
+        except TimeoutError as exc:
+            self.log(f"the host's Prometheus did not see it: {exc}")
             return False
 
     def by_id(self, serial: str, seconds: float = 60) -> str:
@@ -199,7 +196,7 @@ class Failures:
         # second refresh after the first one that ended after `settled` (that one started after it).
         first: dict[str, float] = {}
         fresh: dict[str, bool] = {}
-        deadline = time.time() + fresh_seconds
+        budget = Budget(fresh_seconds)
         while True:
             scraped = time.time()
             text = self.sc.metrics()
@@ -211,7 +208,7 @@ class Failures:
                 fresh[source] = source in first and ended > first[source] + 0.1
             # and the served vdev tree is the one zpool status printed (a refresh may read zpool
             # status a moment before the state its pool kstat already shows: compared once settled)
-            if (all(fresh.values()) and tree_served(text, status)) or time.time() > deadline:
+            if (all(fresh.values()) and tree_served(text, status)) or budget.spent():
                 break
             time.sleep(1)   # a scrape costs the guest a second of CPU: not more often
         times["metrics"] = time.time()
@@ -363,7 +360,8 @@ class Failures:
             while not stop.is_set():
                 started = time.time()
                 try:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{self.sc.PORT}/metrics", timeout=60) as r:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{self.sc.PORT}/metrics",
+                                                timeout=60 * PACE.slowness()) as r:
                         text = r.read().decode()
                     answers.append({"status": r.status, "seconds": time.time() - started,
                                     "lab": 'zfs_pool_state{pool="lab"' in text, "failed": [
@@ -383,7 +381,7 @@ class Failures:
             self.wait("a scrape without lab", lambda: any(a.get("lab") is False for a in answers), 30)
         finally:
             stop.set()
-            scraper.join(120)
+            scraper.join(120 * PACE.slowness())
         (self.out / "export_scrapes.json").write_text(json.dumps(answers, indent=1))
         self.moment("exported", settled=exported)
         # imported again after a reboot that lost the cache and spare devices; the key is not loaded
@@ -444,18 +442,16 @@ class Failures:
             suspended = time.time()
             scrapes = []
             for _ in range(2):   # every scrape answers while the pool hangs (and the moment's too)
-                started = time.time()
+                watch = Stopwatch()
                 text = self.sc.metrics()
-                scrapes.append({"seconds": time.time() - started,
+                scrapes.append({"seconds": watch.wall(), "nominal_seconds": watch.nominal(),
                                 "suspended": 'zfs_pool_state{pool="one",state="SUSPENDED"} 1' in text})
             (self.out / "suspended_scrapes.json").write_text(json.dumps(scrapes, indent=1))
             self.moment("suspended", settled=suspended, fresh_seconds=8, command_seconds=15)
         finally:
             self.dm_table("one0", self.linear("one0", self.loops["one0"]))
             self.run(["zpool", "clear", "one"], check=False, seconds=60)
-            try:
-                writer.wait(60)
-            except subprocess.TimeoutExpired:
+            if wait_process(writer, 60) is None:
                 self.log("the writer on the suspended pool is still stuck after zpool clear")
         self.wait("one ONLINE", lambda: self.kstat_states().get("one") == "ONLINE", 60, 0.5)
         self.run(["zpool", "destroy", "-f", "one"], check=False, seconds=60)

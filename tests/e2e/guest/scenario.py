@@ -14,7 +14,8 @@ into <share>/results/<moment>/ as close together in time as possible:
   times.json          when each part was taken
 The write moment also records anon_size samples (kstat and served) while a file is written.
 The host's pytest (tests/e2e/test_*.py) compares these; this script only asserts what it needs to
-go on. Standard library only: it runs on the guest's python3 before anything else is trusted.
+go on. Every wait is a budget of nominal seconds spent at the guest's pace (guest/pace.py: a busy
+host stretches it). Standard library only: it runs on the guest's python3 before anything else is trusted.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ import time
 import traceback
 import urllib.request
 from pathlib import Path
+
+from pace import PACE, Budget, Stopwatch, run_bounded, wait_process
 
 SHARE = Path(sys.argv[1] if len(sys.argv) > 1 else "/mnt/share")
 RESULTS = SHARE / "results"
@@ -76,19 +79,24 @@ def log(msg: str) -> None:
     print(f"{time.time() - T0:8.2f} {msg}", flush=True)
 
 
-def run(argv: list[str], check: bool = True, **kwargs) -> subprocess.CompletedProcess:
+def run(argv: list[str], check: bool = True, seconds: float | None = None, **kwargs) -> subprocess.CompletedProcess:
+    """`argv` to its end, its output captured; with `seconds`, killed once it has run that many nominal
+    seconds at the guest's pace (returncode None: a hang guard, not a deadline of a busy host)."""
     started = time.time()
-    proc = subprocess.run(argv, capture_output=True, text=True, **kwargs)
+    if seconds is None:
+        proc = subprocess.run(argv, capture_output=True, text=True, **kwargs)
+    else:
+        proc = run_bounded(argv, seconds, **kwargs)
     log(f"$ {' '.join(argv)} -> {proc.returncode} ({time.time() - started:.2f} s)")
-    if check and proc.returncode:
+    if check and proc.returncode != 0:
         log(proc.stdout + proc.stderr)
         raise RuntimeError(f"command failed: {argv}: {proc.stderr.strip()}")
     return proc
 
 
-def metrics() -> str:
+def metrics(port: int | None = None) -> str:
     # generous: under TCG on a busy host a scrape during a heavy write has been seen to take > 60 s
-    with urllib.request.urlopen(f"http://127.0.0.1:{PORT}/metrics", timeout=300) as response:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port or PORT}/metrics", timeout=300 * PACE.slowness()) as response:
         return response.read().decode()
 
 
@@ -102,21 +110,35 @@ def source_ages(text: str) -> dict[str, float]:
     return ages
 
 
-# Sources that did not refresh within a capture's wait: not waited for again. smartctl reads the
-# disks every --smart.interval (10 minutes): smart_phase waits for an exporter of its own instead.
-SLOW_SOURCES: set[str] = {"smartctl"}
+def source_success(text: str) -> dict[str, float]:
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("zfs_exporter_source_success{"):
+            labels, _, val = line.rpartition(" ")
+            out[labels.split('source="', 1)[1].split('"', 1)[0]] = float(val)
+    return out
 
 
-def fresh_metrics(since: float, timeout: float = 20) -> tuple[str, float]:
-    """A scrape in which every background source last refreshed after `since`."""
-    deadline = time.time() + timeout
+# Sources a capture does not wait for: smartctl reads the disks every --smart.interval (10 minutes;
+# smart_phase waits for an exporter of its own instead), the block devices are rescanned every
+# minute and kept current between rescans by udev events. Sources that did not refresh within a
+# capture's budget join them (said in the log).
+SLOW_SOURCES: set[str] = {"smartctl", "block_devices"}
+
+
+def fresh_metrics(since: float, seconds: float = 60) -> tuple[str, float]:
+    """A scrape in which every background source last refreshed after `since`, or failed (waiting
+    would not help), within `seconds` nominal seconds (guest/pace.py)."""
+    budget = Budget(seconds)
     while True:
         scraped = time.time()
         text = metrics()
-        stale = {s: a for s, a in source_ages(text).items() if scraped - a < since and s not in SLOW_SOURCES}
-        if not stale or time.time() > deadline:
+        failed = {s for s, ok in source_success(text).items() if not ok}
+        stale = {s: a for s, a in source_ages(text).items()
+                 if scraped - a < since and s not in SLOW_SOURCES and s not in failed}
+        if not stale or budget.spent():
             if stale:
-                log(f"sources not refreshed within {timeout} s, not waited for again: {stale}")
+                log(f"sources not refreshed within {budget.describe()}, not waited for again: {stale}")
                 SLOW_SOURCES.update(stale)
             return text, scraped
         time.sleep(0.3)
@@ -225,16 +247,23 @@ def start_exporter() -> subprocess.Popen:
     log(f"exporter: {' '.join(argv)}")
     logfile = open(RESULTS / "exporter.log", "wb")
     proc = subprocess.Popen(argv, stdout=logfile, stderr=logfile)
-    deadline = time.time() + 60
-    while time.time() < deadline:
+    answering(proc, PORT, 60, "exporter.log")
+    return proc
+
+
+def answering(proc: subprocess.Popen | None, port: int, seconds: float, log_name: str) -> str:
+    """The first /metrics answer on `port` once it listens, within `seconds` nominal seconds; an
+    exit of `proc` (when given) ends the wait at once."""
+    budget = Budget(seconds)
+    while True:
         try:
-            metrics()
-            return proc
+            return metrics(port)
         except OSError:
-            if proc.poll() is not None:
-                raise RuntimeError("exporter exited; see exporter.log")
+            if proc is not None and proc.poll() is not None:
+                raise RuntimeError(f"exporter exited ({proc.returncode}); see {log_name}") from None
+            if budget.spent():
+                raise RuntimeError(f"nothing answered on port {port} within {budget.describe()}; see {log_name}") from None
             time.sleep(0.3)
-    raise RuntimeError("exporter did not answer within 60 s")
 
 
 def create_pools() -> dict:
@@ -257,7 +286,7 @@ def create_pools() -> dict:
     run(fast)
     # partitions show their ZFS labels only after a change event
     run(["udevadm", "trigger", "--action=change", "--subsystem-match=block"])
-    run(["udevadm", "settle", "--timeout=60"])
+    run(["udevadm", "settle", f"--timeout={int(120 * PACE.slowness())}"])   # a hang guard: the queue empties at the guest's pace
     return paths
 
 
@@ -379,7 +408,7 @@ def bench_phase() -> None:
     }
     for step, argv in steps.items():
         started = time.time()
-        proc = run(argv, check=False, env={**os.environ, "ZFSNAS_BENCH_DB": BENCH_DB}, timeout=900)
+        proc = run(argv, check=False, env={**os.environ, "ZFSNAS_BENCH_DB": BENCH_DB}, seconds=900)
         record[step] = {"argv": argv, "rc": proc.returncode, "stdout": proc.stdout[-20000:],
                         "stderr": proc.stderr[-20000:], "seconds": round(time.time() - started, 2)}
     if os.path.exists(BENCH_DB):
@@ -417,10 +446,10 @@ def capture_roundtrip() -> None:
         if name == "root":
             (out / f"{name}.live_before.txt").write_text(metrics())
         started = time.time()
-        proc = run(argv, check=False, timeout=600)
+        proc = run(argv, check=False, seconds=600)
         ended = time.time()
         if name == "root":  # the one compared with the live exporter (others: with their own live render)
-            after, _ = fresh_metrics(ended, timeout=30)
+            after, _ = fresh_metrics(ended)
             (out / f"{name}.live_after.txt").write_text(after)
         record[name] = {"argv": argv, "rc": proc.returncode, "stderr": proc.stderr[-5000:],
                         "seconds": round(ended - started, 2)}
@@ -436,12 +465,13 @@ def capture_roundtrip() -> None:
 SMART_PORT_OFFSET = 2  # a second exporter of its own, reading SMART every few seconds, beside the scenario's
 
 
-def smart_served(port: int, since: float, timeout: float = 60) -> str:
-    """That exporter's /metrics once its smartctl source has read every disk after `since`."""
-    deadline = time.time() + timeout
+def smart_served(port: int, since: float, seconds: float = 60) -> str:
+    """That exporter's /metrics once its smartctl source has read every disk after `since` (within
+    `seconds` nominal seconds)."""
+    budget = Budget(seconds)
     while True:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=60) as response:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=60 * PACE.slowness()) as response:
                 text = response.read().decode()
             scraped = time.time()
             age = source_ages(text).get("smartctl")
@@ -449,8 +479,8 @@ def smart_served(port: int, since: float, timeout: float = 60) -> str:
                 return text
         except OSError:
             pass
-        if time.time() > deadline:
-            raise RuntimeError(f"no SMART read after {since:.0f} within {timeout:.0f} s")
+        if budget.spent():
+            raise RuntimeError(f"no SMART read after {since:.0f} within {budget.describe()}")
         time.sleep(0.3)
 
 
@@ -481,9 +511,10 @@ def smart_phase() -> None:
     logfile = open(out / "exporter.log", "wb")
     exporter = subprocess.Popen(argv, stdout=logfile, stderr=logfile)
     try:
-        mark = time.time()
+        mark, watch = time.time(), Stopwatch()
         (out / "metrics.txt").write_text(smart_served(port, mark))
-        record["first_read_seconds"] = round(time.time() - mark, 2)
+        record["first_read_seconds"] = watch.wall()
+        record["first_read_nominal_seconds"] = watch.nominal()
         for name in devices:
             proc = run(["smartctl", "--json=c", "--all", f"/dev/{name}"], check=False)
             (out / "smartctl" / f"{name}.json").write_text(proc.stdout)
@@ -494,8 +525,7 @@ def smart_phase() -> None:
         (out / "metrics_standby.txt").write_text(smart_served(port, mark))
         record["power_after_read"] = run(["hdparm", "-C", f"/dev/{sleeper}"], check=False).stdout.strip()
     finally:
-        exporter.terminate()
-        exporter.wait(20)
+        terminate(exporter, 20)
         logfile.close()
         (out / "record.json").write_text(json.dumps(record, indent=1))
 
@@ -514,7 +544,7 @@ def bench_config_phase() -> None:
 
     def bench(step: str, *argv: str) -> None:
         started = time.time()
-        proc = run(["zfsnas-bench", *argv, "--db", BENCH_DB], check=False, env=env, timeout=900)
+        proc = run(["zfsnas-bench", *argv, "--db", BENCH_DB], check=False, env=env, seconds=900)
         record[step] = {"argv": list(argv), "rc": proc.returncode, "stdout": proc.stdout[-20000:],
                         "stderr": proc.stderr[-20000:], "seconds": round(time.time() - started, 2)}
 
@@ -526,8 +556,8 @@ def bench_config_phase() -> None:
     proc = subprocess.Popen(["zfsnas-bench", "run", str(guest / "bench-kill.toml"), "--dataset", "fast/scratch",
                              "--jobs-dir", str(jobs), "--allow-parameters", "--db", BENCH_DB],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    deadline = time.time() + 120
-    while DIRTY_PARAMETER.read_text().strip() != str(48 * MiB) and time.time() < deadline and proc.poll() is None:
+    budget = Budget(120)
+    while DIRTY_PARAMETER.read_text().strip() != str(48 * MiB) and not budget.spent() and proc.poll() is None:
         time.sleep(0.2)
     time.sleep(1)  # fio is writing now
     proc.kill()
@@ -546,7 +576,7 @@ def bench_config_phase() -> None:
 
 def fio_processes_after(seconds: float) -> list[str]:
     """The command lines of fio processes still alive once none is left or `seconds` passed."""
-    deadline = time.time() + seconds
+    budget = Budget(seconds)
     while True:
         alive = []
         for pid in os.listdir("/proc"):
@@ -556,7 +586,7 @@ def fio_processes_after(seconds: float) -> list[str]:
                 continue
             if pid.isdigit() and cmdline and os.path.basename(cmdline[0].decode()) == "fio":
                 alive.append(" ".join(c.decode() for c in cmdline if c))
-        if not alive or time.time() >= deadline:
+        if not alive or budget.spent():
             return alive
         time.sleep(0.2)
 
@@ -566,14 +596,14 @@ def fio_processes_after(seconds: float) -> list[str]:
 CONTAINER_SOURCES = ("zpool_list", "zpool_status", "zfs_datasets", "zpool_iostat", "block_devices")  # block_devices: the serials
 
 
-def container_metrics(timeout: float, want_success: bool) -> str:
+def container_metrics(seconds: float, want_success: bool) -> str:
     """The container exporter's /metrics once every source in CONTAINER_SOURCES has refreshed (and,
-    with want_success, succeeded), or what it serves at the timeout."""
-    deadline = time.time() + timeout
+    with want_success, succeeded), or what it serves when `seconds` nominal seconds are spent."""
+    budget = Budget(seconds)
     text = ""
-    while time.time() < deadline:
+    while not budget.spent():
         try:
-            with urllib.request.urlopen("http://127.0.0.1:9923/metrics", timeout=10) as response:
+            with urllib.request.urlopen("http://127.0.0.1:9923/metrics", timeout=10 * PACE.slowness()) as response:
                 text = response.read().decode()
         except (OSError, http.client.HTTPException):   # not listening yet, or a cut answer: ask again
             time.sleep(1)
@@ -589,100 +619,66 @@ def container_metrics(timeout: float, want_success: bool) -> str:
     return text
 
 
-def docker_debs(debs: Path) -> list[str]:
-    """The .debs docker.io needs on this guest: its dependencies resolved against what is installed
-    (names and what they provide), the first alternative otherwise; the host resolved them against
-    an empty system, so most are here already. An installed package too old for a versioned
-    dependency (the guest image was built before the host's apt lists moved on) is upgraded from
-    the carried .debs, whose own dependencies are then resolved too."""
-    installed: dict[str, str] = {}
-    for line in run(["dpkg-query", "-W", "-f", "${Package} ${Version} ${Provides}\n"]).stdout.splitlines():
-        name, version, *provides = line.replace(",", " ").split()
-        installed[name] = version
-        for virtual in provides:
-            installed.setdefault(virtual.split("(")[0], "")
-    available = {deb.name.split("_")[0]: deb for deb in debs.glob("*.deb")}
-
-    def satisfied(alternative: str, chosen: dict) -> bool:
-        name, _, constraint = alternative.partition("(")
-        name = name.split(":")[0].strip()
-        if name in chosen:
-            return True
-        if name not in installed:
-            return False
-        if not constraint or not installed[name]:
-            return True
-        op, version = constraint.split(")")[0].split()
-        key = (installed[name], op, version)
-        if key not in compared:
-            compared[key] = run(["dpkg", "--compare-versions", *key], check=False).returncode == 0
-        return compared[key]
-
-    compared: dict[tuple[str, str, str], bool] = {}
-
-    chosen: dict[str, Path] = {}
-    todo = ["docker.io"]
-    while todo:
-        name = todo.pop()
-        if name in chosen:
-            continue
-        chosen[name] = available[name]
-        fields = run(["dpkg-deb", "-f", str(available[name]), "Pre-Depends", "Depends"]).stdout
-        for dep in " ".join(line.split(":", 1)[-1] for line in fields.splitlines()).split(","):
-            alternatives = [alt.strip() for alt in dep.split("|") if alt.strip()]
-            if alternatives and not any(satisfied(alt, chosen) for alt in alternatives):
-                names = [alt.split("(")[0].split(":")[0].strip() for alt in alternatives]
-                todo.append(next(n for n in names if n in available))
-    return sorted(str(deb) for deb in chosen.values())
-
-
 def record_error(out: Path, what: str) -> None:
     """Append what failed, its traceback and dockerd's last words to container/error.txt, which
     the host's test prints (the scenario log stays in the guest's results, out of CI's sight)."""
-    dockerd = out / "dockerd.log"
-    tail = dockerd.read_text(errors="replace").splitlines()[-15:] if dockerd.exists() else []
+    journal = run(["journalctl", "--no-pager", "-n", "15", "-u", "docker", "-u", "containerd"], check=False).stdout
+    tail = journal.splitlines()[-15:]
     with open(out / "error.txt", "a") as f:
         f.write(f"{what} failed at {time.time() - T0:.0f} s:\n{traceback.format_exc()}")
-        f.write("dockerd.log, last lines:\n" + "\n".join(tail) + "\n\n")
+        f.write("dockerd's journal, last lines:\n" + "\n".join(tail) + "\n\n")
+
+
+DOCKER_DAEMON = {"data-root": "/tmp/docker",   # tmpfs: faster than the qcow2 root under TCG
+                 "iptables": False, "bridge": "none"}   # the stack uses the host's network only
 
 
 def container_phase() -> dict:
-    """Docker carried in through the share (debs and the saved exporter image), dockerd with its data
-    on tmpfs and no networking of its own (the exporter uses the host's), then the exporter container
-    run with docker-compose.yml's settings and with two privileges taken away in turn. Each run's
-    /metrics goes to results/container/<variant>.txt."""
+    """The stack's exporter on live ZFS as TrueNAS SCALE runs a custom app: Docker (in the image)
+    started by systemd, the saved exporter image loaded, and docker-compose.yml brought up as it is
+    (`docker-compose up -d --no-build zfsnas-exporter`, the image and the Grafana password set as a
+    user sets them); then the service's settings as `docker run` with two privileges taken away in
+    turn. Each run's /metrics goes to results/container/<variant>.txt."""
     src = SHARE / "container"
     out = RESULTS / "container"
     out.mkdir(exist_ok=True)
     spec = json.loads((src / "run.json").read_text())
     timings = {}
     mark = time.time()
-    run(["dpkg", "-i", *docker_debs(src / "debs")], env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
-    timings["install_seconds"] = time.time() - mark
-    mark = time.time()
-    if not os.path.ismount("/sys/fs/cgroup"):
-        run(["mount", "-t", "cgroup2", "cgroup2", "/sys/fs/cgroup"])
-    run(["modprobe", "overlay"], check=False)
-    dockerd_log = open(out / "dockerd.log", "wb")
-    dockerd = subprocess.Popen(["dockerd", "--data-root=/tmp/docker", "--iptables=false", "--bridge=none"],
-                               stdout=dockerd_log, stderr=dockerd_log)
+    Path("/etc/docker").mkdir(exist_ok=True)
+    Path("/etc/docker/daemon.json").write_text(json.dumps(DOCKER_DAEMON))
+    run(["systemctl", "start", "docker"], seconds=600)
     try:
-        deadline = time.time() + 300   # seconds here; minutes have been seen under TCG on a busy host
+        budget = Budget(300)
         while run(["docker", "info"], check=False).returncode:
-            if time.time() > deadline or dockerd.poll() is not None:
-                raise RuntimeError("dockerd did not start; see container/dockerd.log")
+            if budget.spent():
+                raise RuntimeError(f"dockerd did not answer within {budget.describe()}")
             time.sleep(1)
         timings["dockerd_seconds"] = time.time() - mark
         mark = time.time()
-        run(["docker", "load", "-i", str(src / "exporter.tar")])
+        run(["docker", "load", "-i", str(src / "exporter.tar")], seconds=900)
         timings["load_seconds"] = time.time() - mark
+        compose = Path("/tmp/zfsnas-compose")
+        shutil.copytree(src / "compose", compose, dirs_exist_ok=True)
+        env = {**os.environ, **spec["compose_env"]}
+        mark = time.time()
+        try:
+            run(["docker-compose", "up", "-d", "--no-build", "zfsnas-exporter"], cwd=compose, env=env, seconds=600)
+            (out / "compose.txt").write_text(container_metrics(180, want_success=True))
+        except Exception:
+            record_error(out, "docker-compose up")
+        (out / "compose.log").write_text(run(["docker-compose", "logs", "--no-color"], check=False, cwd=compose,
+                                             env=env).stdout)
+        (out / "compose.ps").write_text(run(["docker-compose", "ps"], check=False, cwd=compose, env=env).stdout)
+        run(["docker-compose", "down"], check=False, cwd=compose, env=env, seconds=300)
+        timings["compose_seconds"] = time.time() - mark
+        log(f"container compose: served in {timings['compose_seconds']:.0f} s")
         for variant, args in spec["variants"].items():
             mark = time.time()
             name = f"zfsnas-{variant.replace('_', '-')}"
             try:   # one variant failing must not cost the others their record
                 run(["docker", "run", "-d", f"--name={name}", *args, spec["image"], *spec["command"]])
-                text = container_metrics(180 if variant == "compose" else 90, want_success=variant == "compose")
-                (out / f"{variant}.txt").write_text(text)
+                (out / f"{variant}.txt").write_text(container_metrics(90, want_success=False))
             except Exception:
                 record_error(out, f"variant {variant}")
             (out / f"{variant}.log").write_text(run(["docker", "logs", name], check=False).stderr)
@@ -693,8 +689,9 @@ def container_phase() -> dict:
         record_error(out, "container step")
         raise
     finally:
-        terminate(dockerd, 30)
-        dockerd_log.close()
+        run(["systemctl", "stop", "docker", "docker.socket", "containerd"], check=False, seconds=300)
+        (out / "dockerd.log").write_text(run(["journalctl", "--no-pager", "-u", "docker", "-u", "containerd"],
+                                             check=False).stdout)
     (out / "timings.json").write_text(json.dumps(timings, indent=1))
     return timings
 
@@ -723,11 +720,9 @@ SMB_CONF = """[global]
 
 
 def terminate(proc: subprocess.Popen, seconds: float) -> None:
-    """SIGTERM, then SIGKILL after `seconds`; reaped either way."""
+    """SIGTERM, then SIGKILL after `seconds` nominal seconds; reaped either way."""
     proc.terminate()
-    try:
-        proc.wait(seconds)
-    except subprocess.TimeoutExpired:
+    if wait_process(proc, seconds) is None:
         proc.kill()
         proc.wait()
 
@@ -741,8 +736,8 @@ def port_open(port: int) -> bool:
 
 
 def wait_for(path: Path, seconds: float) -> bool:
-    deadline = time.time() + seconds
-    while not path.exists() and time.time() < deadline:
+    budget = Budget(seconds)
+    while not path.exists() and not budget.spent():
         time.sleep(0.2)
     return path.exists()
 
@@ -771,9 +766,9 @@ def client_phase() -> None:
                             stderr=subprocess.STDOUT)
     env = {**os.environ, "ZFSNAS_BENCH_DB": BENCH_DB}
     try:
-        deadline = time.time() + 120
+        budget = Budget(120)
         while not port_open(445):
-            if smbd.poll() is not None or time.time() > deadline:
+            if smbd.poll() is not None or budget.spent():
                 raise RuntimeError(f"smbd did not listen on 445 (exit {smbd.poll()}): see client/smbd.log")
             time.sleep(0.3)
         for n, (dataset, share, compression) in enumerate(SMB_SHARES, 1):
@@ -795,7 +790,7 @@ def client_phase() -> None:
                     break
             (exchange / f"request-{n}.json").write_text(json.dumps({"share": share, "n": n}))
             done = wait_for(exchange / f"done-{n}.json", 600)
-            stdout, stderr = watch.communicate(timeout=700)
+            stdout, stderr = watch.communicate(timeout=700 * PACE.slowness())
             props = run(["zfs", "get", "-Hp", "-o", "property,value", "compressratio,used,logicalused,written",
                          dataset]).stdout
             record["shares"][share] = {
@@ -820,29 +815,39 @@ def client_phase() -> None:
     shutil.copy(BENCH_DB, RESULTS / "bench" / "bench.sqlite")     # with the watched and imported results
 
 
-def stop_exporter(exporter: subprocess.Popen) -> float:
-    """SIGTERM, as `docker stop` sends; the seconds until the exporter exited (killed after 20 s:
-    the host's test then says so, and the container step still gets port 9923)."""
-    mark = time.time()
+def stop_exporter(exporter: subprocess.Popen) -> dict[str, float]:
+    """SIGTERM, as `docker stop` sends; the seconds until the exporter exited, wall-clock and
+    nominal (guest/pace.py; killed after 20 nominal seconds: the host's test then says so)."""
+    watch = Stopwatch()
     exporter.terminate()
-    try:
-        exporter.wait(20)
-    except subprocess.TimeoutExpired:
-        log("exporter still running 20 s after SIGTERM: killed")
+    if wait_process(exporter, 20) is None:
+        log("exporter still running 20 nominal s after SIGTERM: killed")
         exporter.kill()
         exporter.wait()
-    return time.time() - mark
+    return {"seconds": watch.wall(), "nominal_seconds": watch.nominal()}
 
 
-def optional_phase(name: str, phase) -> float:
-    """Run a late phase whose failure its own host test reports (the moments before it stay valid);
-    returns its seconds."""
-    mark = time.time()
-    try:
-        phase()
-    except Exception:
-        log(f"{name} failed:\n{traceback.format_exc()}")
-    return time.time() - mark
+class Timeline(dict):
+    """When each part of the scenario took how long (wall-clock and nominal seconds: guest/pace.py),
+    written to results/timeline.json at every change: a guest cut short still leaves what it did."""
+
+    def __setitem__(self, key: str, value) -> None:
+        super().__setitem__(key, value)
+        (RESULTS / "timeline.json").write_text(json.dumps({**self, "pace": PACE.history}, indent=1))
+
+    def phase(self, name: str, action, optional: bool = True):
+        """Run `action`, record `<name>_seconds` and `<name>_nominal_seconds`; an optional phase's
+        failure is logged (its own host test reports it: the moments before it stay valid)."""
+        watch = Stopwatch()
+        try:
+            return action()
+        except Exception:
+            if not optional:
+                raise
+            log(f"{name.replace('_', ' ')} failed:\n{traceback.format_exc()}")
+        finally:
+            self[f"{name}_seconds"] = watch.wall()
+            self[f"{name}_nominal_seconds"] = watch.nominal()
 
 
 def failures_phase() -> None:
@@ -852,57 +857,52 @@ def failures_phase() -> None:
     failures.run_all(sys.modules[__name__])
 
 
-PHASES = {"client": client_phase, "bench": bench_phase, "capture": capture_roundtrip, "failures": failures_phase}
+def predict_phase() -> None:
+    """Issue 40's space and racing figures, in guest/predict.py (results/predict/; tests/e2e/test_predict.py)."""
+    import predict
+
+    predict.run_all(sys.modules[__name__])
+
+
+TIMELINE = Timeline()
+
+
+def unit_phase() -> None:
+    """The shipped systemd unit under the guest's systemd (guest/unit.py; tests/e2e/test_unit.py)."""
+    import unit
+
+    unit.run(sys.modules[__name__])
+
+
+PHASES = {"client": client_phase, "bench": bench_phase, "capture": capture_roundtrip, "failures": failures_phase,
+          "predict": predict_phase, "container": container_phase, "unit": unit_phase}
 
 
 def main() -> int:
     RESULTS.mkdir(exist_ok=True)
-    timeline = {"uptime_at_start": float(Path("/proc/uptime").read_text().split()[0])}
+    PACE.start()
+    timeline = TIMELINE
+    timeline["uptime_at_start"] = float(Path("/proc/uptime").read_text().split()[0])
     status = 0
     exporter = None
     try:
-        mark = time.time()
-        exporter = start_exporter()
-        timeline["exporter_start_seconds"] = time.time() - mark
-        mark = time.time()
-        paths = create_pools()
+        exporter = timeline.phase("exporter_start", start_exporter, optional=False)
+        paths = timeline.phase("pools_and_data", create_pools, optional=False)
         (RESULTS / "disk_paths.json").write_text(json.dumps(paths, indent=1))
-        expect = create_datasets()
+        expect = timeline.phase("datasets", create_datasets, optional=False)
         (RESULTS / "expect.json").write_text(json.dumps(expect, indent=1))
-        timeline["pools_and_data_seconds"] = time.time() - mark
         if CONFIG.get("only"):   # a developer's shortcut (harness ZFSNAS_E2E_ONLY): these phases alone
             for name in CONFIG["only"]:
-                timeline[f"{name}_seconds"] = optional_phase(f"{name} phase", PHASES[name])
+                timeline.phase(name, PHASES[name])
             capture("bench", udev=False)
             return status
         capture("steady")
-        mark = time.time()
-        capture("before_write", udev=False)
-        write_phase()
-        capture("after_write", udev=False)
-        timeline["write_seconds"] = time.time() - mark
-        mark = time.time()
-        run(["zpool", "scrub", "tank"])
-        run(["zpool", "scrub", "fast"])
-        run(["zpool", "wait", "-t", "scrub", "tank"])
-        run(["zpool", "wait", "-t", "scrub", "fast"])
-        capture("scrubbed", udev=False)
-        timeline["scrub_seconds"] = time.time() - mark
-        mark = time.time()
-        try:
-            bench_phase()
-        except Exception:
-            log(f"bench phase failed:\n{traceback.format_exc()}")
-        try:
-            if (RESULTS / "bench" / "record.json").exists() and json.loads(
-                    (RESULTS / "bench" / "record.json").read_text()).get("run", {}).get("rc") == 0:
-                bench_config_phase()
-        except Exception:
-            log(f"bench configuration phase failed:\n{traceback.format_exc()}")
-        if CONFIG.get("client"):
-            timeline["client_seconds"] = optional_phase("client phase", client_phase)
-        capture("bench", udev=False)
-        timeline["bench_seconds"] = time.time() - mark
+        if CONFIG.get("unit"):
+            timeline.phase("unit", unit_phase)
+        timeline.phase("write", lambda: (capture("before_write", udev=False), write_phase(),
+                                         capture("after_write", udev=False)), optional=False)
+        timeline.phase("scrub", scrub_both, optional=False)
+        timeline.phase("bench", bench_phases, optional=False)
         victim = next(d for d in CONFIG["disks"] if d["pool"] == "tank" and d["role"] == "data")
         tank_status = run(["zpool", "status", "-P", "tank"]).stdout
         vdev = next(line.split()[0] for line in tank_status.splitlines()
@@ -912,30 +912,56 @@ def main() -> int:
         (RESULTS / "offlined.json").write_text(json.dumps(victim))
         capture("degraded")
         # keep serving until the host's Prometheus has scraped the degraded pool (the harness
-        # drops a file on the share when it has), at most linger_seconds
-        deadline = time.time() + float(CONFIG.get("linger_seconds", 60))
-        while not (SHARE / "host-saw-degraded").exists() and time.time() < deadline:
+        # drops a file on the share when it has), at most linger_seconds (nominal)
+        budget = Budget(float(CONFIG.get("linger_seconds", 60)))
+        while not (SHARE / "host-saw-degraded").exists() and not budget.spent():
             time.sleep(1)
         timeline["host_saw_degraded"] = (SHARE / "host-saw-degraded").exists()
-        timeline["smart_seconds"] = optional_phase("smart", smart_phase)
-        # Last, so that on a slow host it can only cut itself short, never the moments before it.
-        timeline["capture_roundtrip_seconds"] = optional_phase("capture round trip", capture_roundtrip)
-        timeline["failures_seconds"] = optional_phase("failures phase", failures_phase)
-        if (SHARE / "container" / "run.json").exists():   # the stack's exporter container (port 9923 too)
-            timeline["exporter_stop_seconds"] = stop_exporter(exporter)
+        timeline.phase("smart", smart_phase)
+        # Late, so that on a slow host they can only cut themselves short, never the moments before.
+        timeline.phase("capture_roundtrip", capture_roundtrip)
+        timeline.phase("failures", failures_phase)
+        timeline.phase("predict", predict_phase)
+        if (SHARE / "container" / "run.json").exists():   # the stack's exporter container
+            timeline["exporter_stop"] = stop_exporter(exporter)
             exporter = None
-            timeline["container_seconds"] = optional_phase("container phase", container_phase)
+            timeline.phase("container", container_phase)
     except Exception:
         log(traceback.format_exc())
         status = 1
     finally:
         timeline["scenario_seconds"] = time.time() - T0
         timeline["uptime_at_end"] = float(Path("/proc/uptime").read_text().split()[0])
-        (RESULTS / "timeline.json").write_text(json.dumps(timeline, indent=1))
         if exporter:
             stop_exporter(exporter)
     log(f"scenario done, status {status}")
     return status
+
+
+def scrub_both() -> None:
+    run(["zpool", "scrub", "tank"])
+    run(["zpool", "scrub", "fast"])
+    run(["zpool", "wait", "-t", "scrub", "tank"])
+    run(["zpool", "wait", "-t", "scrub", "fast"])
+    capture("scrubbed", udev=False)
+
+
+def bench_phases() -> None:
+    """zfsnas-bench on live ZFS, its configuration experiments where the first run worked, the
+    client's copies (2.3); each failure logged (test_bench.py and test_client.py report it)."""
+    try:
+        bench_phase()
+    except Exception:
+        log(f"bench phase failed:\n{traceback.format_exc()}")
+    try:
+        if (RESULTS / "bench" / "record.json").exists() and json.loads(
+                (RESULTS / "bench" / "record.json").read_text()).get("run", {}).get("rc") == 0:
+            bench_config_phase()
+    except Exception:
+        log(f"bench configuration phase failed:\n{traceback.format_exc()}")
+    if CONFIG.get("client"):
+        TIMELINE.phase("client", client_phase)
+    capture("bench", udev=False)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,301 @@
+"""Many lives into few promtool runs, and the invariants' violations back out.
+
+Lives of one tier share one promtool test file (its evaluation interval), lives of one sample
+interval one test group: each life is a NAS of its own in that store (its `nas` or `instance`
+label carries its id), so the rules run once for all of them. Beside a life's series go markers:
+`zfsnas_test_allowed{life,alertname}` where an alert may fire, `zfsnas_test_must` where it must,
+`zfsnas_test_quiet{life}` where nothing is judged, `zfsnas_test_episodes` how often an alert
+series may start firing, `zfsnas_test_bound` the highest pool write rate a record may read. At
+the horizon, promql_expr_tests over the ALERTS series the rules wrote at every step say, each
+expecting nothing:
+
+- unexpected: a warning or critical alert, as Alertmanager would deliver it (its inhibit_rules,
+  read from deploy/alertmanager/alertmanager.yml, applied), fired where nothing allows it;
+- missed: an alert that must fire was not firing (after its delay, until its fault ended);
+- flapping: an alert series started firing more often than its fault allows;
+- record: pool:zfs_pool_written_bytes:rate5m read more than the pool ever wrote.
+promtool prints what it got instead of nothing: those are the violations, each naming its life.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from .model import ROOT, SKIPS, TIERS, Life, Tier
+from .series import Grid, Series, render, union
+
+RULES = ROOT / "alerts" / "zfsnas.rules.yml"
+ALERTMANAGER = ROOT / "deploy" / "alertmanager" / "alertmanager.yml"
+JUDGED = "warning|critical"
+CHECKS = ("unexpected", "missed", "flapping", "record")
+
+
+@dataclass
+class Violation:
+    check: str
+    life: str
+    alert: str
+    detail: str = ""
+
+
+@dataclass
+class Outcome:
+    lives: list[Life]
+    violations: list[Violation] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)      # promtool's own failures (a rule that errs)
+    seconds: float = 0.0
+
+
+def life_of(selector: str) -> str:
+    """`selector` with a `life` label taken from `nas`, else from `instance`."""
+    inner = f'label_replace({selector}, "life", "$1", "instance", "(L[0-9]+)-.*")'
+    return f'label_replace({inner}, "life", "$1", "nas", "(L[0-9]+)")'
+
+
+def delivered(offset: str = "") -> str:
+    """ALERTS firing at warning or critical, less what Alertmanager's inhibit_rules would hold back."""
+    config = yaml.safe_load(ALERTMANAGER.read_text())
+    firing = f'ALERTS{{alertstate="firing", severity=~"{JUDGED}"}}{offset}'
+    held = []
+    for rule in config.get("inhibit_rules", []):
+        target = ", ".join(rule["target_matchers"])
+        source = ", ".join(rule["source_matchers"])
+        equal = ", ".join(rule.get("equal", []))
+        held.append(f'(ALERTS{{alertstate="firing", {target}}}{offset} and on ({equal}) '
+                    f'ALERTS{{alertstate="firing", {source}}}{offset})')
+    return f"({firing} unless ({' or '.join(held)}))" if held else firing
+
+
+def checks(tier: Tier) -> list[tuple[str, str]]:
+    """(check, expr) pairs; each check twice: the steps it fails at, and the first of them (seconds)."""
+    span = f"[{tier.horizon}s:{tier.evaluation}s]"
+    now, before = life_of(delivered()), life_of(delivered(f" offset {tier.evaluation}s"))
+    quiet = "unless on (life) zfsnas_test_quiet"
+    firing = life_of('ALERTS{alertstate="firing"}')
+    failing = {
+        "unexpected": ("life, alertname, severity", f"{now} unless on (life, alertname) zfsnas_test_allowed {quiet}"),
+        "missed": ("life, alertname", f"zfsnas_test_must unless on (life, alertname) {firing} {quiet}"),
+    }
+    out = []
+    for name, (by, expr) in failing.items():
+        out.append((name, f"sum by ({by}) (count_over_time(({expr}){span}))"))
+        out.append((name + " first", f"min by ({by}) (min_over_time(timestamp({expr}){span}))"))
+    out.append(("flapping", f"max by (life, alertname) (count_over_time((({now} unless {before}) {quiet}){span})) "
+                            f"> on (life, alertname) zfsnas_test_episodes"))
+    out.append(("record", f"max by (life, pool) (max_over_time({life_of('pool:zfs_pool_written_bytes:rate5m')}{span})) "
+                          f"> on (life, pool) zfsnas_test_bound"))
+    return out
+
+
+def markers(life: Life) -> list[Series]:
+    """The test's own series for one life (labels `life`, `alertname`, `pool`)."""
+    out = []
+    expects = list(life.expects)
+    skipped = {alert for alert, part in SKIPS if part in life.parts}
+    by_alert: dict[str, list] = {}
+    for e in expects:
+        by_alert.setdefault(e.alert, []).append(e)
+    for alert in skipped:
+        by_alert.setdefault(alert, [])
+    for alert, found in by_alert.items():
+        allowed = Series("zfsnas_test_allowed", {"life": life.id, "alertname": alert})
+        spans = [(0.0, life.horizon)] if alert in skipped else union((e.start, e.end + e.resolve) for e in found)
+        for a, b in spans:
+            allowed.add(a, min(b, life.horizon), 1.0)
+        out.append(allowed)
+        must = Series("zfsnas_test_must", {"life": life.id, "alertname": alert})
+        if alert not in skipped:
+            for a, b in union((e.start + e.delay, e.end) for e in found if e.must):
+                must.add(a, b, 1.0)
+        if must.pieces:
+            out.append(must)
+        # a fault across a power-off of the stack's Prometheus may fire again after it
+        episodes = sum(e.episodes + sum(1 for q0, q1 in life.quiet if e.start <= q1 and q0 <= e.end) for e in found)
+        out.append(Series("zfsnas_test_episodes", {"life": life.id, "alertname": alert})
+                   .add(0, life.horizon + 1, float(episodes if alert not in skipped else 10 ** 6)))
+    if life.quiet:
+        quiet = Series("zfsnas_test_quiet", {"life": life.id})
+        for a, b in life.quiet:
+            quiet.add(a, min(b, life.horizon), 1.0)
+        out.append(quiet)
+    return out
+
+
+def bounds(life: Life, nas_pools: dict[str, float]) -> list[Series]:
+    return [Series("zfsnas_test_bound", {"life": life.id, "pool": pool}).add(0, life.horizon + 1, bound)
+            for pool, bound in nas_pools.items()]
+
+
+def label_text(labels: dict[str, str]) -> str:
+    return ", ".join(f'{k}="{v}"' for k, v in labels.items())
+
+
+def input_series(life: Life, grid: Grid) -> Iterable[dict[str, str]]:
+    everything = [(0.0, float(life.horizon))]
+    for job, series in life.series:
+        target = life.targets.get(job)
+        if target is None:
+            continue
+        for a, b, labels in target.epochs:
+            present = [(max(x, a), min(y, b)) for x, y in target.answered if min(y, b) > max(x, a)]
+            scraped = [(max(x, a), min(y, b)) for x, y in target.scraped if min(y, b) > max(x, a)]
+            values = render(series, grid, present, scraped, frozenset(target.missed))
+            if values:
+                name = {**labels, "job": job, **series.labels}
+                yield {"series": f"{series.name}{{{label_text(name)}}}", "values": values}
+    for job, target in life.targets.items():
+        for a, b, labels in target.epochs:
+            up = Series("up", {})
+            for x, y in target.scraped:
+                if min(y, b) > max(x, a):
+                    up.add(max(x, a), min(y, b), 0.0)
+            for x, y in target.answered:
+                if min(y, b) > max(x, a):
+                    up.add(max(x, a), min(y, b), 1.0)
+            up.pieces.sort(key=lambda p: (p.start, -p.value))
+            up.pieces = _overlay(up.pieces)
+            scraped = [(max(x, a), min(y, b)) for x, y in target.scraped if min(y, b) > max(x, a)]
+            values = render(up, grid, scraped, scraped)
+            if values:
+                if target.missed:   # a failed scrape: up 0 at that point
+                    values = _missed_up(values, grid, up, scraped, target.missed)
+                yield {"series": f"up{{{label_text({**labels, 'job': job})}}}", "values": values}
+    for marker in [*markers(life), *life_bounds(life)]:
+        values = render(marker, grid, [(p.start, p.end) for p in marker.pieces], everything)
+        if values:
+            yield {"series": f"{marker.name}{{{label_text(marker.labels)}}}", "values": values}
+
+
+def life_bounds(life: Life) -> list[Series]:
+    bound = getattr(life, "write_bound", None)
+    return bounds(life, bound) if bound else []
+
+
+def _overlay(pieces):
+    """up: 1 where answered lies over the 0 of scraped."""
+    from .series import Piece
+    ones = [(p.start, p.end) for p in pieces if p.value == 1.0]
+    out = [p for p in pieces if p.value == 1.0]
+    for p in pieces:
+        if p.value == 0.0:
+            for a, b in _minus([(p.start, p.end)], ones):
+                out.append(Piece(a, b, 0.0))
+    return sorted(out, key=lambda p: p.start)
+
+
+def _minus(spans, holes):
+    from .series import subtract
+    return subtract(spans, union(holes))
+
+
+def _missed_up(values: str, grid: Grid, up: Series, scraped, missed: set[int]) -> str:
+    """Re-render `up` with 0 at the failed scrapes (render() would have written stale there)."""
+    from .series import Piece
+    cut = []
+    for p in up.pieces:
+        points = sorted(k for k in missed if p.start <= k * grid.interval < p.end)
+        start = p.start
+        for k in points:
+            t = k * grid.interval
+            cut.append(Piece(start, t, p.value))
+            cut.append(Piece(t, min(p.end, t + grid.interval), 0.0))
+            start = min(p.end, t + grid.interval)
+        cut.append(Piece(start, p.end, p.value))
+    return render(Series("up", {}, [c for c in cut if c.end > c.start]), grid, scraped, scraped) or values
+
+
+def test_file(tier: Tier, lives: list[Life], rules: Path) -> dict:
+    groups = [g["name"] for g in yaml.safe_load(rules.read_text())["groups"]]
+    tests = []
+    for interval in sorted({life.interval for life in lives}):
+        grid = Grid(interval, tier.horizon)
+        group = [life for life in lives if life.interval == interval]
+        # an exporter always up: in a store whose NAS are all off at once, absent(up{job="zfsnas"}) would fire
+        series = [{"series": 'up{instance="sentinel:9923", job="zfsnas"}', "values": f"1x{grid.points - 1}"},
+                  *(s for life in group for s in input_series(life, grid))]
+        tests.append({"interval": f"{interval}s", "input_series": series,
+                      "promql_expr_test": [{"expr": expr, "eval_time": f"{tier.horizon}s", "exp_samples": []}
+                                           for _, expr in checks(tier)]})
+    return {"rule_files": [str(rules)], "evaluation_interval": f"{tier.evaluation}s",
+            "group_eval_order": groups, "tests": tests}
+
+
+_GOT = re.compile(r"\{([^{}]*)\} ([-+0-9.eE]+|NaN)")
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def parse(output: str, tier: Tier) -> tuple[list[Violation], list[str]]:
+    """The violations promtool printed (what each check got instead of nothing) and its errors."""
+    exprs = {expr: name for name, expr in checks(tier)}
+    found: dict[tuple[str, str, str], Violation] = {}
+    firsts: dict[tuple[str, str, str], float] = {}
+    errors = []
+    check = None
+    for line in output.splitlines():
+        text = line.strip()
+        if text.startswith("expr:"):
+            quoted = text[len("expr: "):text.rindex(", time:")]
+            check = exprs.get(yaml.safe_load(quoted))
+        elif text.startswith("got:") and check:
+            for labels, value in _GOT.findall(text):
+                got = dict(_LABEL.findall(labels))
+                subject = got.get("alertname") or f"pool {got.get('pool', '?')}"
+                key = (check.split()[0], got.get("life", ""), subject)
+                if check.endswith(" first"):
+                    firsts[key] = float(value)
+                    continue
+                detail = {"record": f"read {float(value) / 1e6:.0f} MB/s",
+                          "flapping": f"{float(value):.0f} times"}.get(check, f"{float(value):.0f} steps")
+                found[key] = Violation(check, key[1], subject, detail)
+        elif text.startswith("rule:") or " err: " in text or text.startswith("error"):
+            errors.append(text[:500])
+    for key, violation in found.items():
+        if key in firsts:
+            violation.detail += f" from {firsts[key] / 3600:.2f} h"
+    return list(found.values()), errors
+
+
+def run(lives: list[Life], rules: Path = RULES, jobs: int = 2, keep: Path | None = None) -> Outcome:
+    import time
+
+    promtool = shutil.which("promtool")
+    if not promtool:
+        raise RuntimeError("promtool is not installed: ./dev test installs Debian's prometheus package")
+    outcome = Outcome(lives)
+    tiers: dict[str, list[Life]] = {}
+    for life in lives:
+        tiers.setdefault(life.tier.name, []).append(life)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="zfsnas-lives-") as tmp:
+        directory = keep or Path(tmp)
+        directory.mkdir(parents=True, exist_ok=True)
+        files = []
+        for name, group in tiers.items():
+            # at most this many lives per promtool run: two runs share the two cores
+            size = max(1, -(-len(group) // max(1, jobs)))
+            for n in range(0, len(group), size):
+                path = directory / f"{name}-{n // size}.yml"
+                path.write_text(yaml.safe_dump(test_file(group[0].tier, group[n:n + size], rules.resolve()),
+                                               width=10 ** 9, sort_keys=False))
+                files.append(path)
+
+        def one(path: Path) -> str:
+            done = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True, timeout=3600)
+            return done.stdout + done.stderr
+
+        with ThreadPoolExecutor(max(1, jobs)) as pool:
+            for path, text in zip(files, pool.map(one, files)):
+                violations, errors = parse(text, TIERS[path.name.split("-")[0]])
+                outcome.violations += violations
+                outcome.errors += errors
+    outcome.seconds = time.monotonic() - started
+    return outcome

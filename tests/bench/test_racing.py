@@ -1,0 +1,272 @@
+"""Racing (`run --until-decided`): the decision logic on simulated cells (seeded noise: the race
+picks what a full run with three repeats picks, and stops early), the sustained rate of a copy,
+fio's steady state in the plan, and a real race with real fio against the fake zfs."""
+
+import json
+import math
+import random
+import shutil
+import sqlite3
+import statistics
+from pathlib import Path
+
+import pytest
+
+from zfsnas.bench.cli import main
+from zfsnas.bench.config import Configuration, pairs
+from zfsnas.bench.copy import SustainedRate, copy_sampled
+from zfsnas.bench.matrix import Cell
+from zfsnas.bench.planner import CellPlan, PlanOptions, plan_cell
+from zfsnas.bench.racing import Race, RaceSettings, parse_duration
+from zfsnas.bench.stats import mean, objective, pick_confidence, race_state, t_quantile
+from zfsnas.sources.benchschema import ResultFigures
+
+from .conftest import JOBS
+from .seeds import seeded_store
+
+
+def config(i: int) -> Configuration:
+    return Configuration(matrix="sim", workload="copy", size="all", data=(),
+                         properties=pairs({"compression": f"c{i}", "recordsize": "1M"}), pool="tank", layout=(),
+                         parameters=(), zfs_version="x", direct="1", host="h")
+
+
+def cell(i: int) -> Cell:
+    return Cell(workload="copy", compression=f"c{i}", recordsize="1M", encryption="off", size="all", repeat=1)
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def simulate(mu: list[float], space: list[float], sigma: float, rng: random.Random,
+             settings: RaceSettings | None = None) -> tuple[Race, int]:
+    """A race over cells whose throughput is mu x lognormal noise; each cell takes one clock second."""
+    settings = settings or RaceSettings()
+    clock = Clock()
+    race = Race(settings, lambda index, c: CellPlan(index, c, f"c{index}", "tank", 1, "t", (), ()), clock)
+    plans = [race.replan(i + 1, cell(i)) for i in range(len(mu))]
+    runs = 0
+    while plans:
+        for plan in plans:
+            if not race.allows(plan, config(int(plan.cell.compression[1:])).id):
+                race.stop("budget")
+                plans = []
+                break
+            i = int(plan.cell.compression[1:])
+            tp = mu[i] * math.exp(rng.gauss(0, sigma))
+            race.record(plan, config(i), "complete",
+                        ResultFigures(throughput_bytes_per_second=tp, used_bytes=int(space[i] * 1e9),
+                                      logicalused_bytes=10**9), 1.0)
+            clock.now += 1
+            runs += 1
+        plans = race.next_cells(runs + 1) if plans else []
+    return race, runs
+
+
+def leader(race: Race) -> str:
+    [group] = race.groups.values()
+    samples = race.samples(group)
+    return group[race_state(samples, race.settings.confidence).leader].config.dataset_property("compression")
+
+
+def full_run_pick(mu, space, sigma, rng, w=0.5) -> str:
+    """What `recommend` picks after a full run with three repeats: the best score of the medians."""
+    medians = [statistics.median(m * math.exp(rng.gauss(0, sigma)) for _ in range(3)) for m in mu]
+    return f"c{max(range(len(mu)), key=lambda i: objective(medians[i], space[i], w))}"
+
+
+def test_the_race_picks_what_a_full_run_picks_and_stops_early():
+    """FITS-shaped: eight configurations whose scores lie 3-40 % apart, 3 % noise per run."""
+    agree = decided_right = decided = 0
+    runs = []
+    for seed in range(200):
+        rng = random.Random(seed)
+        mu = [rng.uniform(80e6, 200e6) for _ in range(8)]
+        space = [rng.uniform(0.6, 0.9) for _ in range(8)]
+        scores = sorted(objective(m, s, 0.5) for m, s in zip(mu, space))
+        if scores[-1] - scores[-2] < 0.03 * 0.5:           # a near tie: no run decides it, full or raced
+            continue
+        race, n = simulate(mu, space, 0.03, rng)
+        runs.append(n)
+        best = f"c{max(range(8), key=lambda i: objective(mu[i], space[i], 0.5))}"
+        agree += leader(race) == full_run_pick(mu, space, 0.03, rng)
+        if race.outcome == "decided":
+            decided += 1
+            decided_right += leader(race) == best
+    total = len(runs)
+    assert total > 100
+    assert agree >= 0.9 * total, (agree, total)
+    assert decided >= 0.8 * total and decided_right >= 0.97 * decided, (decided, decided_right)
+    assert statistics.mean(runs) <= 0.7 * 3 * 8, statistics.mean(runs)     # well under the full run's 24
+
+
+def test_a_tie_is_never_called_decided_and_the_cap_stops_it():
+    race, runs = simulate([100e6, 100e6, 60e6], [0.7, 0.7, 0.7], 0.05, random.Random(3),
+                          RaceSettings(max_repeats=6))
+    assert race.outcome in ("repeats", "decided") and runs <= 3 * 6
+    lines = race.verdict()
+    assert lines[0].startswith("race ")
+    if race.outcome == "repeats":
+        assert "undecided between" in lines[1] and "c2" not in lines[1].split(";")[0]
+
+
+def test_the_budget_stops_the_race_and_says_so():
+    race, runs = simulate([100e6, 99e6, 98e6, 97e6], [0.7] * 4, 0.05, random.Random(1), RaceSettings(budget=9.5))
+    assert race.outcome == "budget" and runs == 9
+    assert race.verdict()[0].startswith("race budget of 0m10s spent after 9 run(s)")
+
+
+def test_confidence_sentence():
+    samples = {"lz4": [math.log(100), math.log(102), math.log(98)], "zstd-1": [math.log(80), math.log(81), math.log(79)]}
+    text = pick_confidence("lz4", "zstd-1", samples)
+    assert "lz4 is +25.0 % on throughput over the runner-up zstd-1" in text and text.endswith("decided")
+    assert "3 and 3 run(s)" in text and "4 degree(s) of freedom" in text
+    squares = sum((v - mean(vs)) ** 2 for vs in samples.values() for v in vs)
+    sd = math.sqrt(squares / 4)                                     # pooled over both, 2 + 2 degrees of freedom
+    half = t_quantile(0.975, 4) * sd * math.sqrt(2 / 3)
+    diff = mean(samples["lz4"]) - mean(samples["zstd-1"])
+    assert f"{(math.exp(diff - half) - 1) * 100:+.1f} %" in text
+    once = pick_confidence("lz4", "zstd-1", {"lz4": [1.0], "zstd-1": [0.5]})
+    assert "noise is unknown" in once
+
+
+def test_t_quantiles():
+    assert t_quantile(0.975, 1) == pytest.approx(12.7062, abs=1e-3)
+    assert t_quantile(0.975, 10) == pytest.approx(2.2281, abs=1e-3)
+    assert t_quantile(0.995, 3) == pytest.approx(5.8409, abs=1e-3)
+    assert t_quantile(0.975, math.inf) == pytest.approx(1.95996, abs=1e-4)
+
+
+def test_sustained_rate_after_the_buffer():
+    """A copy that writes 1 GB/s into a 64 MB buffer, then the pool's 100 MB/s with a txg sawtooth."""
+    meter = SustainedRate(64 << 20, min_seconds=3.0)
+    t, copied = 0.0, 0
+    while not meter.observe(copied, t):
+        full = copied >= 64 << 20
+        rate = (100e6 * (1.3 if int(t * 2) % 2 else 0.7)) if full else 1e9
+        t += 0.05
+        copied += int(rate * 0.05)
+        assert t < 60
+    assert meter.rate == pytest.approx(100e6, rel=0.05)
+    assert copied < 64 * 2**20 + 100e6 * 6
+
+
+def test_a_racing_copy_copies_a_stratified_prefix(tmp_path):
+    corpus = tmp_path / "corpus"
+    for kind in ("a", "b"):
+        (corpus / kind).mkdir(parents=True)
+        for i in range(30):
+            (corpus / kind / f"{i}.{kind}").write_bytes(bytes([i]) * 100_000)
+    result = copy_sampled(corpus, tmp_path / "dest", limit=1_000_000)
+    copied = list((tmp_path / "dest").rglob("*.*"))
+    assert result.files == len(copied) == 10 and result.bytes == 1_000_000
+    assert abs(sum(p.suffix == ".a" for p in copied) - 5) <= 1
+    for p in copied:
+        assert p.read_bytes() == (corpus / p.relative_to(tmp_path / "dest")).read_bytes()
+
+
+def test_fio_steady_state_only_where_the_job_allows(tmp_path):
+    opts = PlanOptions("tank/scratch", "r1", JOBS, tmp_path, racing=True, dirty_data_max=1 << 30)
+    timed = plan_cell(1, Cell("seq-write", "lz4", "1M", "off", "1G", 1, runtime=60), opts)
+    fio = next(s for s in timed.steps if s.kind == "fio").argv
+    assert "--steadystate=bw_slope:1%" in fio and "--steadystate_duration=15s" in fio
+    assert "--steadystate_ramp_time=6s" in fio
+    sized = plan_cell(2, Cell("write-size", "lz4", "1M", "off", "4x dirty", 1), opts)
+    assert not any(a.startswith("--steadystate") for s in sized.steps for a in s.argv)
+    full = plan_cell(3, Cell("seq-write", "lz4", "1M", "off", "1G", 1, runtime=60),
+                     PlanOptions("tank/scratch", "r1", JOBS, tmp_path))
+    assert not any(a.startswith("--steadystate") for s in full.steps for a in s.argv)
+    copy = plan_cell(4, Cell("copy", "lz4", "1M", "off", "all", 1, corpus=str(tmp_path)), opts)
+    assert next(s for s in copy.steps if s.kind == "copy").argv[-2:] == ("--stratified", f"--until-sustained={1 << 30}")
+
+
+def test_durations():
+    assert parse_duration("30m") == 1800 and parse_duration("1h30m") == 5400 and parse_duration("90") == 90
+    for bad in ("soon", "0", "-5m", ""):
+        with pytest.raises(ValueError):
+            parse_duration(bad)
+
+
+# --- a real race: real fio, the fake zfs -------------------------------------------------------------
+
+RACE = """name = "race"
+workloads = ["seq-write"]
+compression = ["off", "lz4"]
+size = ["8M"]
+runtime = 5
+repeats = 3
+"""
+
+
+@pytest.mark.skipif(shutil.which("fio") is None, reason="fio not installed (./dev test installs it)")
+def test_a_real_race_with_fio(fake_zfs, tmp_path, capsys):
+    matrix = tmp_path / "race.toml"
+    matrix.write_text(RACE)
+    db = tmp_path / "bench.sqlite"
+    rc = main(["run", str(matrix), "--dataset", "tank/scratch", *fake_zfs.flags(db), "--mountpoint",
+               str(fake_zfs.root / "tank/scratch"), "--no-direct", "--until-decided", "--max-repeats", "3",
+               "--budget", "5m"])
+    assert rc == 0
+    out = capsys.readouterr().out.splitlines()
+    verdict = [line for line in out if line.startswith("race ")]
+    assert len(verdict) == 1 and ("decided" in verdict[0] or "3 repeats reached" in verdict[0])
+    con = sqlite3.connect(db)
+    rows = con.execute("SELECT compression, repeat, status, fio_json, details, duration_seconds FROM results "
+                       "ORDER BY id").fetchall()
+    assert [(r[0], r[1]) for r in rows[:2]] == [("off", 1), ("lz4", 1)]       # each configuration once first
+    assert all(r[2] == "complete" for r in rows) and 2 <= len(rows) <= 6
+    for r in rows:
+        job = json.loads(r[3])["jobs"][0]
+        assert job["steadystate"]["ss"].startswith("bw_slope")
+        assert "steady_state" in json.loads(r[4])
+    repeats = {}
+    for r in rows:
+        repeats[r[0]] = repeats.get(r[0], 0) + 1
+        assert r[1] == repeats[r[0]]                                          # repeats numbered per configuration
+    # a full run would take 3 x 2 runs of the whole runtime; the race never more
+    assert len(rows) <= 6
+    # the verdict, kept with the run, as printed; report states it later
+    run_id, stored = con.execute("SELECT id, race FROM matrix_runs").fetchone()
+    record = json.loads(stored)
+    assert record["verdict"][0] == verdict[0] and all(line in out for line in record["verdict"])
+    assert record["runs"] == len(rows) and record["outcome"] in ("decided", "repeats")
+    assert main(["report", "--db", str(db)]) == 0
+    assert f"raced (`run --until-decided`, run {run_id}): {verdict[0][len('race '):]}" in capsys.readouterr().out
+
+
+def test_the_race_verdict_is_kept_with_the_run_and_the_answers_state_it(tmp_path, capsys):
+    """How a race ended (budget spent, or decided) is stored with its run; report (Markdown, CSV,
+    HTML) and recommend say it later, as `run` printed it; a record nobody can read says nothing."""
+    race, runs = simulate([100e6, 99e6, 98e6, 97e6], [0.7] * 4, 0.05, random.Random(1), RaceSettings(budget=9.5))
+    record = race.to_record()
+    assert (record["outcome"], record["runs"], record["budget_seconds"], record["confidence"]) == ("budget", runs, 9.5,
+                                                                                                  0.95)
+    assert record["verdict"] == race.verdict() and record["verdict"][0].startswith("race budget of 0m10s spent")
+    [entry] = record["races"]
+    assert sum(entry["runs"].values()) == runs and not entry["decided"] and entry["leader"] in entry["contenders"]
+    db = tmp_path / "bench.sqlite"
+    store = seeded_store(db, ("lab",))
+    store.record_race("lab-seq-2", record)
+    store.db.execute("UPDATE matrix_runs SET race='{not json' WHERE id='lab-seq-3'")
+    store.close()
+    said = [f"raced (`run --until-decided`, run lab-seq-2): {record['verdict'][0][len('race '):]}",
+            *record["verdict"][1:]]
+    assert main(["report", "--db", str(db), "--matrix", "fio-seq"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    title = next(i for i, line in enumerate(lines) if line.startswith("## "))
+    assert lines[title + 2:title + 2 + len(said)] == said and lines[title + 2 + len(said)] == ""
+    assert main(["report", "--db", str(db), "--matrix", "fio-seq", "--format", "csv"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    findings = [i for i, line in enumerate(lines) if line.startswith("# ")]
+    assert [lines[i] for i in findings[-len(said):]] == [f"# fio-seq: {line}" for line in said]
+    assert main(["recommend", "fio-seq", "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "\n".join(said) in out and "not json" not in out
+    html = tmp_path / "r.html"
+    assert main(["report", "--db", str(db), "--matrix", "fio-seq", "--format", "html", "-o", str(html)]) == 0
+    assert said[0] in html.read_text()

@@ -1,0 +1,372 @@
+"""The shipped systemd unit on live ZFS, run by systemd as PID 1 in the guest (issue 42), installed,
+upgraded and uninstalled as docs/stack.md and docs/maintenance.md tell a Proxmox or Debian user.
+
+  install      the project wheel (built from the checkout by the harness) the documented way, offline
+               from the wheels on the share: a venv in /opt/zfsnas (the Proxmox recipe) or pipx
+               with PIPX_HOME=/opt/pipx and PIPX_BIN_DIR=/usr/local/bin (the unit's header);
+               deploy/zfsnas-exporter.service copied, `systemctl enable --now`
+  previous     (where the harness carried one) the previous version first, with the unit of its
+               checkout and a drop-in of the user's own flags; a benchmark database written by its
+               `zfsnas-bench run`; then upgraded as docs/maintenance.md says: the flags kept, the
+               database migrated by the first writer and left alone by the second
+  checks       the first answer; `zpool events -f` following (a scrub of `fast` counted); the
+               journal; the sandbox as the kernel applies it (the process's uid, capabilities,
+               seccomp and no-new-privileges, /etc read-only and other processes invisible in its
+               mount namespace); `systemd-analyze security`; `systemctl restart` and a SIGKILL
+               (Restart=); the SMART drop-in
+  uninstall    as docs/maintenance.md says; every path of the root file system before the install
+               and after the uninstall is listed (tests/e2e/test_unit.py compares them)
+
+Everything lands in results/unit/ (record.json, the scrapes, the journal). Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import sqlite3
+import subprocess
+import time
+import traceback
+import urllib.request
+from pathlib import Path
+
+from pace import PACE, Budget, Stopwatch, wait_until
+
+UNIT = "zfsnas-exporter.service"
+SOCKET = "zfsnas-exporter.socket"   # systemd holds the port and passes it (since issue 42)
+UNIT_DIR = Path("/etc/systemd/system")
+DROPINS = UNIT_DIR / f"{UNIT}.d"
+PORT = 9923                      # the socket's ListenStream (the previous unit's --web.listen-address=:9923)
+BENCH_DB = Path("/var/lib/zfsnas/bench.sqlite")   # the runner's default store, the unit's ReadOnlyPaths
+PIPX_ENV = {"PIPX_HOME": "/opt/pipx", "PIPX_BIN_DIR": "/usr/local/bin"}
+# What a listing of the root file system leaves out: kernel and runtime trees, the share, what the
+# scenario itself writes (its pools are mounted at /tank, /fast...), the journal.
+NOT_LISTED = ("/proc", "/sys", "/dev", "/run", "/tmp", "/mnt", "/var/log/journal", "/var/tmp", "/opt/zfsnas-e2e")
+# The user's own flags, kept in a drop-in across the upgrade (`systemctl edit`'s way)
+USER_FLAGS = "--pools.expected=tank,fast"
+# The commands' time limit (30 s by default) at the guest's pace: under TCG on a busy host one
+# smartctl took more than 30 s and was killed. Set in the same drop-in, as a user adds flags.
+COMMAND_SECONDS = 30
+
+
+class UnitPhase:
+    def __init__(self, sc, install: str, previous: dict | None) -> None:
+        self.sc = sc
+        self.install_method = install
+        self.previous = previous
+        self.share = sc.SHARE
+        self.out = sc.RESULTS / "unit"
+        self.out.mkdir(exist_ok=True)
+        self.record: dict = {"install": install, "previous": previous, "commands": [], "steps": {}}
+        self.wheelhouse = self.share / "wheelhouse"
+
+    # --- helpers ---------------------------------------------------------------------------------
+
+    def sh(self, argv: list[str], check: bool = True, env: dict | None = None, seconds: float = 600) -> subprocess.CompletedProcess:
+        """A command as a user types it, recorded (argv, exit status, output tail) in record.json."""
+        proc = self.sc.run(argv, check=False, seconds=seconds, env={**os.environ, **(env or {})})
+        self.record["commands"].append({"argv": argv, "env": env or {}, "rc": proc.returncode,
+                                        "stdout": proc.stdout[-3000:], "stderr": proc.stderr[-3000:]})
+        if check and proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv)} -> {proc.returncode}: {(proc.stdout + proc.stderr).strip()[-1500:]}")
+        return proc
+
+    def save(self) -> None:
+        (self.out / "record.json").write_text(json.dumps(self.record, indent=1))
+
+    def show(self, *properties: str) -> dict[str, str]:
+        text = self.sc.run(["systemctl", "show", UNIT, *(f"--property={p}" for p in properties)], check=False).stdout
+        return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+    def main_pid(self) -> int:
+        return int(self.show("MainPID").get("MainPID", "0") or 0)
+
+    def listening(self, seconds: float = 120) -> None:
+        """Until something accepts on the unit's port (the unit failing ends the wait at once)."""
+        def accepts() -> bool:
+            state = self.show("ActiveState", "Result")
+            if state.get("ActiveState") == "failed":
+                raise RuntimeError(f"{UNIT} failed: {state}; journal:\n{self.journal_text()[-3000:]}")
+            with socket.socket() as sock:
+                sock.settimeout(2)
+                return sock.connect_ex(("127.0.0.1", PORT)) == 0
+
+        wait_until(f"{UNIT} listening on {PORT}", accepts, seconds, 0.3)
+
+    def scrape(self, name: str, timeout: float = 120) -> str:
+        """One /metrics answer as Prometheus asks for it, with a scrape timeout of `timeout` nominal
+        seconds at the guest's pace in the header (the exporter's scrape deadline), saved as <name>.txt."""
+        seconds = timeout * PACE.slowness()
+        request = urllib.request.Request(f"http://127.0.0.1:{PORT}/metrics",
+                                         headers={"X-Prometheus-Scrape-Timeout-Seconds": f"{seconds:.0f}"})
+        with urllib.request.urlopen(request, timeout=seconds + 60) as response:
+            text = response.read().decode()
+        (self.out / f"{name}.txt").write_text(text)
+        return text
+
+    def scrape_until(self, name: str, check, seconds: float = 180) -> str:
+        """Scrapes until `check(text)` holds (the last one saved as <name>.txt either way)."""
+        budget = Budget(seconds)
+        while True:
+            text = self.scrape(name)
+            if check(text) or budget.spent():
+                return text
+            time.sleep(1)
+
+    def journal_text(self) -> str:
+        return self.sc.run(["journalctl", "--no-pager", "-u", UNIT, "-o", "short-monotonic"], check=False).stdout
+
+    def listing(self, name: str) -> None:
+        """Every path of the root file system (its type: d, f, l), sorted, into <name>.txt."""
+        prune = " -o ".join(f"-path {p}" for p in NOT_LISTED)
+        text = self.sc.run(["sh", "-c", f"find / -xdev \\( {prune} \\) -prune -o -printf '%y %p\\n' | sort"],
+                           check=False, seconds=600).stdout
+        (self.out / f"{name}.txt").write_text(text)
+
+    def step(self, name: str, action) -> None:
+        watch = Stopwatch()
+        try:
+            action()
+            self.record["steps"][name] = {"ok": True}
+        except Exception:
+            self.sc.log(f"unit {name} failed:\n{traceback.format_exc()}")
+            self.record["steps"][name] = {"ok": False, "error": traceback.format_exc()[-3000:]}
+        self.record["steps"][name].update(seconds=watch.wall(), nominal_seconds=watch.nominal())
+        self.save()
+
+    # --- install, upgrade, uninstall ------------------------------------------------------------
+
+    def install(self, wheel: Path, deploy: Path) -> None:
+        """The wheel the documented way (offline: --no-index, the dependencies' wheels from the share),
+        its unit file copied."""
+        offline = ["--no-index", "--find-links", str(self.wheelhouse)]
+        if self.install_method == "venv":
+            if not Path("/opt/zfsnas/bin/pip").exists():
+                # PIP_NO_COMPILE: ensurepip leaves pip's own modules uncompiled (compiling them took
+                # 12 of the 13 minutes the documented command cost under TCG on a busy host)
+                self.sh(["python3", "-m", "venv", "/opt/zfsnas"], env={"PIP_NO_COMPILE": "1"})
+            self.sh(["/opt/zfsnas/bin/pip", "install", "--upgrade", "--force-reinstall", *offline, str(wheel)])
+            for script in ("zfsnas-exporter", "zfsnas-bench"):
+                if not os.path.lexists(f"/usr/local/bin/{script}"):
+                    self.sh(["ln", "-s", f"/opt/zfsnas/bin/{script}", f"/usr/local/bin/{script}"])
+        else:
+            # pipx's own pip runs too (its shared pip, setuptools and wheel): offline through pip's
+            # environment, which every pip it starts reads (the wheelhouse carries those three)
+            self.sh(["pipx", "install", "--force", str(wheel)],
+                    env={**PIPX_ENV, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(self.wheelhouse)})
+        self.sh(["cp", *(str(deploy / name) for name in (SOCKET, UNIT) if (deploy / name).exists()), str(UNIT_DIR)])
+
+    def uninstall(self) -> None:
+        """docs/maintenance.md#uninstall, line by line."""
+        self.sh(["systemctl", "disable", "--now", SOCKET, UNIT])
+        self.sh(["rm", "-rf", str(UNIT_DIR / SOCKET), str(UNIT_DIR / UNIT), str(DROPINS)])
+        self.sh(["systemctl", "daemon-reload"])
+        if self.install_method == "venv":
+            self.sh(["rm", "-rf", "/opt/zfsnas", "/usr/local/bin/zfsnas-exporter", "/usr/local/bin/zfsnas-bench"])
+        else:
+            self.sh(["pipx", "uninstall", "zfsnas"], env=PIPX_ENV)
+            self.sh(["rm", "-rf", PIPX_ENV["PIPX_HOME"]])
+
+    def user_flags(self) -> None:
+        """Flags added in a drop-in, as `systemctl edit zfsnas-exporter` writes one: the commands' time
+        limit at the guest's pace, and where a previous version is upgraded the user's own flags."""
+        DROPINS.mkdir(parents=True, exist_ok=True)
+        exec_start = (UNIT_DIR / UNIT).read_text().split("\nExecStart=", 1)[1].split("\n", 1)[0]
+        flags = [f"--zfs.command-timeout={max(COMMAND_SECONDS, round(COMMAND_SECONDS * PACE.slowness()))}"]
+        flags += [USER_FLAGS] if self.previous else []
+        (DROPINS / "override.conf").write_text(f"[Service]\nExecStart=\nExecStart={exec_start} {' '.join(flags)}\n")
+        self.record["override"] = (DROPINS / "override.conf").read_text()
+
+    def smart_dropin(self, deploy: Path) -> None:
+        DROPINS.mkdir(parents=True, exist_ok=True)
+        self.sh(["cp", str(deploy / "zfsnas-exporter-smart.conf"), str(DROPINS / "smart.conf")])
+        self.sh(["systemctl", "daemon-reload"])
+        self.sh(["systemctl", "restart", "zfsnas-exporter"])
+
+    # --- what is checked (recorded here, judged by tests/e2e/test_unit.py) -----------------------
+
+    def process(self, name: str) -> dict:
+        """The running process as the kernel sees it, and as it sees the system from inside."""
+        pid = self.main_pid()
+        status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+        status = {k: v.strip() for k, v in status.items()}
+        uid, gid = status["Uid"].split()[0], status["Gid"].split()[0]
+        # in its mount namespace: /etc must be read-only even for root, /proc shows only its own user's processes
+        etc = self.sc.run(["nsenter", f"--target={pid}", "--mount", "--", "touch", "/etc/zfsnas-probe"], check=False)
+        seen = self.sc.run(["nsenter", f"--target={pid}", "--mount", f"--setuid={uid}", f"--setgid={gid}", "--",
+                            "ls", "/proc"], check=False)
+        pids = [int(p) for p in seen.stdout.split() if p.isdigit()]
+        owners = {}
+        for other in pids:
+            try:
+                owners[other] = next(line.split()[1] for line in Path(f"/proc/{other}/status").read_text().splitlines()
+                                     if line.startswith("Uid:"))
+            except (OSError, StopIteration):
+                owners[other] = None   # gone (ls itself)
+        all_pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+        info = {"pid": pid, "cmdline": Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")[:-1],
+                "status": {k: status.get(k) for k in ("Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd",
+                                                      "CapAmb", "NoNewPrivs", "Seccomp")},
+                "touch_etc": {"rc": etc.returncode, "stderr": etc.stderr.strip()},
+                "proc_seen": {"rc": seen.returncode, "pids": pids, "owners": owners, "stderr": seen.stderr.strip()},
+                "processes_in_guest": len(all_pids),
+                "show": self.show("User", "DynamicUser", "NRestarts", "ActiveState", "SubState", "ExecMainStartTimestamp",
+                                  "InvocationID")}
+        self.record.setdefault("process", {})[name] = info
+        self.save()
+        return info
+
+    def events(self) -> None:
+        """A scrub of `fast` while the unit follows `zpool events -f`: its scrub_start and scrub_finish counted."""
+        self.sh(["zpool", "scrub", "-w", "fast"], seconds=600)
+
+        def counted(text: str) -> bool:
+            return any(line.startswith("zfs_pool_events_total{") and 'pool="fast"' in line and "scrub_finish" in line
+                       for line in text.splitlines())
+
+        self.scrape_until("events", counted, 180)
+
+    def security(self) -> None:
+        proc = self.sh(["systemd-analyze", "security", "--no-pager", UNIT], check=False)
+        (self.out / "security.txt").write_text(proc.stdout + proc.stderr)
+
+    def restart(self) -> None:
+        before = self.main_pid()
+        self.sh(["systemctl", "restart", "zfsnas-exporter"])
+        self.listening()
+        self.scrape("restarted")
+        self.record["restart"] = {"before": before, "after": self.main_pid()}
+        self.process("restarted")
+
+    def killed(self) -> None:
+        """SIGKILL of the main process: Restart=on-failure starts it again after RestartSec."""
+        before, restarts = self.main_pid(), int(self.show("NRestarts")["NRestarts"])
+        self.sh(["kill", "-KILL", str(before)])
+        wait_until("a new main process", lambda: self.main_pid() not in (0, before)
+                   and self.show("ActiveState")["ActiveState"] == "active", 120, 0.5)
+        self.listening()
+        self.scrape("after_kill")
+        self.record["kill"] = {"before": before, "after": self.main_pid(), "restarts_before": restarts,
+                               "restarts_after": int(self.show("NRestarts")["NRestarts"])}
+        self.process("after_kill")
+
+    def journal(self) -> None:
+        """The process's own journal entries (not systemd's lines about the unit), with priority
+        and invocation, into journal.json; the whole unit's journal into journal.txt."""
+        text = self.sc.run(["journalctl", "--no-pager", "-o", "json", f"_SYSTEMD_UNIT={UNIT}"], check=False).stdout
+        entries = []
+        for line in text.splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            message = entry.get("MESSAGE")
+            if isinstance(message, list):   # bytes that are not UTF-8
+                message = bytes(message).decode(errors="replace")
+            entries.append({"priority": int(entry.get("PRIORITY", 6)), "message": message,
+                            "invocation": entry.get("_SYSTEMD_INVOCATION_ID"), "pid": entry.get("_PID")})
+        (self.out / "journal.json").write_text(json.dumps(entries, indent=1))
+        (self.out / "journal.txt").write_text(self.journal_text())
+
+    # --- the benchmark database across the upgrade -------------------------------------------------
+
+    def bench_schema(self, name: str) -> None:
+        """The database as it is: its columns per table, user_version, results, a digest of the rows."""
+        import hashlib
+
+        db = sqlite3.connect(f"file:{BENCH_DB}?mode=ro", uri=True)
+        try:
+            tables = {t: [r[1] for r in db.execute(f"PRAGMA table_info({t})")]
+                      for (t,) in db.execute("SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'")}
+            rows = db.execute("SELECT * FROM results ORDER BY id").fetchall()
+            info = {"tables": tables, "user_version": db.execute("PRAGMA user_version").fetchone()[0],
+                    "results": len(rows), "config_ids": [r[0] for r in db.execute("SELECT config_id FROM results")],
+                    "digest": hashlib.sha256(repr(rows).encode()).hexdigest()}
+        finally:
+            db.close()
+        self.record.setdefault("bench", {})[name] = info
+        self.save()
+
+    def previous_bench_run(self) -> None:
+        """A result written by the previous version's own `zfsnas-bench run` (one small cell)."""
+        self.sh(["zfs", "create", "fast/upgrade"])
+        bench = "/usr/local/bin/zfsnas-bench"   # the installed one, not the scenario's
+        self.sh([bench, "init", "fast/upgrade", "--yes"])
+        self.sh([bench, "run", str(self.share / "guest" / "bench-upgrade.toml"), "--dataset", "fast/upgrade",
+                 "--jobs-dir", str(self.share / "benchmark-jobs"), "--db", str(BENCH_DB)], seconds=900)
+
+    # --- the whole phase ---------------------------------------------------------------------------
+
+    def run(self) -> None:
+        wheel = next((self.share / "wheels").glob("zfsnas-*.whl"))
+        deploy = self.share / "deploy"
+        self.listing("listing_before")
+        if BENCH_DB.exists():   # the scenario's own store is not this phase's: put aside, put back
+            raise RuntimeError(f"{BENCH_DB} exists before the unit phase")
+        if self.previous:
+            previous = self.share / "previous"
+            self.step("install_previous", lambda: (self.install(next(previous.glob("zfsnas-*.whl")), previous / "deploy"),
+                                                   self.user_flags(),
+                                                   self.sh(["systemctl", "daemon-reload"]),
+                                                   self.sh(["systemctl", "enable", "--now", "zfsnas-exporter"])))
+            self.step("previous_running", lambda: (self.listening(), self.scrape("previous"), self.process("previous")))
+            self.step("previous_bench", lambda: (self.previous_bench_run(), self.bench_schema("previous"),
+                                                 self.scrape_until("previous_bench", lambda t: "zfs_bench_" in t, 120)))
+            self.step("upgrade", self.upgrade)
+        else:
+            self.step("install", lambda: (self.install(wheel, deploy), self.user_flags(),
+                                          self.sh(["systemctl", "daemon-reload"]),
+                                          self.sh(["systemctl", "enable", "--now", SOCKET, UNIT])))
+            self.step("first_answer", lambda: (self.listening(), self.scrape("first"), self.process("first")))
+        self.step("events", self.events)
+        self.step("security", self.security)
+        self.step("restart", self.restart)
+        self.step("kill", self.killed)
+        self.step("journal", self.journal)
+        self.step("smart", lambda: (self.smart_dropin(deploy), self.listening(),
+                                    self.scrape_until("smart", lambda t: "zfs_disk_smart_state{" in t, 300),
+                                    self.process("smart")))
+        self.step("uninstall", lambda: (self.journal(), self.uninstall()))
+        self.listing("listing_after")
+        # the store is kept by an uninstall (the docs say so); it is this phase's, not the scenario's
+        for path in BENCH_DB.parent.glob(BENCH_DB.name + "*"):
+            path.unlink()
+        self.sc.run(["zfs", "destroy", "-r", "fast/upgrade"], check=False)
+        self.save()
+
+    def upgrade(self) -> None:
+        """docs/maintenance.md#upgrade for the unit, then the database's first and second writer."""
+        wheel = next((self.share / "wheels").glob("zfsnas-*.whl"))
+        deploy = self.share / "deploy"
+        self.install(wheel, deploy)
+        self.sh(["systemctl", "daemon-reload"])
+        # the previous unit listened itself: the socket takes the port once it is let go
+        self.sh(["systemctl", "stop", UNIT])
+        self.sh(["systemctl", "enable", "--now", SOCKET])
+        self.sh(["systemctl", "restart", UNIT])
+        self.listening()
+        self.scrape("first")
+        self.process("first")
+        self.bench_schema("upgraded")                      # the exporter only reads: not migrated yet
+        self.sh(["/usr/local/bin/zfsnas-bench", "list", "--db", str(BENCH_DB)])
+        self.bench_schema("after_list")                    # list reads: still not migrated
+        self.sh(["/usr/local/bin/zfsnas-bench", "restore", "--db", str(BENCH_DB)])
+        self.bench_schema("first_writer")                  # the first writer migrates
+        self.sh(["/usr/local/bin/zfsnas-bench", "restore", "--db", str(BENCH_DB)])
+        self.bench_schema("second_writer")                 # the second finds nothing to do
+        self.scrape_until("upgraded_bench", lambda t: "zfs_bench_" in t, 120)
+
+
+def run(sc) -> dict:
+    """The unit phase with the harness's settings (config.json `unit`); returns its record."""
+    settings = sc.CONFIG.get("unit") or {}
+    phase = UnitPhase(sc, settings.get("install", "venv"), settings.get("previous"))
+    try:
+        phase.run()
+    finally:
+        phase.save()
+        shutil.rmtree("/tmp/unit-phase", ignore_errors=True)
+    return phase.record
