@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.alerts.test_thresholds import generator as alerts_generator
 from tests.dashboards.histories import SIGNALS, History, generate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,6 +28,18 @@ WINDOW, MIN_ACTIVE = SHARED["change_window_minutes"], SHARED["change_min_active_
 TOLERANCE = 1e-6     # scrapes and steps fall on whole minutes here: the sums are exact
 SEEDS = range(5)
 SCRAPES = (15, 30, 60)   # seconds between samples, one per history in turn
+
+
+def rules_with(path: Path, window: int, min_active: int, **settings) -> Path:
+    """The shipped rule file with the zfsnas.changes group written for another window (thresholds
+    and changes.Settings as alerts/generate.py would write them)."""
+    module = alerts_generator()
+    thresholds = {**SHARED, "change_window_minutes": window, "change_min_active_minutes": min_active}
+    text = module.render(RULES.read_text(), thresholds)
+    changes = module.changes
+    group = changes.group(changes.Settings(window, min_active, **settings))
+    path.write_text(module.replace_block(text, changes.BEGIN, changes.END, group))
+    return path
 
 
 def selector(history: History, change, signal: str) -> str:
@@ -60,13 +73,14 @@ def checks(history: History, changes: int = 99) -> list[dict]:
     return out
 
 
-def promtool_file(tmp_path: Path, histories: list[History], changes: int = 99, name: str = "changes") -> Path:
-    order = [g["name"] for g in yaml.safe_load(RULES.read_text())["groups"]]
+def promtool_file(tmp_path: Path, histories: list[History], changes: int = 99, name: str = "changes",
+                  rules: Path = RULES) -> Path:
+    order = [g["name"] for g in yaml.safe_load(rules.read_text())["groups"]]
     tests = [{"interval": f"{SCRAPES[h.seed % len(SCRAPES)]}s",
               "input_series": h.input_series(60, SCRAPES[h.seed % len(SCRAPES)]),
               "promql_expr_test": checks(h, changes)} for h in histories]
     path = tmp_path / f"{name}.yml"
-    path.write_text(yaml.safe_dump({"rule_files": [str(RULES)], "evaluation_interval": "1m",
+    path.write_text(yaml.safe_dump({"rule_files": [str(rules)], "evaluation_interval": "1m",
                                     "group_eval_order": order, "tests": tests}, width=10_000))
     return path
 
@@ -101,3 +115,55 @@ def test_a_wrong_expectation_fails(tmp_path):
     history.minutes = change.minute + WINDOW + 2
     result = run_promtool(promtool_file(tmp_path, [history], changes=1))
     assert result.returncode != 0 and signal in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(("window", "gap", "min_active", "seeds"), [(15, 5, 3, (21, 22)), (30, 7, 8, (23,))])
+def test_other_windows_and_gaps(tmp_path, window, gap, min_active, seeds):
+    """The same invariants with the windows a user may set in thresholds.toml (shorter than the
+    shipped hour, a longer gap, another minimum of activity): the histories are built for them."""
+    rules = rules_with(tmp_path / "rules.yml", window, min_active, gap_minutes=gap)
+    histories = [generate(seed, window, min_active, gap) for seed in seeds]
+    result = run_promtool(promtool_file(tmp_path, histories, rules=rules))
+    assert result.returncode == 0 and "SUCCESS" in result.stdout, result.stdout[-6000:] + result.stderr[-2000:]
+
+
+def with_a_close_change(history: History, rng) -> tuple[History, object]:
+    """`history` with one more module-parameter change a few minutes after its first change (inside
+    that change's after window; the workload does not follow parameters here): its own values are
+    not built (its before window holds two segments), only its row is checked."""
+    from dataclasses import replace
+
+    changed = {c.what for c in history.changes}
+    name = next(n for n in ("zfs_vdev_async_write_max_active", "zfs_txg_timeout", "zfs_arc_max") if n not in changed)
+    first = history.changes[0]
+    old = history.parameters(first.minute * 60 + 59, 60)[name]
+    close = replace(first, what=name, minute=first.minute + rng.randint(2, 10), old=str(int(old)),
+                    new=str(int(old) * 2 + 1), before={}, after={}, partial={})
+    history.changes.insert(1, close)
+    return history, close
+
+
+def test_a_change_close_after_another_changes_no_other_row(tmp_path):
+    """Several changes close together: a parameter changed minutes after another. Every change is
+    still seen once, when it was made; every other change's values are still those the history was
+    built with (nothing leaks between rows); the close change has each signal on both sides, a number
+    no lower than 0 and finite, or "too little activity"."""
+    import random
+
+    rng = random.Random(7)
+    out = []
+    for seed in (31, 32):
+        history, close = with_a_close_change(generate(seed, WINDOW, MIN_ACTIVE), rng)
+        row = (f'{{instance="{history.instance}", what="{close.label}", from="{close.old}", to="{close.new}"}}')
+        extra = [{"expr": f"count(change:zfs_signal:{side}{row})", "eval_time": f"{history.minutes}m",
+                  "exp_samples": [{"labels": "{}", "value": len(SIGNALS)}]} for side in ("before", "after")]
+        extra += [{"expr": f"change:zfs_signal:{side}{row} < 0 or change:zfs_signal:{side}{row} == Inf",
+                   "eval_time": f"{history.minutes}m", "exp_samples": []} for side in ("before", "after")]
+        out.append((history, extra))
+    path = promtool_file(tmp_path, [h for h, _ in out], name="close")
+    tests = yaml.safe_load(path.read_text())
+    for test, (_, extra) in zip(tests["tests"], out):
+        test["promql_expr_test"] += extra
+    path.write_text(yaml.safe_dump(tests, width=10_000))
+    result = run_promtool(path)
+    assert result.returncode == 0 and "SUCCESS" in result.stdout, result.stdout[-6000:] + result.stderr[-2000:]

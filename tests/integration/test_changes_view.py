@@ -23,22 +23,20 @@ import math
 import re
 import threading
 import time
-import tomllib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
-from tests.alerts.test_thresholds import generator as alerts_generator
 from tests.bench.configs import configuration
 from tests.conftest import free_port
 from tests.dashboards.histories import History, generate
 from tests.dashboards.queries import SUBSTITUTIONS, load, panels
+from tests.dashboards.test_changes_rules import rules_with
 from tests.integration.exporter_process import ExporterProcess
 from tests.integration.prometheus import Prometheus
 from zfsnas.bench.store import ResultFigures, Store
 
-ROOT = Path(__file__).resolve().parents[2]
 SEEDS = (101, 102, 103, 104)
 # minutes (of one second here): the window, the gap before it, the minimum of activity, the
 # evaluations in a row a change may be missed at (so it is seen up to MISSED + 1 steps late)
@@ -81,14 +79,7 @@ class HistoryServer(ThreadingHTTPServer):
 def rule_file(path: Path) -> Path:
     """The shipped rules with the Changes view in 1-second minutes, a WINDOW-minute window and room
     for this busy machine: up to MISSED evaluations in a row may find a scrape not yet stored."""
-    module = alerts_generator()
-    thresholds = tomllib.loads((ROOT / "alerts" / "thresholds.toml").read_text())
-    thresholds.update(change_window_minutes=WINDOW, change_min_active_minutes=MIN_ACTIVE)
-    text = module.render((ROOT / "alerts" / "zfsnas.rules.yml").read_text(), thresholds)
-    changes = module.changes
-    group = changes.group(changes.Settings(WINDOW, MIN_ACTIVE, minute_seconds=1, gap_minutes=GAP, missed_steps=MISSED))
-    path.write_text(module.replace_block(text, changes.BEGIN, changes.END, group))
-    return path
+    return rules_with(path, WINDOW, MIN_ACTIVE, minute_seconds=1, gap_minutes=GAP, missed_steps=MISSED)
 
 
 def store_matrix_run(db: Path, run: str, finished: float, parameters: dict) -> list:
