@@ -511,6 +511,8 @@ def overview() -> Board:
 
 
 DISK_HEALTH = f"device:zfs_disk_health:state{{{POOL_MATCHERS}}}"
+LIMIT_WORDS = (f"spinning disks {SHARED['disk_temperature_hdd_max']} °C, alerts/thresholds.toml's, whatever their own "
+               f"limit; SSD and NVMe their own limit where they report one, else {SHARED['disk_temperature_ssd_max']} °C")
 
 
 def disk_row() -> dash.Row:
@@ -540,8 +542,7 @@ def disk_stats() -> list:
                query(disk_count("failing"), "{{pool}}", instant=True),
                steps=((None, "green"), (1, "red"))).no_value(nothing),
         single("Hottest disk vs its limit", "The awake disk of the pool nearest its temperature limit: its temperature "
-               "over the drive's own limit where it reports one, else alerts/thresholds.toml's for its kind "
-               f"({SHARED['disk_temperature_hdd_max']} °C spinning, {SHARED['disk_temperature_ssd_max']} °C SSD/NVMe); "
+               f"over the limit ZfsDiskTemperatureHigh holds it to ({LIMIT_WORDS}); "
                f"orange from {NEAR_LIMIT:.0%}, red at the limit.", "percentunit",
                query(with_disk_names(f"topk by (nas, instance, pool) (1, {temperature_of_limit(SMART_POOL)})"),
                      "{{pool}} {{serial}} ({{device}})", instant=True), steps=LIMIT_STEPS)
@@ -747,8 +748,8 @@ HEALTH_COLUMNS = (("C", "temperature", "celsius"), ("D", "power-on hours", "h"),
                   ("F", "pending", "none"), ("G", "offline uncorrectable", "none"), ("H", "CRC errors", "none"),
                   ("I", "NVMe media errors", "none"), ("K", "self-test age", "s"), ("M", "limit", "celsius"),
                   ("N", "of limit", "percentunit"))
-# What a disk is held to (recording rule: its own limit, else its kind's in alerts/thresholds.toml),
-# and its temperature against that limit, orange from this share of it, red at the limit.
+# What a disk is held to (recording rule, the alert's limit: an SSD's own, else its kind's in
+# alerts/thresholds.toml), and its temperature against that limit, orange from this share of it, red at the limit.
 TEMPERATURE_LIMIT = "device:zfs_disk_temperature_limit:celsius"
 NEAR_LIMIT = 0.9
 LIMIT_STEPS = ((None, "green"), (NEAR_LIMIT, "orange"), (1, "red"))
@@ -825,9 +826,7 @@ def health_table():
     return grid("Disk health", "SMART of every disk of the selected pools (smart collector, read every "
                 "--smart.interval): its health from SMART and zpool status together (Disk problems says why), "
                 "state (standby = asleep and not woken: its values are from the last read), temperature against "
-                "its limit (the drive's own where it reports one, else alerts/thresholds.toml's for its kind: "
-                f"{SHARED['disk_temperature_hdd_max']} °C spinning, {SHARED['disk_temperature_ssd_max']} °C SSD/NVMe; "
-                f"orange from {NEAR_LIMIT:.0%} of it), power-on hours, the counters that predict failure "
+                f"its limit ({LIMIT_WORDS}; orange from {NEAR_LIMIT:.0%} of it), power-on hours, the counters that predict failure "
                 "(reallocated: ATA attribute 5, or SAS grown defects; pending, offline uncorrectable; CRC errors are "
                 "cabling) and the newest self-test with its age in the drive's power-on time (coloured only once "
                 "ZfsDiskSelfTestOverdue is enabled: it is opt-in).", "none",

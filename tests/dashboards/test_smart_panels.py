@@ -23,6 +23,7 @@ def smart_series() -> dict[str, str]:
         f"zfs_disk_smart_temperature_celsius{{{Z}, {SDD}}}": "34x20",
         f"zfs_disk_smart_temperature_celsius{{{Z}, {SDB}}}": "55x20",   # when it went to sleep
         f"zfs_disk_smart_temperature_limit_celsius{{{Z}, {NVME}}}": "80x20",   # the drive's own (WCTEMP)
+        f"zfs_disk_smart_temperature_limit_celsius{{{Z}, {SDC}}}": "60x20",    # an HDD's own (SCT): not its limit
         f"zfs_disk_smart_power_on_seconds_total{{{Z}, {SDC}}}": f"{30144 * 3600}x20",
         f"zfs_disk_smart_reallocated_sectors{{{Z}, {SDC}}}": "16x20",
         f"zfs_disk_smart_grown_defects{{{Z}, {SDD}}}": "3x20",
@@ -72,7 +73,8 @@ def test_health_table_columns(tmp_path):
         # does not list (here the cache) are rows all the same
         (vdev, [(sdc + ', parent="raidz2-0"}', 1), (nvme + "}", 1), (sdd + ', parent="spare-1"}', 1),
                 (sdb + ', parent="tank"}', 1)]),
-        # held to the NVMe's own 80 °C, the others (HDD, SAS and asleep: no media said) to 50 °C
+        # held to the NVMe's own 80 °C, the others (the HDD despite its own 60 °C, SAS and asleep: no
+        # media said) to 50 °C, as ZfsDiskTemperatureHigh holds them
         (limit, [(sdc + "}", 50), (nvme + "}", 80), (sdd + "}", 50), (sdb + "}", 50)]),
         (of_limit, [(sdc + "}", 36 / 50), (nvme + "}", 41 / 80), (sdd + "}", 34 / 50)]),   # not the sleeper's 55
         # sdc: sectors pending and reallocated, a failed self-test; sdd: grown defects; sdb hot but asleep
