@@ -129,13 +129,11 @@ def test_smart_status_says_why_there_is_no_health_data(tmp_path):
     exporter serves, in words), one without a smart collector, one whose smart collector fails
     without a reason, one reading its disks."""
     (status,) = panel_queries("disks", "SMART")
-    series = {
-        'zfs_exporter_collector_success{instance="a", job="zfsnas", collector="smart"}': "0x20",
-        'zfs_disk_smart_unavailable{instance="a", job="zfsnas", reason="permission_denied"}': "1x20",
-        'zfs_exporter_collector_success{instance="e", job="zfsnas", collector="smart"}': "0x20",
-        'zfs_disk_smart_unavailable{instance="e", job="zfsnas", reason="smartctl_missing"}': "1x20",
-        'zfs_exporter_collector_success{instance="f", job="zfsnas", collector="smart"}': "0x20",
-        'zfs_disk_smart_unavailable{instance="f", job="zfsnas", reason="smartctl_too_old"}': "1x20",
+    series = {}
+    for instance, reason in (("a", "permission_denied"), ("e", "smartctl_missing"), ("f", "smartctl_too_old")):
+        series[f'zfs_exporter_collector_success{{instance="{instance}", job="zfsnas", collector="smart"}}'] = "0x20"
+        series[f'zfs_disk_smart_unavailable{{instance="{instance}", job="zfsnas", reason="{reason}"}}'] = "1x20"
+    series |= {
         'zfs_exporter_collector_success{instance="b", job="zfsnas", collector="arc"}': "1x20",
         'zfs_exporter_collector_success{instance="c", job="zfsnas", collector="smart"}': "0x20",
         'zfs_exporter_collector_success{instance="d", job="zfsnas", collector="smart"}': "1x20",
