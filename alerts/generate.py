@@ -1,6 +1,7 @@
-"""Write the zfsnas.thresholds group of alerts/zfsnas.rules.yml from alerts/thresholds.toml.
+"""Write the generated groups of alerts/zfsnas.rules.yml from alerts/thresholds.toml.
 
-Owns the threshold recording rules, nothing else of the rule file: one `zfsnas:<name>:threshold`
+Owns the threshold recording rules and places the zfsnas.changes group (alerts/changes.py writes
+it, with thresholds.toml's window), nothing else of the rule file: one `zfsnas:<name>:threshold`
 (`vector(<number>)`) per number of thresholds.toml (a number added there becomes a rule here), and
 per-pool / per-dataset thresholds from its [[scrub_schedule]] and [[snapshot_schedule]] tables
 (first match wins); the [opt_in] table's values are documented, not written (their alerts stay
@@ -15,12 +16,25 @@ tests/alerts/test_thresholds.py runs the check.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 import tomllib
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+
+
+def _changes():
+    """alerts/changes.py, loaded by path: this script runs from anywhere, outside any package."""
+    spec = importlib.util.spec_from_file_location("zfsnas_alerts_changes", HERE / "changes.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+changes = _changes()
 BEGIN = "  # --- zfsnas.thresholds: written by alerts/generate.py from alerts/thresholds.toml; edit that file ---"
 END = "  # --- end of zfsnas.thresholds ---"
 # [[table]]: (label it matches, the series whose label values it is matched against, record name)
@@ -75,15 +89,26 @@ def group(thresholds: dict) -> str:
     return f"{BEGIN}\n  - name: zfsnas.thresholds\n    rules:\n{''.join(rules)}{END}\n"
 
 
-def render(rule_text: str, thresholds: dict) -> str:
-    """`rule_text` with its generated group replaced by the one `thresholds` gives."""
+def replace_block(rule_text: str, begin: str, end: str, block: str) -> str:
+    """`rule_text` with the lines from `begin` to `end` replaced by `block`."""
     lines = rule_text.splitlines(keepends=True)
     try:
-        start = lines.index(BEGIN + "\n")
-        end = lines.index(END + "\n", start)
+        start = lines.index(begin + "\n")
+        stop = lines.index(end + "\n", start)
     except ValueError:
-        raise ThresholdError(f"the rule file has no generated group between {BEGIN!r} and {END!r}") from None
-    return "".join(lines[:start]) + group(thresholds) + "".join(lines[end + 1:])
+        raise ThresholdError(f"the rule file has no generated group between {begin!r} and {end!r}") from None
+    return "".join(lines[:start]) + block + "".join(lines[stop + 1:])
+
+
+def render(rule_text: str, thresholds: dict) -> str:
+    """`rule_text` with its generated groups replaced by the ones `thresholds` gives."""
+    text = replace_block(rule_text, BEGIN, END, group(thresholds))
+    try:
+        window = changes.settings(thresholds)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ThresholdError(f"change_window_minutes and change_min_active_minutes must be whole minutes: {exc}") \
+            from None
+    return replace_block(text, changes.BEGIN, changes.END, changes.group(window))
 
 
 def main(argv: list[str] | None = None) -> int:

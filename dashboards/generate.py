@@ -1,4 +1,4 @@
-"""Generate the six zfsnas Grafana dashboards (dashboards/*.json) with Grafana's foundation SDK.
+"""Generate the seven zfsnas Grafana dashboards (dashboards/*.json) with Grafana's foundation SDK.
 
 Owns every dashboard: panels, their PromQL, units, descriptions, variables, links and benchmark
 annotations. The JSON files next to this script are its output and are committed for users who
@@ -14,6 +14,7 @@ Needs `pip install .[dashboards]` (grafana-foundation-sdk pinned to the Grafana 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 import tomllib
@@ -30,13 +31,28 @@ from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 OUT = Path(__file__).resolve().parent
 # Thresholds and selectors shared with the alert rules (tests/alerts/ checks the rules against it).
 SHARED = tomllib.loads((OUT.parent / "alerts" / "thresholds.toml").read_text())
+
+
+def _alerts_module(name: str):
+    """A module of alerts/ loaded by path (neither directory is a package)."""
+    spec = importlib.util.spec_from_file_location(f"zfsnas_alerts_{name}", OUT.parent / "alerts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+# The Changes view's signals and the I/O properties of datasets: one definition with their rules.
+CHANGES = _alerts_module("changes")
+CHANGE_SETTINGS = CHANGES.settings(SHARED)
 # Our alerts that report a problem: the Zfs* rules but the always-firing watchdog.
 OUR_ALERTS = f'alertname=~"{SHARED["alert_name_regex"]}", alertname!="{SHARED["watchdog_alert"]}"'
 DATASOURCE = model.DataSourceRef(type_val="prometheus", uid="${datasource}")
 TAG = "zfsnas"
 BENCH_TAG = "zfsnas-bench"  # the tag the benchmark runner puts on its Grafana annotations
 UIDS = {"overview": "zfsnas-overview", "arc": "zfsnas-arc", "write-path": "zfsnas-write-path",
-        "datasets": "zfsnas-datasets", "disks": "zfsnas-disks", "benchmarks": "zfsnas-benchmarks"}
+        "datasets": "zfsnas-datasets", "disks": "zfsnas-disks", "benchmarks": "zfsnas-benchmarks",
+        "changes": "zfsnas-changes"}
 
 # Label matchers every query carries; the variables are multi-value with "All" = ".*". `nas` is the
 # external label each NAS's Prometheus adds when several remote-write to one store (docs/stack.md);
@@ -308,9 +324,7 @@ BENCH_RUNNING_FIELDS = {"step": "15s", "titleFormat": "Benchmark {{matrix}}/{{wo
 # dataset property out of zfs_dataset_info's labels. Values are as the kernel / `zfs get -p` print them.
 CHANGE_STEP = "1m"   # the annotation's minimum step, Grafana's "step" field
 PREVIOUS_STEP = "offset $__interval"
-# Dataset properties that shape I/O (labels of zfs_dataset_info; recordsize holds volblocksize for volumes).
-IO_PROPERTIES = ("compression", "recordsize", "sync", "logbias", "primarycache", "secondarycache", "atime", "dedup",
-                 "special_small_blocks")
+IO_PROPERTIES = CHANGES.IO_PROPERTIES
 
 
 def parameter_changes() -> str:
@@ -362,14 +376,27 @@ class Board:
         for panel in self.panels:
             builder = builder.with_row(panel) if isinstance(panel, dash.Row) else builder.with_panel(panel)
         board = json.loads(json.dumps(builder.build(), cls=JSONEncoder))
-        for annotation in board["annotations"]["list"]:  # Prometheus fields the SDK has no builder methods for
-            if annotation["name"] in CHANGE_ANNOTATIONS:
-                _, title, text = CHANGE_ANNOTATIONS[annotation["name"]]
-                annotation.update({"step": CHANGE_STEP, "titleFormat": title, "textFormat": text,
-                                   "tagKeys": "instance,pool,dataset,name,property", "useValueForTime": False})
-            elif "expr" in annotation:
-                annotation.update(BENCH_RUNNING_FIELDS)
+        for annotation in board["annotations"]["list"]:
+            if "expr" in annotation:
+                prometheus_annotation(annotation)
         return board
+
+
+def prometheus_annotation(annotation: dict) -> None:
+    """A Prometheus annotation as Grafana 11.6 keeps it: its query (expr, and the minimum step as
+    `interval`) in `target`, where Grafana's Prometheus data source moves a legacy top-level `expr`
+    and `step` when it loads a dashboard (PrometheusAnnotationSupport.prepareAnnotation); the
+    event fields it reads from the annotation itself (titleFormat, textFormat, tagKeys,
+    useValueForTime) beside it. The SDK's AnnotationQuery has neither: tests/dashboards checks
+    these fields against the SDK's Prometheus query type."""
+    if annotation["name"] in CHANGE_ANNOTATIONS:
+        _, title, text = CHANGE_ANNOTATIONS[annotation["name"]]
+        step, fields = CHANGE_STEP, {"titleFormat": title, "textFormat": text,
+                                     "tagKeys": "instance,pool,dataset,name,property", "useValueForTime": False}
+    else:
+        step, fields = BENCH_RUNNING_FIELDS["step"], {k: v for k, v in BENCH_RUNNING_FIELDS.items() if k != "step"}
+    annotation["target"] = {"expr": annotation.pop("expr"), "interval": step, "refId": "Anno"}
+    annotation.update(fields)
 
 
 # --- the dashboards ----------------------------------------------------------------------------
@@ -419,6 +446,8 @@ def overview() -> Board:
              "percentunit", query(f"pool:zfs_pool_capacity:ratio{{{POOL_MATCHERS}}}", "{{instance}} {{pool}}", instant=True),
              width=12, height=6, steps=((None, "green"), (SHARED["pool_capacity_warning"], "orange"),
                                             (SHARED["pool_capacity_critical"], "red")), max_val=1),
+        disk_row(),
+        *disk_stats(),
         row("Capacity"),
         series("Pool full forecast", f"Free space of each pool now and in {FORECAST_DAYS} days at its usual daily "
                "fill (recording rule pool:zfs_pool_free_bytes:delta1d_median3d, the median of the last 3 days' "
@@ -479,6 +508,46 @@ def overview() -> Board:
                query(f'scrape_duration_seconds{{job="{SHARED["exporter_job"]}", {NAS_MATCHERS}}}', "{{instance}}"),
                width=6, height=6),
     ])
+
+
+DISK_HEALTH = f"device:zfs_disk_health:state{{{POOL_MATCHERS}}}"
+LIMIT_WORDS = (f"spinning disks {SHARED['disk_temperature_hdd_max']} °C, alerts/thresholds.toml's, whatever their own "
+               f"limit; SSD and NVMe their own limit where they report one, else {SHARED['disk_temperature_ssd_max']} °C")
+
+
+def disk_row() -> dash.Row:
+    """A row of disk stats for each selected pool (Grafana repeats it over $pool)."""
+    return row("Disks of pool $pool").repeat("pool")
+
+
+def disk_count(health: str) -> str:
+    """Disks of each pool in `health`, 0 where none is (but the pool has disks)."""
+    return (f'count by (nas, instance, pool) (device:zfs_disk_health:state{{{POOL_MATCHERS}, health="{health}"}}) '
+            f"or 0 * count by (nas, instance, pool) ({DISK_HEALTH})")
+
+
+def disk_stats() -> list:
+    why = ("from SMART and zpool status together (recording rules zfsnas.disk_health; the Disks dashboard's "
+           "\"Disk problems\" says what)")
+    nothing = "No disks known for this pool (the disks collector reads them; zpool status places them)"
+    return [
+        single("Healthy disks", f"Disks of the pool with no problem {why}.", "none",
+               query(disk_count("healthy"), "{{pool}}", instant=True)).no_value(nothing),
+        single("Disks with a warning", f"Disks of the pool to watch {why}: sectors remapped or pending, CRC errors "
+               "growing, checksum errors, a failed self-test, at or past its temperature limit.", "none",
+               query(disk_count("warning"), "{{pool}}", instant=True),
+               steps=((None, "green"), (1, "orange"))).no_value(nothing),
+        single("Failing disks", f"Disks of the pool that are going or gone {why}: SMART health check failed, NVMe "
+               "critical warning, ZFS read or write errors, faulted or removed.", "none",
+               query(disk_count("failing"), "{{pool}}", instant=True),
+               steps=((None, "green"), (1, "red"))).no_value(nothing),
+        single("Hottest disk vs its limit", "The awake disk of the pool nearest its temperature limit: its temperature "
+               f"over the limit ZfsDiskTemperatureHigh holds it to ({LIMIT_WORDS}); "
+               f"orange from {NEAR_LIMIT:.0%}, red at the limit.", "percentunit",
+               query(with_disk_names(f"topk by (nas, instance, pool) (1, {temperature_of_limit(SMART_POOL)})"),
+                     "{{pool}} {{serial}} ({{device}})", instant=True), steps=LIMIT_STEPS)
+        .text_mode(common.BigValueTextMode.VALUE_AND_NAME).no_value("No temperatures (SMART off or disks asleep)"),
+    ]
 
 
 def arc() -> Board:
@@ -657,22 +726,33 @@ def per_disk(expr: str) -> str:
     """A per-device expression labelled by serial, pool and vdev through zfs_disk_info; a disk in no
     pool or without a serial reads "(no pool)" / "(no serial)" (a legend's missing label would read
     as its name)."""
-    joined = (f"({expr}) * on (nas, instance, device) group_left (serial, model, pool, vdev_guid) "
-              f"max by (nas, instance, device, serial, model, pool, vdev_guid) ({DISK_INFO})")
-    for label, missing in (("pool", "(no pool)"), ("serial", "(no serial)")):   # a spare; a USB stick
-        joined = f'label_replace({joined}, "{label}", "{missing}", "{label}", "")'
-    return joined
+    return with_disk_names(f"({expr}) * on (nas, instance, device) group_left (serial, model, pool, vdev_guid) "
+                           f"max by (nas, instance, device, serial, model, pool, vdev_guid) ({DISK_INFO})")
+
+
+def with_disk_names(expr: str) -> str:
+    """`expr` with an empty pool or serial reading "(no pool)" / "(no serial)" (a spare; a USB stick)."""
+    for label, missing in (("pool", "(no pool)"), ("serial", "(no serial)")):
+        expr = f'label_replace({expr}, "{label}", "{missing}", "{label}", "")'
+    return expr
 
 
 # The SMART families of the selected disks; every one carries zfs_disk_info's device, serial, pool, vdev_guid.
 SMART = f'{NAS_MATCHERS}, pool=~"$pool", device=~"$disk"'
+SMART_POOL = f'{POOL_MATCHERS}, pool!=""'   # a pool's disks, on a dashboard without a disk variable
 
 DISK_KEY = "nas, instance, device, serial, pool, vdev_guid"
 ASLEEP = f'(zfs_disk_smart_state{{{SMART}, state="standby"}} == 1)'
 # Columns of the health table after its per-query values: (query value, column, unit).
 HEALTH_COLUMNS = (("C", "temperature", "celsius"), ("D", "power-on hours", "h"), ("E", "reallocated", "none"),
                   ("F", "pending", "none"), ("G", "offline uncorrectable", "none"), ("H", "CRC errors", "none"),
-                  ("I", "NVMe media errors", "none"), ("K", "self-test age", "s"))
+                  ("I", "NVMe media errors", "none"), ("K", "self-test age", "s"), ("M", "limit", "celsius"),
+                  ("N", "of limit", "percentunit"))
+# What a disk is held to (recording rule, the alert's limit: an SSD's own, else its kind's in
+# alerts/thresholds.toml), and its temperature against that limit, orange from this share of it, red at the limit.
+TEMPERATURE_LIMIT = "device:zfs_disk_temperature_limit:celsius"
+NEAR_LIMIT = 0.9
+LIMIT_STEPS = ((None, "green"), (NEAR_LIMIT, "orange"), (1, "red"))
 
 
 def cell_colours(*steps: tuple[float | None, str]) -> list[model.DynamicConfigValue]:
@@ -681,10 +761,26 @@ def cell_colours(*steps: tuple[float | None, str]) -> list[model.DynamicConfigVa
             model.DynamicConfigValue(id_val="custom.cellOptions", value={"type": "color-background"})]
 
 
+def temperature_of_limit(matchers: str) -> str:
+    """Each awake disk's temperature over its limit (a sleeping disk's last value is not its temperature now)."""
+    return (f"max by ({DISK_KEY}) (zfs_disk_smart_temperature_celsius{{{matchers}}} unless on (nas, instance, "
+            f"device, serial) (zfs_disk_smart_state{{{matchers}, state=\"standby\"}} == 1)) / on (nas, instance, "
+            f"device, serial) group_left () max by ({DISK_KEY}) ({TEMPERATURE_LIMIT}{{{matchers}}})")
+
+
+def self_test_colours() -> list[model.DynamicConfigValue]:
+    """Self-tests older than the alert's limit in orange, but only once the alert is on: while it
+    waits in thresholds.toml's [opt_in] table its age is no warning, just a number."""
+    if "smart_self_test_max_age_days" in SHARED:
+        return cell_colours((None, "green"), (SHARED["smart_self_test_max_age_days"] * 86400, "orange"))
+    return []
+
+
 def health_table():
-    """One row per disk from SMART: its state, model, temperature, hours, the counters that predict
-    failure and its newest self-test, merged on the disk's labels; the vdev (parent in zpool status)
-    through vdev_guid. Columns a disk lacks (NVMe has no pending sectors) stay empty."""
+    """One row per disk from SMART: its health (the zfsnas.disk_health rules), state, model,
+    temperature against its limit, hours, the counters that predict failure and its newest
+    self-test, merged on the disk's labels; the vdev (parent in zpool status) through vdev_guid.
+    Columns a disk lacks (NVMe has no pending sectors) stay empty."""
     # a vdev's parent in the tree; a hot spare in use is listed twice (under spare-N, and INUSE in
     # the spares list): its place in the tree wins
     parents = "max by (nas, instance, pool, vdev_guid, parent) (zfs_vdev_state{{role{}\"spare\", {}}})"
@@ -710,29 +806,106 @@ def health_table():
         "L": (f"max by ({DISK_KEY}, parent) ((zfs_disk_smart_state{{{SMART}}} == 1) * on (nas, instance, pool, vdev_guid) "
               f"group_left (parent) ({in_tree} or on (nas, instance, pool, vdev_guid) {spares}) "
               f"or on (nas, instance, device, serial) (zfs_disk_smart_state{{{SMART}}} == 1))"),
+        "M": per(f"{TEMPERATURE_LIMIT}{{{SMART}}}"),
+        "N": temperature_of_limit(SMART),
+        "O": f"max by ({DISK_KEY}, health) (device:zfs_disk_health:state{{{SMART}}})",
     }
     renames = {f"Value #{ref}": name for ref, name, _ in HEALTH_COLUMNS}
     renames.update({"parent": "vdev", "type": "last self-test", "result": "result"})
-    hidden = {"Time": True, "nas": True, "Value #A": True, "Value #B": True, "Value #J": True, "Value #L": True}
-    order = ["instance", "pool", "vdev", "serial", "device", "model", "media", "state", "temperature", "power-on hours",
-             "reallocated", "pending", "offline uncorrectable", "CRC errors", "NVMe media errors", "last self-test",
-             "result", "self-test age", "vdev_guid"]
+    hidden = {"Time": True, "nas": True, "Value #A": True, "Value #B": True, "Value #J": True, "Value #L": True,
+              "Value #O": True}
+    order = ["instance", "pool", "vdev", "serial", "device", "model", "media", "health", "state", "temperature", "limit",
+             "of limit", "power-on hours", "reallocated", "pending", "offline uncorrectable", "CRC errors",
+             "NVMe media errors", "last self-test", "result", "self-test age", "vdev_guid"]
     overrides = [(name, unit_override(unit)) for _, name, unit in HEALTH_COLUMNS]
-    overrides[0] = ("temperature", unit_override("celsius") + cell_colours(
-        (None, "green"), (SHARED["disk_temperature_hdd_max"], "orange"), (SHARED["disk_temperature_ssd_max"], "red")))
-    overrides[-1] = ("self-test age", unit_override("s") + cell_colours(
-        (None, "green"), (SHARED["opt_in"]["smart_self_test_max_age_days"] * 86400, "orange")))
+    overrides += [("of limit", unit_override("percentunit") + cell_colours(*LIMIT_STEPS)),
+                  ("self-test age", unit_override("s") + self_test_colours()),
+                  ("health", [model.DynamicConfigValue(id_val="mappings", value=[{"type": "value", "options": {
+                      "healthy": {"color": "green", "index": 0}, "warning": {"color": "orange", "index": 1},
+                      "failing": {"color": "red", "index": 2}}}])] + cell_colours((None, "text"))[1:])]
     return grid("Disk health", "SMART of every disk of the selected pools (smart collector, read every "
-                "--smart.interval): state (standby = asleep and not woken: its values are from the last read), "
-                "temperature, power-on hours, the counters that predict failure (reallocated: ATA attribute 5, or "
-                "SAS grown defects; pending, offline uncorrectable; CRC errors are cabling) and the newest self-test "
-                "with its age in the drive's power-on time. Orange past alerts/thresholds.toml's limits.", "none",
+                "--smart.interval): its health from SMART and zpool status together (Disk problems says why), "
+                "state (standby = asleep and not woken: its values are from the last read), temperature against "
+                f"its limit ({LIMIT_WORDS}; orange from {NEAR_LIMIT:.0%} of it), power-on hours, the counters that predict failure "
+                "(reallocated: ATA attribute 5, or SAS grown defects; pending, offline uncorrectable; CRC errors are "
+                "cabling) and the newest self-test with its age in the drive's power-on time (coloured only once "
+                "ZfsDiskSelfTestOverdue is enabled: it is opt-in).", "none",
                 *[query(expr, instant=True, fmt=PromQueryFormat.TABLE, ref=ref) for ref, expr in exprs.items()],
                 transformations=[transform("merge"),
                                  transform("organize", excludeByName=hidden, renameByName=renames,
                                            indexByName={name: n for n, name in enumerate(order)}),
                                  transform("sortBy", sort=[{"field": "pool"}, {"field": "vdev"}, {"field": "serial"}])],
-                overrides=overrides, height=9)
+                overrides=overrides, height=9) \
+        .no_value("No SMART data: \"SMART\" above says why (the smart collector off, smartctl missing or older than "
+                  "7.0, no raw disk access in a container: docs/disks.md#smart).")
+
+
+# The reasons the smart collector serves in zfs_disk_smart_unavailable, in words with what to do; a
+# reason not listed here shows as the exporter spells it.
+SMART_UNAVAILABLE = {
+    "smartctl_missing": "smartctl missing: install smartmontools 7.0 or later on the host",
+    "permission_denied": "smartctl may not open the disks (permission denied): docs/disks.md#smart",
+    "smartctl_too_old": "smartctl too old (no --json): install smartmontools 7.0 or later",
+}
+
+
+def smart_unavailable(unavailable: str) -> str:
+    expr = f"max by (nas, instance, reason) ({unavailable})"
+    for reason, words in SMART_UNAVAILABLE.items():
+        expr = f'label_replace({expr}, "reason", "{words}", "reason", "{reason}")'
+    return expr
+
+
+def smart_status():
+    """Per exporter, whether SMART reads the disks, and why not: the reason the smart collector
+    serves (zfs_disk_smart_unavailable), a failing collector, or no smart collector at all."""
+    collectors = f"zfs_exporter_collector_success{{{NAS_MATCHERS}}}"
+    smart = f'zfs_exporter_collector_success{{{NAS_MATCHERS}, collector="smart"}}'
+    unavailable = f"zfs_disk_smart_unavailable{{{NAS_MATCHERS}}} == 1"
+    reasons = [
+        (smart_unavailable(unavailable), None),
+        (f"max by (nas, instance) ({smart} == 0) * 0 + 1 unless on (nas, instance) ({unavailable})",
+         "the smart collector fails: see the exporter's log"),
+        (f"max by (nas, instance) ({collectors}) * 0 + 1 unless on (nas, instance) {smart}",
+         "no smart collector (--no-collector.smart, or an exporter without it)"),
+        (f"count by (nas, instance) (zfs_disk_smart_state{{{NAS_MATCHERS}}} == 1) * 0 "
+         f"and on (nas, instance) ({smart} == 1) unless on (nas, instance) ({unavailable})", "reading the disks"),
+    ]
+    exprs = [expr if reason is None else f'label_replace({expr}, "reason", "{reason}", "", "")' for expr, reason in reasons]
+    panel = single("SMART", "Whether the smart collector reads the disks of each NAS, and if not why (red): the "
+                   "reason it serves in zfs_disk_smart_unavailable (smartctl missing, permission denied: no raw "
+                   "disk access, smartctl too old), a failing collector, or none running. docs/disks.md#smart says "
+                   "how to turn SMART on.", "none",
+                   query(" or ".join(f"({e})" for e in exprs), "SMART: {{reason}}", instant=True),
+                   width=24, height=3, steps=((None, "green"), (1, "red")))
+    return panel.text_mode(common.BigValueTextMode.NAME).no_value("No exporter selected")
+
+
+def disk_problems():
+    return grid("Disk problems", "What makes a disk of the selected pools a warning or failing (recording rule "
+                "device:zfs_disk_problem:info, from SMART and zpool status): one row per problem.", "none",
+                query(f"max by ({DISK_KEY}, severity, problem) (device:zfs_disk_problem:info{{{SMART}}})",
+                      instant=True, fmt=PromQueryFormat.TABLE),
+                transformations=[transform("organize", excludeByName={"Time": True, "Value": True, "nas": True}),
+                                 transform("sortBy", sort=[{"field": "severity"}, {"field": "pool"}])],
+                width=24, height=5).no_value("No disk of the selected pools has a problem.")
+
+
+# SMART counters drawn over time per disk: (title, metric, what a rise means)
+SMART_TRENDS = (("Pending sectors", "zfs_disk_smart_pending_sectors", "unreadable sectors waiting to be remapped"),
+                ("Reallocated sectors", "zfs_disk_smart_reallocated_sectors", "sectors remapped to spares"),
+                ("CRC errors", "zfs_disk_smart_udma_crc_errors_total", "transfer errors: the cable or port"),
+                ("NVMe media errors", "zfs_disk_smart_nvme_media_errors_total", "unrecovered data errors"))
+
+
+def smart_trends() -> list:
+    legend = "{{pool}} {{serial}} ({{device}})"
+    return [series(f"{title} over time", f"SMART {metric} per disk ({meaning}): a line that climbs is a disk "
+                   "failing, a flat line a disk that had its trouble once.", "none",
+                   query(with_disk_names(f"max by (nas, instance, device, serial, pool) ({metric}{{{SMART}}})"),
+                         legend), width=6)
+            .no_value("No disk of the selected pools reports it (SMART off, or no such disk)")
+            for title, metric, meaning in SMART_TRENDS]
 
 
 def disks() -> Board:
@@ -759,7 +932,10 @@ def disks() -> Board:
                               transform("sortBy", sort=[{"field": "errors", "desc": True}])],
              width=12, height=8),
         row("Health (smart collector)"),
+        smart_status(),
         health_table(),
+        disk_problems(),
+        *smart_trends(),
         series("Temperature by pool", "Hottest and average disk temperature of each pool over time (SMART, read "
                f"every --smart.interval); disks asleep are left out (their last value is not their temperature now). "
                f"ZfsDiskTemperatureHigh: {SHARED['disk_temperature_hdd_max']} °C for disks that spin, "
@@ -800,31 +976,109 @@ def disks() -> Board:
     ])
 
 
+BENCH_KEY = f"nas, instance, pool, {BENCH_CONFIG}"
+BENCH_LEGEND = "{{pool}} {{matrix}}/{{workload}} {{compression}} rs={{recordsize}} enc={{encryption}} {{size}} [{{config}}]"
+PER_RUN = f"config:zfs_bench_throughput:per_run{{{BENCH}}}"
+NO_RUNS = ("No benchmark result: zfsnas-bench has stored none in the database the exporter reads (--bench.db), "
+           "or the bench collector is off")
+
+
+def bench_verdict() -> str:
+    """ZfsBenchThroughputRegression's verdict on each configuration's latest run, in words (a label),
+    without its age limit: the value is the ratio to the previous median (the runs where too few)."""
+    ratio = f"max by ({BENCH_KEY}) (config:zfs_bench_throughput_vs_previous_median:ratio{{{BENCH}}})"
+    runs = f"max by ({BENCH_KEY}) (zfs_bench_runs_total{{{BENCH}}})"
+    enough = f"{runs} > scalar(zfsnas:bench_regression_min_previous_runs:threshold)"
+    low = f"{ratio} <= 1 - scalar(zfsnas:bench_regression_max_drop:threshold)"
+    needed = SHARED["bench_regression_min_previous_runs"] + 1
+    return " or ".join(f'label_replace({expr}, "verdict", "{verdict}", "", "")' for expr, verdict in (
+        (f"({low}) and on ({BENCH_KEY}) ({enough})", "regression"),
+        (f"{ratio} and on ({BENCH_KEY}) ({enough})", "no regression"),
+        (f"{runs} <= scalar(zfsnas:bench_regression_min_previous_runs:threshold)", f"no verdict before {needed} runs")))
+
+
+def vs_previous_configuration() -> str:
+    """Latest throughput of each configuration over the latest of the configuration before it."""
+    latest = f"max by ({BENCH_KEY}) (zfs_bench_throughput_bytes_per_second{{{BENCH}}})"
+    previous = (f'label_replace(max by (nas, instance, config) (zfs_bench_throughput_bytes_per_second{{{BENCH_ANY}}}), '
+                f'"previous_config", "$1", "config", "(.*)")')
+    return (f"{latest} * on (nas, instance, config) group_left (previous_config) "
+            f"max by (nas, instance, config, previous_config) (zfs_bench_config_change_info{{{BENCH}}}) "
+            f"/ on (nas, instance, previous_config) group_left () {previous}")
+
+
+def history_table():
+    b, by = BENCH, BENCH_KEY
+    columns = (
+        ("A", "change", "none", f"max by ({by}, previous_config, change) (zfs_bench_config_change_info{{{b}}})"),
+        ("B", "vs previous configuration", "percentunit", vs_previous_configuration()),
+        ("C", "verdict", "percentunit", bench_verdict()),
+        ("D", "latest", "Bps", f"max by ({by}) (zfs_bench_throughput_bytes_per_second{{{b}}})"),
+        ("E", "median", "Bps", f"max by ({by}) (quantile_over_time(0.5, {PER_RUN}[$__range]))"),
+        ("F", "lowest", "Bps", f"max by ({by}) (min_over_time({PER_RUN}[$__range]))"),
+        ("G", "highest", "Bps", f"max by ({by}) (max_over_time({PER_RUN}[$__range]))"),
+        ("H", "spread", "percentunit", f"max by ({by}) ((max_over_time({PER_RUN}[$__range]) - "
+                                       f"min_over_time({PER_RUN}[$__range])) / quantile_over_time(0.5, {PER_RUN}[$__range]))"),
+        ("I", "runs in range", "none", f"max by ({by}) (count_over_time({PER_RUN}[$__range]))"),
+        ("J", "runs", "none", f"max by ({by}) (zfs_bench_runs_total{{{b}}})"),
+    )
+    renames = {f"Value #{ref}": name for ref, name, _, _ in columns}
+    renames.update({"change": "what changed", "Value #C": "vs own median"})
+    order = ["pool", "matrix", "workload", "compression", "recordsize", "encryption", "size", "config",
+             "what changed", "previous_config", "vs previous configuration", "verdict", "vs own median", "latest",
+             "median", "lowest", "highest", "spread", "runs in range", "runs"]
+    return grid("History per configuration", "One row per configuration (its id `config`; a tuning change makes a "
+                "new one): what differs from the configuration of the same cell that ran before it, in words, and "
+                "its latest throughput against that one's; the regression verdict on its own runs (ZfsBench"
+                f"ThroughputRegression: {SHARED['bench_regression_max_drop']:.0%} below the median of at least "
+                f"{SHARED['bench_regression_min_previous_runs']} earlier runs, without the alert's age limit); and its "
+                "runs in the time range (recording rule config:zfs_bench_throughput:per_run, one point per run "
+                "Prometheus saw end): median, lowest, highest and their spread over the median. Empty cells: no "
+                "earlier configuration of the cell, or no run in the time range.", "Bps",
+                *[query(expr, instant=True, fmt=PromQueryFormat.TABLE, ref=ref) for ref, _, _, expr in columns],
+                transformations=[transform("merge"), transform("organize", excludeByName={"Time": True, "Value #A": True,
+                                 "nas": True}, renameByName=renames, indexByName={n: i for i, n in enumerate(order)}),
+                                 transform("sortBy", sort=[{"field": "matrix"}, {"field": "workload"}])],
+                overrides=[(renames[f"Value #{ref}"], unit_override(unit)) for ref, _, unit, _ in columns if ref != "A"],
+                height=10).no_value(NO_RUNS)
+
+
 def benchmarks() -> Board:
     b = BENCH
-    cfg = "{{pool}} {{matrix}}/{{workload}} {{compression}} rs={{recordsize}} enc={{encryption}} {{size}} [{{config}}]"
-    by = f"nas, instance, pool, {BENCH_CONFIG}"
+    cfg, by = BENCH_LEGEND, BENCH_KEY
     return Board("benchmarks", "ZFS / Benchmarks", "fio runs of the benchmark runner compared across "
                  "configurations and over time; each run is an annotation region. A configuration (`config`) is "
                  "everything that shapes a result, pool layout and module parameters included: two series "
                  "compare only when their ids match.", variables="bench",
                  time_from="now-30d", panels=[  # a user's runs are days or weeks apart
+        history_table(),
+        series("Runs over time", "Throughput of every run Prometheus saw end, one point per run, per configuration "
+               "(recording rule config:zfs_bench_throughput:per_run).", "Bps",
+               query(f"max by ({by}) ({PER_RUN})", cfg), height=9, width=24)
+        .draw_style(common.GraphDrawStyle.POINTS).point_size(8)
+        .no_value("No run ended in the time range while Prometheus watched (runs stored before it ran are in "
+                  "\"History per configuration\" and \"Results\" as their latest values)"),
         series("Throughput per configuration across runs", "Write throughput of the latest run of each "
                "configuration, as it changes from run to run.", "Bps",
-               query(f"max by ({by}) (zfs_bench_throughput_bytes_per_second{{{b}}})", cfg), height=9, width=24),
+               query(f"max by ({by}) (zfs_bench_throughput_bytes_per_second{{{b}}})", cfg), height=9, width=24)
+        .no_value(NO_RUNS),
         bars("Latest throughput per configuration", "Latest throughput of each configuration.", "Bps",
-             query(f"max by ({by}) (zfs_bench_throughput_bytes_per_second{{{b}}})", cfg, instant=True)),
+             query(f"max by ({by}) (zfs_bench_throughput_bytes_per_second{{{b}}})", cfg, instant=True))
+        .no_value(NO_RUNS),
         xy("Throughput vs compression ratio", "Latest throughput (y) against the compression ratio it "
            "achieved (x), one point per configuration.",
            query(f"max by ({by}) (zfs_bench_compressratio{{{b}}})", instant=True, fmt=PromQueryFormat.TABLE),
            query(f"max by ({by}) (zfs_bench_throughput_bytes_per_second{{{b}}})", instant=True,
-                 fmt=PromQueryFormat.TABLE)),
+                 fmt=PromQueryFormat.TABLE)).no_value(NO_RUNS),
         series("CPU per configuration", "CPU busy share during the latest run of each configuration.",
-               "percentunit", query(f"max by ({by}) (zfs_bench_cpu_busy_ratio{{{b}}})", cfg), max_val=1),
+               "percentunit", query(f"max by ({by}) (zfs_bench_cpu_busy_ratio{{{b}}})", cfg), max_val=1)
+        .no_value(f"{NO_RUNS}; or no CPU figure (results imported from elsewhere have none)"),
         series("Latest vs previous median", "Latest throughput divided by the median of the same "
-               "configuration's previous runs (the recording rule the regression alert uses); at 0.85 or below "
-               "the alert fires.", "percentunit",
-               query(f"max by ({by}) (config:zfs_bench_throughput_vs_previous_median:ratio{{{b}}})", cfg)),
+               "configuration's previous runs (the recording rule the regression alert uses); at "
+               f"{1 - SHARED['bench_regression_max_drop']:.2f} or below the alert fires.", "percentunit",
+               query(f"max by ({by}) (config:zfs_bench_throughput_vs_previous_median:ratio{{{b}}})", cfg))
+        .no_value("No configuration has run twice yet: the ratio needs a previous run (its median) to divide by. "
+                  "A tuning change starts a new configuration, so its first run has none either."),
         grid("Results", "One row per configuration, like the tables in benchmark write-ups: throughput, "
              "compression ratio, CPU, duration, previous median and number of runs.", "Bps",
              *[query(f"max by ({by}) ({metric}{{{b}}})", instant=True, fmt=PromQueryFormat.TABLE, ref=ref)
@@ -838,12 +1092,101 @@ def benchmarks() -> Board:
                  "Value #G": "last run"})],
              overrides=[("compressratio", unit_override("x")), ("CPU busy", unit_override("percentunit")),
                         ("duration", unit_override("s")), ("runs", unit_override("none")),
-                        ("last run", unit_override("dateTimeAsIso"))], height=10),
+                        ("last run", unit_override("dateTimeAsIso"))], height=10).no_value(NO_RUNS),
+    ])
+
+
+# --- the Changes view ------------------------------------------------------------------------------
+
+# Changes of the selected NAS; a module parameter's is the whole NAS's, so it shows whichever pools
+# are selected (it has no pool label: the empty pool matches too).
+CHANGE_MATCHERS = f'{NAS_MATCHERS}, pool=~"$pool|"'
+TOO_LITTLE = "too little activity"
+
+
+def too_little_activity() -> list:
+    """NaN, which the zfsnas.changes rules record for a window with too little activity, in words."""
+    return [model.SpecialValueMap(options=model.DashboardSpecialValueMapOptions(
+        match=model.SpecialValueMatch.NA_N, result=model.ValueMappingResult(text=TOO_LITTLE, color="text")))]
+
+
+def windows_text() -> str:
+    s = CHANGE_SETTINGS
+    return (f"Before: the {s.window_minutes} minutes that end {s.gap_minutes} minutes before the change was seen; "
+            f"after: the {s.window_minutes} minutes from the change on (the value so far while they run). Both are "
+            f"sums over 1-minute steps; a side with less than {SHARED['change_min_active_minutes']} minutes of "
+            f"the signal's activity reads \"{TOO_LITTLE}\" (alerts/thresholds.toml: change_window_minutes, "
+            "change_min_active_minutes). Recording rules zfsnas.changes; docs/changes.md.")
+
+
+def signal_value(side: str, signal) -> str:
+    """One side of one signal for every change, without the `signal` label: the rows of the table merge."""
+    return f'max without (signal) (change:zfs_signal:{side}{{{CHANGE_MATCHERS}, signal="{signal.name}"}})'
+
+
+def table_query(expr: str, ref: str) -> prometheus.Dataquery:
+    return query(with_nas_in_instance(expr), instant=True, fmt=PromQueryFormat.TABLE, ref=ref)
+
+
+def changes_table():
+    signal_columns = [(f"{signal.column} {side}", signal.unit, signal_value(side, signal))
+                      for signal in CHANGES.SIGNALS for side in ("before", "after")]
+    columns = [("when", "dateTimeAsIso", f"max without () (change:zfs_config:timestamp_seconds{{{CHANGE_MATCHERS}}}) * 1000"),
+               ("after window", "percentunit",
+                f"max without () (change:zfs_config:after_window_elapsed_ratio{{{CHANGE_MATCHERS}}})"),
+               *signal_columns]
+    refs = [chr(ord("A") + n) for n in range(len(columns))]
+    renames = {f"Value #{ref}": name for ref, (name, _, _) in zip(refs, columns)}
+    renames.update({"from": "old", "to": "new"})
+    hidden = {"Time": True, "nas": True, "job": True, "at": True, "name": True, "dataset": True, "property": True}
+    order = ["when", "instance", "kind", "what", "old", "new", "pool", "after window",
+             *[name for name, _, _ in signal_columns]]
+    signals = "; ".join(f"{signal.column}: {signal.meaning} (activity: {signal.activity})" for signal in CHANGES.SIGNALS)
+    return grid("Changes", "Every module parameter and I/O property of a dataset (compression, recordsize, sync, "
+                "logbias, primarycache, secondarycache, atime, dedup, special_small_blocks) that changed in the last "
+                f"{CHANGE_SETTINGS.memory_days} days, newest first: when it was seen, old -> new as the kernel and "
+                "`zfs get -p` print them, how much of the after window has passed, and beside it each signal before "
+                "and after. A module parameter counts for the whole NAS (its pools together), a dataset's "
+                f"property for its pool (compression of new data: the dataset itself). {windows_text()} {signals}.",
+                "none", *[table_query(expr, ref) for ref, (_, _, expr) in zip(refs, columns)],
+                transformations=[transform("merge"),
+                                 transform("organize", excludeByName=hidden, renameByName=renames,
+                                           indexByName={name: n for n, name in enumerate(order)}),
+                                 transform("sortBy", sort=[{"field": "when", "desc": True}])],
+                overrides=[(name, unit_override(unit)) for name, unit, _ in columns], height=12) \
+        .mappings(too_little_activity()) \
+        .no_value(f"No module parameter or dataset property changed in the last {CHANGE_SETTINGS.memory_days} days "
+                  "(or since Prometheus loaded the zfsnas.changes rules).")
+
+
+# The newest changes of each NAS (two parameters set at once are both the newest).
+LATEST_CHANGE = (f"change:zfs_config:timestamp_seconds{{{CHANGE_MATCHERS}}} == on (nas, instance) group_left () "
+                 f"max by (nas, instance) (change:zfs_config:timestamp_seconds{{{CHANGE_MATCHERS}}})")
+
+
+def latest_change_bars(signal):
+    return bars(f"{signal.title}: the latest change", f"{signal.meaning[0].upper()}{signal.meaning[1:]}, before "
+                f"and after the newest change of each NAS. {windows_text()}", signal.unit,
+                *[query(f"{signal_value(side, signal)} and on (nas, instance, what, at) ({LATEST_CHANGE})",
+                        f"{{{{what}}}} {{{{from}}}} -> {{{{to}}}} {side}", instant=True)
+                  for side in ("before", "after")], width=8, height=6, min_val=None) \
+        .mappings(too_little_activity()).no_value("No change seen yet: the table above lists every change.")
+
+
+def changes() -> Board:
+    s = CHANGE_SETTINGS
+    return Board("changes", "ZFS / Changes", f"What each module-parameter and dataset-property change did: the "
+                 f"write path, latency, ARC and compression over the {s.window_minutes} minutes before and after "
+                 "it, from recording rules, without setting a time range.", panels=[
+        row(f"Every change, before / after ({s.window_minutes} min each)"),
+        changes_table(),
+        row(f"The latest change, before / after ({s.window_minutes} min each)"),
+        *[latest_change_bars(signal) for signal in CHANGES.SIGNALS],
     ])
 
 
 BOARDS = {"overview": overview, "arc": arc, "write-path": write_path, "datasets": datasets, "disks": disks,
-          "benchmarks": benchmarks}
+          "benchmarks": benchmarks, "changes": changes}
 
 
 def render() -> dict[str, str]:

@@ -45,14 +45,21 @@ def test_the_opt_in_self_test_threshold_is_documented_with_the_shared_value():
 
 
 def test_the_disks_dashboard_uses_the_shared_thresholds():
+    """Temperatures are coloured against each disk's own limit (the drive's, else the shared one for
+    its media, in device:zfs_disk_temperature_limit:celsius); the self-test age is not coloured while
+    its alert waits in [opt_in] (an opt-in alert's limit is no warning until the user turns it on)."""
     from tests.dashboards.queries import load, panels
 
     table = next(p for p in panels(load("disks")) if p["title"] == "Disk health")
     overrides = {o["matcher"]["options"]: {p["id"]: p["value"] for p in o["properties"]}
                  for o in table["fieldConfig"]["overrides"]}
-    steps = [s["value"] for s in overrides["temperature"]["thresholds"]["steps"]]
-    assert steps == [None, SHARED["disk_temperature_hdd_max"], SHARED["disk_temperature_ssd_max"]]
-    steps = [s["value"] for s in overrides["self-test age"]["thresholds"]["steps"]]
-    assert steps == [None, SHARED["opt_in"]["smart_self_test_max_age_days"] * 86400]
+    steps = [s["value"] for s in overrides["of limit"]["thresholds"]["steps"]]
+    assert steps == [None, 0.9, 1]
+    assert "thresholds" not in overrides["temperature"]
+    assert "smart_self_test_max_age_days" not in SHARED and "thresholds" not in overrides["self-test age"]
+    groups = yaml.safe_load((ROOT / "alerts" / "zfsnas.rules.yml").read_text())["groups"]
+    [limit] = [r["expr"] for g in groups for r in g["rules"] if r.get("record") == "device:zfs_disk_temperature_limit:celsius"]
+    assert "zfs_disk_smart_temperature_limit_celsius > 0" in limit
+    assert "zfsnas:disk_temperature_ssd_max:threshold" in limit and "zfsnas:disk_temperature_hdd_max:threshold" in limit
     temperature = next(p for p in panels(load("disks")) if p["title"] == "Temperature by pool")
     assert f"{SHARED['disk_temperature_hdd_max']} °C for disks that spin" in temperature["description"]

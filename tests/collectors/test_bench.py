@@ -140,3 +140,35 @@ def test_no_exported_metric_of_ours_has_a_job_or_instance_label():
     for path in golden:
         names = set(re.findall(r'[{,]([a-zA-Z_]+)="', path.read_text()))
         assert names and not names & {"job", "instance"}, path.name
+
+
+def change_info(text: str) -> dict[str, tuple[str, str]]:
+    """{config: (previous_config, change)} of zfs_bench_config_change_info."""
+    out = {}
+    for name, labels in samples(text):
+        if name == "zfs_bench_config_change_info":
+            labels = dict(labels)
+            out[labels["config"]] = (labels["previous_config"], labels["change"])
+    return out
+
+
+def test_a_tuning_change_between_two_runs_of_a_matrix_is_named(store):
+    """A matrix of two cells run with zfs_dirty_data_max at 4 GiB, then at 16 GiB with sync=always:
+    each second-run configuration names its cell's first-run one and what differs, in words; the
+    first run's configurations follow nothing. Then the first setting again (a revert): it names the
+    16 GiB one, the other way round."""
+    cells = [dict(compression="lz4"), dict(compression="zstd-3")]
+    first = [configuration(**cell) for cell in cells]
+    second = [configuration(**cell, parameters={"zfs_dirty_data_max": str(16 << 30)},
+                            properties={"sync": "always"}) for cell in cells]
+    for n, config in enumerate(first + second):
+        add(store, config, 300e6 + n, 1_795_000_000 + 100 * n)
+    found = change_info(scrape(store.path))
+    assert found == {new.id: (old.id, "zfs_dirty_data_max 4 GiB -> 16 GiB, sync (not set) -> always")
+                     for old, new in zip(first, second)}
+    labels = next(dict(found) for name, found in samples(scrape(store.path)) if name == "zfs_bench_config_change_info")
+    assert set(labels) == {*LABELS_A, "previous_config", "change"}
+    add(store, first[0], 310e6, 1_795_001_000)
+    assert change_info(scrape(store.path))[first[0].id] == (
+        second[0].id, "zfs_dirty_data_max 16 GiB -> 4 GiB, sync always -> (not set)")
+    assert types(scrape(store.path))["zfs_bench_config_change_info"] == "gauge"

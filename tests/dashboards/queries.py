@@ -9,7 +9,11 @@ from pathlib import Path
 
 DASHBOARDS = Path(__file__).resolve().parents[2] / "dashboards"
 CHANGE_ANNOTATIONS = ("Module parameter changes", "Dataset property changes")
-NAMES = ("overview", "arc", "write-path", "datasets", "disks", "benchmarks")
+NAMES = ("overview", "arc", "write-path", "datasets", "disks", "benchmarks", "changes")
+# Series that exist only after something happened while Prometheus watched: a change of a module
+# parameter or dataset property (the Changes view), a benchmark run (the Benchmarks history). Their
+# queries run everywhere, but return data only where a test made such a thing happen.
+EVENT_SERIES = ("change:zfs_", "config:zfs_bench_throughput:per_run")
 # What Grafana puts in for "All" (allValue ".*"), for $__rate_interval at a 1 s scrape interval and
 # for a 10 s time range ($__range; $__range_s in seconds, replaced first).
 SUBSTITUTIONS = {"$__rate_interval": "10s", "$__range_s": "10", "$__range": "10s", "$nas": ".*", "$instance": ".*", "$pool": ".*", "$dataset": ".*", "$disk": ".*",
@@ -22,6 +26,11 @@ class Query:
     where: str      # panel title, "variable <name>" or "annotation <name>"
     expr: str
     legend: str = ""  # the panel target's legendFormat
+
+    @property
+    def after_an_event(self) -> bool:
+        """Empty until a change or a benchmark run happens under Prometheus's eyes (EVENT_SERIES)."""
+        return any(series in self.expr for series in EVENT_SERIES)
 
     def promql(self) -> str:
         """The expression as Grafana sends it with every variable on All."""
@@ -53,15 +62,20 @@ def queries(name: str) -> list[Query]:
            for t in p.get("targets", [])]
     out += [Query(name, f"variable {v['name']}", v["query"]) for v in board["templating"]["list"]
             if v["type"] == "query"]
-    out += [Query(name, f"annotation {a['name']}", a["expr"]) for a in board["annotations"]["list"]
-            if "expr" in a and a["name"] not in CHANGE_ANNOTATIONS]
+    out += [Query(name, f"annotation {a['name']}", annotation_expr(a)) for a in board["annotations"]["list"]
+            if annotation_expr(a) and a["name"] not in CHANGE_ANNOTATIONS]
     return out
+
+
+def annotation_expr(annotation: dict) -> str:
+    """A Prometheus annotation's query: in its target, where Grafana 11 keeps it."""
+    return annotation.get("target", {}).get("expr", "")
 
 
 def change_queries(name: str) -> dict[str, str]:
     """{annotation name: expr} of the configuration-change annotations: events, empty while nothing
     changes, so not in queries() (tests/integration/test_change_annotations.py checks them)."""
-    return {a["name"]: a["expr"] for a in load(name)["annotations"]["list"] if a["name"] in CHANGE_ANNOTATIONS}
+    return {a["name"]: annotation_expr(a) for a in load(name)["annotations"]["list"] if a["name"] in CHANGE_ANNOTATIONS}
 
 
 def render_legend(legend: str, labels: dict[str, str]) -> str:

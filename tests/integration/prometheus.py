@@ -73,14 +73,16 @@ class Prometheus(PrometheusClient):
     the labels of that target alone."""
 
     def __init__(self, workdir: Path, port: int, targets: list[str] | dict[str, dict], scrape_interval: str = "1s",
-                 rule_files: list[str] | None = None, extra_config: str = "", target_labels: dict | None = None):
+                 rule_files: list[str] | None = None, extra_config: str = "", target_labels: dict | None = None,
+                 evaluation_interval: str | None = None):
         self.url = f"http://127.0.0.1:{port}"
         workdir.mkdir(parents=True, exist_ok=True)
         rules = "".join(f"  - {f}\n" for f in rule_files or [])
         groups = targets.items() if isinstance(targets, dict) else [(", ".join(repr(t) for t in targets), target_labels)]
         static = "".join(f"      - targets: [{t if not isinstance(targets, dict) else repr(t)}]\n"
                          + (f"        labels: {json.dumps(labels)}\n" if labels else "") for t, labels in groups)
-        config = (f"global:\n  scrape_interval: {scrape_interval}\n  evaluation_interval: {scrape_interval}\n"
+        config = (f"global:\n  scrape_interval: {scrape_interval}\n"
+                  f"  evaluation_interval: {evaluation_interval or scrape_interval}\n"
                   + (f"rule_files:\n{rules}" if rules else "")
                   + "scrape_configs:\n  - job_name: zfsnas\n    static_configs:\n" + static
                   + extra_config)

@@ -84,5 +84,5 @@ def test_only_a_configuration_slower_than_its_own_history_fires(prometheus):
     assert active["annotations"]["summary"] == (f"Benchmark fio-seq/seq-write (configuration {MIRROR.id}) regressed "
                                                 f"on nas1")
     assert active["annotations"]["description"].startswith(
-        f"The latest run of configuration {MIRROR.id} (fio-seq/seq-write compression=lz4 recordsize=1M "
+        f"The latest run on nas1 of configuration {MIRROR.id} (fio-seq/seq-write compression=lz4 recordsize=1M "
         f"encryption=off size=16G pool=tank) reached 85% of the median of its own previous runs")

@@ -282,7 +282,7 @@ def windows(range_s: int) -> list[int]:
 def test_every_change_is_drawn_once_at_every_zoom(history, zoom):
     board = load("overview")
     annotations = {a["name"]: a for a in board["annotations"]["list"] if a["name"] in change_queries("overview")}
-    min_step = int(annotations["Module parameter changes"]["step"].rstrip("m")) * 60
+    min_step = int(annotations["Module parameter changes"]["target"]["interval"].rstrip("m")) * 60
     range_s = RANGES[zoom]
     changes = recorded_changes()
     checked, queried = set(), set()
@@ -297,7 +297,7 @@ def test_every_change_is_drawn_once_at_every_zoom(history, zoom):
                               for c in changes if start <= math.ceil(c.time / step) * step <= end)
             drawn = []
             for annotation in annotations.values():
-                result = history.api("query_range", query=as_sent(annotation["expr"], grafana_duration(step)),
+                result = history.api("query_range", query=as_sent(annotation["target"]["expr"], grafana_duration(step)),
                                      start=start, end=end, step=step)["result"]
                 drawn += [(json.dumps({k: labels[k] for k in SHOWN if k in labels}, sort_keys=True), int(t))
                           for labels, t in grafana_events(result, step)]

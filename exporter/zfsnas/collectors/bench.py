@@ -2,7 +2,9 @@
 
 Owns the `zfs_bench_*` families. Labels (`zfsnas.bench.config.LABELS`): `matrix`, `workload`,
 `config` (the configuration id: one series per configuration, so two configurations never share
-a "previous median"), and the readable `compression`, `recordsize`, `encryption`, `size`, `pool`.
+a "previous median"), and the readable `compression`, `recordsize`, `encryption`, `size`, `pool`;
+`zfs_bench_config_change_info` adds `previous_config` and `change` (what a tuning change between
+two runs of a cell changed, in words).
 No label is named `job` or `instance`: those are Prometheus's target labels.
 The database is read in the background (source `bench_db`, `--bench.refresh-interval`) by one
 `BenchDbReader`, which reads only what changed since its last read and keeps at most
@@ -98,4 +100,10 @@ class BenchCollector(RefreshingCollector):
                              config.runs)
             families.gauge("zfs_bench_running", "1 while a benchmark run of this configuration is in progress.",
                            labels, 1 if config.running else 0)
+            if config.previous is not None:
+                previous_id, change = config.previous
+                families.gauge("zfs_bench_config_change_info", "1 for a configuration that follows another of the same "
+                               "cell (matrix, workload and readable labels): the one that ran before its latest run "
+                               "(previous_config) and what differs, in words (change).",
+                               {**labels, "previous_config": previous_id, "change": change}, 1)
         return families

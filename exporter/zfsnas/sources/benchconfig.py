@@ -148,6 +148,33 @@ def differences(a: Configuration, b: Configuration) -> list[str]:
     return out
 
 
+def in_words(previous: Configuration, current: Configuration, limit: int = 6) -> str:
+    """What changed from `previous` to `current` as a reader says it, one item per field: a module
+    parameter or dataset property by its name, a size in bytes (a whole number of at least 1 MiB,
+    not a time or a percentage) in binary units: `zfs_dirty_data_max 4 GiB -> 16 GiB, sync
+    standard -> always`; more than `limit` items end in "and N more"."""
+    before, after = previous.flat(), current.flat()
+    items = []
+    for key in sorted(set(before) | set(after)):
+        if before.get(key) != after.get(key):
+            kind, _, name = key.partition(" ")
+            shown = name if kind in ("parameter", "property") and name else key
+            old, new = (_readable(shown, side.get(key, "(not set)")) for side in (before, after))
+            items.append(f"{shown} {old} -> {new}")
+    more = len(items) - limit
+    return ", ".join(items[:limit]) + (f" and {more} more" if more > 0 else "")
+
+
+def _readable(name: str, value: str) -> str:
+    if not value.isdigit() or int(value) < 1 << 20 or int(value) % 1024 or name.endswith(("_ms", "_percent", "_pct")):
+        return value
+    units = ("KiB", "MiB", "GiB", "TiB")
+    number, n = float(value) / 1024, 0
+    while number >= 1024 and n < len(units) - 1:
+        number, n = number / 1024, n + 1
+    return f"{number:.3g} {units[n]}"
+
+
 def look_alikes(configs: list[Configuration]) -> dict[str, list[tuple[str, list[str]]]]:
     """For each id, the other configurations that share its readable labels (they would look like
     one row or one series to a reader) with what differs: {id: [(other id, differences)]}."""

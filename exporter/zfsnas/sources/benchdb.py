@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     import sqlite3
     from pathlib import Path
 
+    from .benchconfig import Configuration
     from .benchschema import ResultRow
     from .model import Dropped
 
@@ -64,6 +65,9 @@ class BenchConfig:
     duration_seconds: float | None
     last_run_timestamp: float | None            # when the latest complete run finished
     previous_median_throughput: float | None    # median over the complete runs before the latest
+    # (id, what changed in words) of the configuration that ran before this one's latest run among
+    # those sharing its readable labels: the same cell before a tuning change
+    previous: tuple[str, str] | None = None
 
 
 def read_bench_db(path: str | Path, dropped: Dropped | None = None,
@@ -129,6 +133,7 @@ class _Series:
     previous_median: float | None
     running: list[tuple[int, Any, Any]]          # (id, host, pid) of its `running` rows, newest first
     last_id: int                                 # its newest complete or running row: recency
+    configuration: Configuration | None = None   # what a change from the previous configuration is said from
 
 
 @dataclass
@@ -314,9 +319,10 @@ class BenchDbReader:
         [(config_length, config_text)] = self._rows(
             db, "SELECT length(config), CASE WHEN length(config) <= ? THEN config END FROM results WHERE config_id = ?"
                 " ORDER BY id DESC LIMIT 1", (MAX_CONFIG_CHARS, config_id)) or [(0, None)]
-        labels = self._labels(config_id, config_length, config_text, dropped)
-        if labels is None:
+        parsed = self._labels(config_id, config_length, config_text, dropped)
+        if parsed is None:
             return None
+        labels, configuration = parsed
         [(runs, newest)] = self._rows(db, "SELECT COUNT(*), MAX(id) FROM results WHERE config_id = ? AND status = "
                                           "'complete'", (config_id,))
         running = self._rows(db, "SELECT id, host, pid FROM results WHERE config_id = ? AND status = 'running'"
@@ -340,9 +346,10 @@ class BenchDbReader:
         return _Series(labels=labels, runs=runs, latest=checked[0] if checked else {},
                        previous_median=median(earlier) if earlier else None,
                        running=[(row_id, host, pid) for row_id, host, pid in running],
-                       last_id=max(newest or 0, running[0][0] if running else 0))
+                       last_id=max(newest or 0, running[0][0] if running else 0), configuration=configuration)
 
-    def _labels(self, config_id: str, length: int | None, text: str | None, dropped: Dropped) -> dict[str, str] | None:
+    def _labels(self, config_id: str, length: int | None, text: str | None,
+                dropped: Dropped) -> tuple[dict[str, str], Configuration] | None:
         from .benchconfig import Configuration
 
         if text is None:
@@ -350,14 +357,15 @@ class BenchDbReader:
                         f"{length} characters stored" if length else f"configuration {config_id}: none stored")
             return None
         try:
-            labels = {**Configuration.from_json(text).labels, "config": config_id}
+            configuration = Configuration.from_json(text)
+            labels = {**configuration.labels, "config": config_id}
         except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
             dropped.add("malformed", f"configuration {config_id}: {exc}")
             return None
         if long := [name for name, value in labels.items() if len(value) > MAX_LABEL_CHARS]:
             dropped.add("too_long", f"configuration {config_id}: {long[0]} of {len(labels[long[0]])} characters")
             return None
-        return labels
+        return labels, configuration
 
     def _read_whole(self, db: sqlite3.Connection, dropped: Dropped) -> None:
         """An older runner's database (no configuration ids yet): every row, as its migration would read it."""
@@ -366,16 +374,16 @@ class BenchDbReader:
         rows = read_results(db, "status IN ('complete', 'running')", order="finished, id")
         self.rows_read += len(rows)
         groups: dict[str, list[ResultRow]] = {}
-        labels: dict[str, dict[str, str]] = {}
+        configurations: dict[str, Configuration] = {}
         for row in rows:
             config = row.configuration
             groups.setdefault(config.id, []).append(row)
-            labels[config.id] = config.labels
+            configurations[config.id] = config
         ordered = sorted(groups, key=lambda cid: -max(r.id for r in groups[cid]))
         state = self._state
         state.series = {}
         for config_id in ordered[:self.max_configurations]:
-            state.series[config_id] = _legacy_series(labels[config_id], groups[config_id])
+            state.series[config_id] = _legacy_series(configurations[config_id], groups[config_id])
         state.left_out = max(0, len(ordered) - self.max_configurations)
         if state.left_out:
             dropped.add("over_limit", ordered[self.max_configurations], count=state.left_out)
@@ -387,7 +395,9 @@ class BenchDbReader:
                  for cid, s in state.series.items() if s.running}
         key = (self._reads, tuple(sorted(alive.items())))
         if key != self._value_key:
-            self._value = [_bench_config(s, alive.get(cid, False)) for cid, s in sorted(state.series.items())]
+            previous = previous_configurations(state.series)
+            self._value = [_bench_config(s, alive.get(cid, False), previous.get(cid))
+                           for cid, s in sorted(state.series.items())]
             self._value_key = key
         return self._value
 
@@ -400,16 +410,38 @@ def _stat_key(path: str) -> tuple[int, int, int] | None:
     return stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns
 
 
-def _bench_config(series: _Series, running: bool) -> BenchConfig:
+def previous_configurations(series: dict[str, _Series]) -> dict[str, tuple[str, str]]:
+    """{id: (previous id, what changed in words)}: for each configuration, the one among those kept
+    with its readable labels (matrix, workload, compression, ..., pool) whose latest complete run
+    finished last before its own latest one. A tuning change between two runs of a matrix makes the
+    second run's configurations new ids; this names the change. From the summaries kept (each
+    configuration's latest run): A, then B, then A again names B's change for A, none for B."""
+    from .benchconfig import in_words
+
+    cells: dict[tuple, list[tuple[float, str, Configuration]]] = {}
+    for cid, s in series.items():
+        finished = s.latest.get("finished")
+        if s.configuration is not None and finished is not None:
+            cell = tuple(v for k, v in s.labels.items() if k != "config")
+            cells.setdefault(cell, []).append((finished, cid, s.configuration))
+    out = {}
+    for runs in cells.values():
+        runs.sort(key=lambda run: run[:2])
+        for (_, before, old), (_, after, new) in zip(runs, runs[1:]):
+            out[after] = (before, in_words(old, new))
+    return out
+
+
+def _bench_config(series: _Series, running: bool, previous: tuple[str, str] | None = None) -> BenchConfig:
     latest = series.latest
     return BenchConfig(labels=series.labels, running=running, runs=series.runs,
                        throughput_bytes_per_second=latest.get("throughput_bytes_per_second"),
                        compressratio=latest.get("compressratio"), cpu_busy_ratio=latest.get("cpu_busy_ratio"),
                        duration_seconds=latest.get("duration_seconds"), last_run_timestamp=latest.get("finished"),
-                       previous_median_throughput=series.previous_median)
+                       previous_median_throughput=series.previous_median, previous=previous)
 
 
-def _legacy_series(labels: dict[str, str], group: list[ResultRow]) -> _Series:
+def _legacy_series(configuration: Configuration, group: list[ResultRow]) -> _Series:
     """One configuration's summary from its rows (in finishing order)."""
     done = [r for r in group if r.status == "complete"]
     latest = done[-1] if done else None
@@ -418,9 +450,10 @@ def _legacy_series(labels: dict[str, str], group: list[ResultRow]) -> _Series:
     figures: dict[str, float | None] = {name: getattr(latest, name) for name in _FIGURES} if latest else {}
     if latest:
         figures["finished"] = latest.finished
-    return _Series(labels=labels, runs=len(done), latest=figures, previous_median=median(earlier) if earlier else None,
+    return _Series(labels=configuration.labels, runs=len(done), latest=figures,
+                   previous_median=median(earlier) if earlier else None,
                    running=[(r.id, r.host, r.pid) for r in group if r.status == "running"][-MAX_RUNNING_ROWS:],
-                   last_id=max(r.id for r in group))
+                   last_id=max(r.id for r in group), configuration=configuration)
 
 
 def median(values: list[float]) -> float:
