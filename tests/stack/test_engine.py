@@ -32,6 +32,7 @@ from tests.conftest import value
 from tests.integration.prometheus import PrometheusClient
 from tests.integration.test_stack import GiB, Webhook, store_result
 from tests.stack.engine import Compose, Engine, build_images, docker
+from tests.stack.test_stack import SMART_DISK_RULES
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVICES = ["zfsnas-exporter", "node-exporter", "prometheus", "alertmanager"]
@@ -248,8 +249,10 @@ def test_exporter_container_is_confined(stack):
     # One read-only bind of the host's / (which every host has: compose creates no directory).
     assert [(m["Type"], m["Source"], m["Destination"], m["RW"]) for m in info["Mounts"]] == [("bind", "/", "/host", False)]
     host = info["HostConfig"]
-    assert host["CapDrop"] == ["ALL"] and sorted(host["CapAdd"]) == ["SYS_ADMIN", "SYS_CHROOT", "SYS_PTRACE"]
-    assert host["DeviceCgroupRules"] == ["c 10:249 rw"] and not host["Privileged"] and host["ReadonlyRootfs"]
+    assert host["CapDrop"] == ["ALL"] and sorted(host["CapAdd"]) == ["SYS_ADMIN", "SYS_CHROOT", "SYS_PTRACE",
+                                                                      "SYS_RAWIO"]
+    assert host["DeviceCgroupRules"] == ["c 10:249 rw", *SMART_DISK_RULES]     # the disks read-only: SMART
+    assert not host["Privileged"] and host["ReadonlyRootfs"]
     # a read-only root, but a writable /tmp: the snapshot source spools through a temporary file
     spool = docker("exec", info["Id"], "/opt/zfsnas/bin/python", "-c",
                    "import tempfile; f = tempfile.TemporaryFile(); f.write(b'x' * 1048576); print(f.tell())")

@@ -33,6 +33,9 @@ def compose_config(**env: str) -> dict:
     return yaml.safe_load(compose("config", **env).stdout)
 
 
+SMART_DISK_RULES = [f"b {major}:* r" for major in (8, *range(65, 72), *range(128, 136), 259)]
+
+
 def test_compose_file_is_valid_and_complete():
     config = compose_config()
     services = config["services"]
@@ -40,8 +43,10 @@ def test_compose_file_is_valid_and_complete():
     exporter = services["zfsnas-exporter"]
     assert exporter["build"]["context"] == str(ROOT) and exporter["pid"] == "host"
     assert exporter["user"] == "root" and exporter["cap_drop"] == ["ALL"]
-    assert sorted(exporter["cap_add"]) == ["SYS_ADMIN", "SYS_CHROOT", "SYS_PTRACE"]
-    assert exporter["device_cgroup_rules"] == ["c 10:249 rw"]   # /dev/zfs and no other device
+    # live ZFS through nsenter (SYS_ADMIN, SYS_CHROOT, SYS_PTRACE) and SMART (SYS_RAWIO, issue 37)
+    assert sorted(exporter["cap_add"]) == ["SYS_ADMIN", "SYS_CHROOT", "SYS_PTRACE", "SYS_RAWIO"]
+    # /dev/zfs read-write; the SCSI/SATA and NVMe disks read-only (smartctl), no other device
+    assert exporter["device_cgroup_rules"] == ["c 10:249 rw", *SMART_DISK_RULES]
     assert "--zfs.command-prefix=nsenter --target 1 --mount --" in exporter["command"]
     assert exporter["volumes"] == ["/:/host:ro"]   # the host's root, read-only, no propagation (a private / works)
     assert {"--path.procfs=/host/proc", "--path.sysfs=/host/sys", "--path.udev.data=/host/run/udev/data",
