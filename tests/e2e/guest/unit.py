@@ -42,6 +42,11 @@ DROPINS = UNIT_DIR / f"{UNIT}.d"
 PORT = 9923                      # the socket's ListenStream (the previous unit's --web.listen-address=:9923)
 BENCH_DB = Path("/var/lib/zfsnas/bench.sqlite")   # the runner's default store, the unit's ReadOnlyPaths
 PIPX_ENV = {"PIPX_HOME": "/opt/pipx", "PIPX_BIN_DIR": "/usr/local/bin"}
+# pip's bytecode compilation off (a cost, not a behaviour: Python compiles what it imports). Under
+# TCG on a busy host it is most of an install's minutes. Spelled PIP_COMPILE=0: pip reads
+# PIP_NO_COMPILE=1 as `--compile` (a store_false option's value goes through strtobool as is);
+# ensurepip inside `python3 -m venv` reads neither, so the venv's own pip is compiled regardless.
+NO_BYTECODE = {"PIP_COMPILE": "0"}
 # What a listing of the root file system leaves out: kernel and runtime trees, the share, what the
 # scenario itself writes (its pools are mounted at /tank, /fast...), the journal.
 NOT_LISTED = ("/proc", "/sys", "/dev", "/run", "/tmp", "/mnt", "/var/log/journal", "/var/tmp", "/opt/zfsnas-e2e")
@@ -145,10 +150,9 @@ class UnitPhase:
         offline = ["--no-index", "--find-links", str(self.wheelhouse)]
         if self.install_method == "venv":
             if not Path("/opt/zfsnas/bin/pip").exists():
-                # PIP_NO_COMPILE: ensurepip leaves pip's own modules uncompiled (compiling them took
-                # 12 of the 13 minutes the documented command cost under TCG on a busy host)
-                self.sh(["python3", "-m", "venv", "/opt/zfsnas"], env={"PIP_NO_COMPILE": "1"})
-            self.sh(["/opt/zfsnas/bin/pip", "install", "--upgrade", "--force-reinstall", *offline, str(wheel)])
+                self.sh(["python3", "-m", "venv", "/opt/zfsnas"])
+            self.sh(["/opt/zfsnas/bin/pip", "install", "--upgrade", "--force-reinstall", *offline, str(wheel)],
+                    env=NO_BYTECODE)
             for script in ("zfsnas-exporter", "zfsnas-bench"):
                 if not os.path.lexists(f"/usr/local/bin/{script}"):
                     self.sh(["ln", "-s", f"/opt/zfsnas/bin/{script}", f"/usr/local/bin/{script}"])
@@ -156,7 +160,7 @@ class UnitPhase:
             # pipx's own pip runs too (its shared pip, setuptools and wheel): offline through pip's
             # environment, which every pip it starts reads (the wheelhouse carries those three)
             self.sh(["pipx", "install", "--force", str(wheel)],
-                    env={**PIPX_ENV, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(self.wheelhouse)})
+                    env={**PIPX_ENV, **NO_BYTECODE, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(self.wheelhouse)})
         self.sh(["cp", *(str(deploy / name) for name in (SOCKET, UNIT) if (deploy / name).exists()), str(UNIT_DIR)])
 
     def uninstall(self) -> None:
