@@ -149,3 +149,41 @@ def test_the_guests_wheelhouse_covers_the_wheels_requirements(tmp_path):
         archive.writestr("zfsnas-0.1.0.dist-info/METADATA", "Name: zfsnas\nRequires-Dist: pyudev>=0.24\n"
                          "Requires-Dist: PyYAML>=6\nRequires-Dist: pytest>=7; extra == \"test\"\n")
     assert harness.requirements(wheel) == ["PyYAML>=6", "pyudev>=0.24"]
+
+
+def test_tiers_give_every_phase_a_live_run_and_the_guest_knows_them_all(monkeypatch):
+    """`full` runs every phase on some flavour, `ci` a subset of it per flavour (the 2.3 guest's
+    failure states and client, the 2.1 guest's unit under systemd); the guest's own default list
+    (a share without `phases`) is the harness's."""
+    import re
+
+    full, ci = harness.TIERS["full"], harness.TIERS["ci"]
+    assert set().union(*full.values()) == set(harness.EXTRA_PHASES)
+    for flavour, wanted in ci.items():
+        assert set(wanted) <= set(full[flavour]), flavour
+    assert "failures" in ci["2.3"] and "unit" in ci["2.1"]
+    source = (Path(harness.HERE) / "guest" / "scenario.py").read_text()
+    default = re.search(r'RUN = set\(CONFIG\.get\("phases", \(([^)]*)\)', source).group(1)
+    assert set(re.findall(r'"(\w+)"', default)) == set(harness.EXTRA_PHASES)
+
+
+def test_the_tier_and_only_decide_the_phases_written_for_the_guest(tmp_path, monkeypatch):
+    monkeypatch.delenv("ZFSNAS_E2E_ONLY", raising=False)
+    monkeypatch.delenv("ZFSNAS_E2E_TIER", raising=False)
+    assert harness.phases("2.1") == ("smart", "unit")
+    monkeypatch.setenv("ZFSNAS_E2E_TIER", "full")
+    assert "predict" in harness.phases("2.1") and "container" not in harness.phases("2.1")
+    monkeypatch.setenv("ZFSNAS_E2E_ONLY", "client")
+    assert harness.phases("2.3") == ("client",)
+    monkeypatch.setenv("ZFSNAS_E2E_TIER", "everything")
+    with pytest.raises(SystemExit, match="ZFSNAS_E2E_TIER='everything'"):
+        harness.tier()
+
+
+def test_a_phase_outside_the_run_is_skipped_with_how_to_run_it():
+    from tests.e2e.conftest import require_phase
+
+    require_phase({"phases": ["unit"], "tier": "ci"}, "unit")   # in the run: no skip
+    require_phase({}, "unit")                                    # an older share: every phase ran
+    with pytest.raises(pytest.skip.Exception, match=r"no 'predict' phase in this ci-tier run .*--full"):
+        require_phase({"phases": ["unit"], "tier": "ci"}, "predict")

@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from tests.e2e.conftest import require_phase
+
 pytestmark = pytest.mark.e2e
 
 
@@ -64,7 +66,8 @@ MiB = 1 << 20
 
 
 @pytest.fixture(scope="module")
-def configs(results, bench) -> dict:
+def configs(results, bench, config) -> dict:
+    require_phase(config, "bench_config")
     path = results / "bench" / "config.json"
     if not path.exists():
         pytest.fail(f"the guest did not run the configuration phase: see {results / 'scenario.log'}")

@@ -19,10 +19,17 @@ import pytest
 
 from tests.conftest import samples
 from tests.conftest import types as family_types
+from tests.e2e.conftest import require_phase
 from zfsnas.replay import ReplayExporter, open_capture
 from zfsnas.wiring import default_config
 
 pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(autouse=True)
+def _phase_in_this_run(config):
+    require_phase(config, "capture_roundtrip")
+
 
 RUNS = ("root", "root-anonymized", "user", "user-anonymized")
 TIMING = ("zfs_exporter_collector_duration_seconds", "zfs_exporter_source_age_seconds", "process_", "python_")

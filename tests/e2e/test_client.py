@@ -15,9 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import parse_zfs_ratio
+from tests.e2e.conftest import parse_zfs_ratio, require_phase
 
 pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(autouse=True)
+def _phase_in_this_run(config):
+    require_phase(config, "client")
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -13,8 +13,15 @@ import os
 import pytest
 
 from tests.conftest import samples
+from tests.e2e.conftest import require_phase
 
 pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(autouse=True)
+def _phase_in_this_run(config):
+    require_phase(config, "container")
+
 
 SOURCES = ("zpool_list", "zpool_status", "zfs_datasets", "zpool_iostat")
 VARIANTS = ("compose", "no_device_rule", "as_nobody")

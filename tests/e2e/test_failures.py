@@ -14,9 +14,17 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.e2e.conftest import require_phase
+
 from .conftest import Capture, vdev_guids
 
 pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(autouse=True)
+def _phase_in_this_run(config):
+    require_phase(config, "failures")
+
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "alerts" / "zfsnas.rules.yml"

@@ -14,6 +14,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+
+from tests.e2e.conftest import require_phase
 from zfsnas.bench.predict import PredictOptions, predict
 from zfsnas.bench.recommend import recommend
 from zfsnas.bench.report import sections
@@ -21,6 +23,12 @@ from zfsnas.bench.store import ReadOnlyStore
 from zfsnas.bench.zfsalloc import Rules, parse_compression, parse_recordsize
 
 pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(autouse=True)
+def _phase_in_this_run(config):
+    require_phase(config, "predict")
+
 
 _spec = importlib.util.spec_from_file_location("corpusgen", Path(__file__).parent / "guest" / "corpusgen.py")
 corpusgen = importlib.util.module_from_spec(_spec)

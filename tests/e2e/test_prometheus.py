@@ -34,7 +34,7 @@ def test_scraped_the_guest(prom):
 def test_anon_peak_and_arc_seen_by_prometheus(prom, moment):
     peak = prom.scalar("max_over_time(zfs_arc_anon_size_bytes[2h])")
     rest = prom.scalar("min_over_time(zfs_arc_anon_size_bytes[2h])")
-    # Prometheus scrapes every 5 s and dirty data lives for about a txg, so it catches only part of
+    # Prometheus scrapes every 10 s and dirty data lives for about a txg, so it catches only part of
     # the peak the guest samples itself (test_anon_bytes_rise_during_a_write wants 4 MiB): 1 MiB is 8x the
     # ~131 KB at rest, well clear of idle noise.
     assert peak >= 1 << 20 and peak > 4 * rest, f"zfs_arc_anon_size_bytes over the run: {rest}..{peak}"

@@ -15,6 +15,7 @@ import json
 import pytest
 
 from tests.conftest import samples
+from tests.e2e.conftest import require_phase
 
 pytestmark = pytest.mark.e2e
 
@@ -23,7 +24,8 @@ STATE_OF_BUS = {"sata": "ok", "scsi": "unsupported", "virtio": "unsupported"}
 
 
 @pytest.fixture(scope="module")
-def smart(results):
+def smart(results, config):
+    require_phase(config, "smart")
     path = results / "smart"
     if not (path / "record.json").exists():
         pytest.fail(f"the guest did not run the SMART phase: see {results / 'scenario.log'}")

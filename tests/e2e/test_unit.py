@@ -13,8 +13,15 @@ import subprocess
 import pytest
 
 from tests.conftest import FIXTURES, samples
+from tests.e2e.conftest import require_phase
 
 pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(autouse=True)
+def _phase_in_this_run(config):
+    require_phase(config, "unit")
+
 
 ROOT = FIXTURES.parents[1]
 DYNAMIC_UIDS = range(61184, 65520)   # systemd's DynamicUser= range
