@@ -27,7 +27,7 @@ ROOT = FIXTURES.parents[1]
 DYNAMIC_UIDS = range(61184, 65520)   # systemd's DynamicUser= range
 TODAYS_SCORE = 1.5                   # `systemd-analyze security` of the unit before issue 42 (docs/stack.md)
 CAP_SYS_RAWIO, CAP_SYS_ADMIN = 17, 21
-USER_FLAGS = "--pools.expected=tank,fast"   # guest/unit.py: the user's drop-in, kept across the upgrade
+USER_FLAGS = "--datasets.refresh-interval=30"   # guest/unit.py: the user's drop-in, kept across the upgrade
 # What an uninstall may leave: the benchmark data the docs say it keeps.
 KEPT = re.compile(r"^/var/lib/zfsnas(/bench\.sqlite(-wal|-shm|\.lock)?)?$")
 

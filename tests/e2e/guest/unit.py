@@ -51,7 +51,9 @@ NO_BYTECODE = {"PIP_COMPILE": "0"}
 # scenario itself writes (its pools are mounted at /tank, /fast...), the journal.
 NOT_LISTED = ("/proc", "/sys", "/dev", "/run", "/tmp", "/mnt", "/var/log/journal", "/var/tmp", "/opt/zfsnas-e2e")
 # The user's own flags, kept in a drop-in across the upgrade (`systemctl edit`'s way)
-USER_FLAGS = "--pools.expected=tank,fast"
+# A flag of the user's own, kept across the upgrade: one the previous version has too (it has no
+# --pools.expected: with that flag it exited on its usage error and Restart= started it for ever)
+USER_FLAGS = "--datasets.refresh-interval=30"
 # The commands' time limit (30 s by default) at the guest's pace: under TCG on a busy host one
 # smartctl took more than 30 s and was killed. Set in the same drop-in, as a user adds flags.
 COMMAND_SECONDS = 30
@@ -90,16 +92,18 @@ class UnitPhase:
         return int(self.show("MainPID").get("MainPID", "0") or 0)
 
     def listening(self, seconds: float = 120) -> None:
-        """Until something accepts on the unit's port (the unit failing ends the wait at once)."""
+        """Until something accepts on the unit's port. The unit failing ends the wait at once, and so
+        does an exit with an error that Restart= retries (a usage error would be retried for ever)."""
         def accepts() -> bool:
-            state = self.show("ActiveState", "Result")
-            if state.get("ActiveState") == "failed":
+            state = self.show("ActiveState", "SubState", "Result")
+            if state.get("ActiveState") == "failed" or (state.get("SubState") == "auto-restart"
+                                                         and state.get("Result") == "exit-code"):
                 raise RuntimeError(f"{UNIT} failed: {state}; journal:\n{self.journal_text()[-3000:]}")
             with socket.socket() as sock:
                 sock.settimeout(2)
                 return sock.connect_ex(("127.0.0.1", PORT)) == 0
 
-        wait_until(f"{UNIT} listening on {PORT}", accepts, seconds, 0.3)
+        wait_until(f"{UNIT} listening on {PORT}", accepts, seconds, 1.0)
 
     def scrape(self, name: str, timeout: float = 120) -> str:
         """One /metrics answer as Prometheus asks for it, with a scrape timeout of `timeout` nominal
