@@ -5,11 +5,13 @@ shutdown, killing a hung command. Real processes: the `zfs`/`zpool` stand-in
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
-from tests.conftest import exporter_args, linux_tree, zfs_commands
+from tests.conftest import exporter_args, linux_tree, wait_until, zfs_commands
 from tests.sources.test_commands import alive
+from zfsnas.sources.commands import CommandRunner
 from zfsnas.wiring import build_exporter
 
 ROOT = linux_tree("2.3.2")
@@ -30,11 +32,16 @@ def runs(log: Path) -> list[tuple[float, float, str, int]]:
     return sorted((at, ended.get(pid, float("inf")), command, pid) for pid, (at, command) in started.items())
 
 
-def wait_until(check, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
+def waiting_for_a_turn() -> int:
+    """Threads blocked in `CommandRunner._turn`, waiting for the one-at-a-time lock (the command that
+    holds it runs outside that frame)."""
+    turn = CommandRunner._turn.__wrapped__.__code__
+    count = 0
+    for frame in sys._current_frames().values():
+        while frame is not None and frame.f_code is not turn:
+            frame = frame.f_back
+        count += frame is not None
+    return count
 
 
 def sources_ok(exporter) -> bool:
@@ -50,7 +57,7 @@ def test_one_zfs_or_zpool_command_at_a_time_vdevlatency_included(tmp_path):
                               process_metrics=False)
     exporter.start()
     try:
-        wait_until(lambda: sources_ok(exporter))
+        wait_until(lambda: sources_ok(exporter), "every source refreshed")
     finally:
         exporter.stop()
     followed = [run for run in runs(log) if run[2] == "zpool events -fvH"]
@@ -72,7 +79,7 @@ def test_a_collector_that_stops_leaves_the_runner_to_the_others(tmp_path):
                               process_metrics=False)
     exporter.start()
     try:
-        wait_until(lambda: sources_ok(exporter))
+        wait_until(lambda: sources_ok(exporter), "every source refreshed")
         datasets, pools, vdevlatency = exporter.collectors
         datasets.stop()
         vdevlatency.stop()
@@ -99,14 +106,16 @@ def test_shutdown_closes_the_runner_once_and_kills_the_hung_command(tmp_path, mo
     close = runner.close
     monkeypatch.setattr(runner, "close", lambda: (closes.append(time.monotonic()), close()))
     exporter.start()
-    wait_until(lambda: log.exists() and runs(log))
-    time.sleep(0.3)  # the other refresh threads are waiting for their turn by now
+    wait_until(lambda: log.exists() and runs(log), "a command started")
+    # zfs list, zpool list, status and iostat but the hung one wait for their turn (zfs list -t
+    # snapshot waits for zfs list's answer)
+    wait_until(lambda: waiting_for_a_turn() == 3, "three refresh threads waiting for their turn")
     [(_, end, command, pid)] = [run for run in runs(log) if run[2] != "zpool events -fvH"]
     assert end == float("inf") and alive(pid), command
     started = time.monotonic()
     exporter.stop()
     assert time.monotonic() - started < 3
-    wait_until(lambda: not alive(pid), timeout=3)
+    wait_until(lambda: not alive(pid), "the hung command killed")
     assert [run[2] for run in runs(log)] in ([command], [command, "zpool events -fvH"],
                                              ["zpool events -fvH", command])  # the waiting commands gave up
     assert runner.closed and len(closes) == 1
