@@ -42,8 +42,7 @@ def test_latency_heatmap_and_quantile(tmp_path):
                                  "--collector.disable-defaults", "--collector.vdevlatency",
                                  "--vdevlatency.refresh-interval", "1", "--zfs.command-prefix", str(fake),
                                  wait_up=False) as (_, prom):
-        prom.wait_for('zfs_vdev_latency_seconds_count')
-        time.sleep(8)
+        prom.wait_for_samples("zfs_vdev_latency_seconds_count", "8s", 7)   # the 6 s windows full of scrapes
         selector = f'vdev="{WD1}", type="disk_wait", io="read"'
         heatmap = prom.query(f"sum by (le) (rate(zfs_vdev_latency_seconds_bucket{{{selector}}}[6s]))")
         assert len(heatmap) == 38  # 37 power-of-two buckets and +Inf
