@@ -5,13 +5,11 @@ shutdown, killing a hung command. Real processes: the `zfs`/`zpool` stand-in
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
 from tests.conftest import exporter_args, linux_tree, wait_until, zfs_commands
-from tests.sources.test_commands import alive
-from zfsnas.sources.commands import CommandRunner
+from tests.sources.test_commands import alive, waiting_for_a_turn
 from zfsnas.wiring import build_exporter
 
 ROOT = linux_tree("2.3.2")
@@ -30,18 +28,6 @@ def runs(log: Path) -> list[tuple[float, float, str, int]]:
         else:
             ended[int(pid)] = float(at)
     return sorted((at, ended.get(pid, float("inf")), command, pid) for pid, (at, command) in started.items())
-
-
-def waiting_for_a_turn() -> int:
-    """Threads blocked in `CommandRunner._turn`, waiting for the one-at-a-time lock (the command that
-    holds it runs outside that frame)."""
-    turn = CommandRunner._turn.__wrapped__.__code__
-    count = 0
-    for frame in sys._current_frames().values():
-        while frame is not None and frame.f_code is not turn:
-            frame = frame.f_back
-        count += frame is not None
-    return count
 
 
 def sources_ok(exporter) -> bool:
