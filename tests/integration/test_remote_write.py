@@ -265,9 +265,14 @@ def test_store_outage_is_buffered_and_backfilled(fleet):
             break
         time.sleep(1)
     assert counts["a"] >= up - down - 4 and counts["b"] >= up - down - 4, counts
-    # Caught up: the stalled-remote_write expression (evaluated on the agents' self metrics) is quiet.
-    time.sleep(5)
-    lag = by_nas(store, "max by (nas) (prometheus_remote_storage_highest_timestamp_in_seconds"
-                        " - ignoring (remote_name, url) group_right"
-                        " prometheus_remote_storage_queue_highest_sent_timestamp_seconds)")
+    # Caught up: the stalled-remote_write expression (evaluated on the agents' self metrics) is quiet
+    # once the agents' newest self metrics have reached the store (asked again until then, 60 s at most).
+    deadline = time.monotonic() + 60
+    while True:
+        lag = by_nas(store, "max by (nas) (prometheus_remote_storage_highest_timestamp_in_seconds"
+                            " - ignoring (remote_name, url) group_right"
+                            " prometheus_remote_storage_queue_highest_sent_timestamp_seconds)")
+        if (set(lag) == {"a", "b"} and max(lag.values()) < 5) or time.monotonic() > deadline:
+            break
+        time.sleep(1)
     assert set(lag) == {"a", "b"} and max(lag.values()) < 5, lag
