@@ -13,13 +13,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from zfsnas.bench import compare
-from zfsnas.bench.store import ResultFigures, Store
-
 from tests.bench.configs import MIRRORS, configuration
 
 # The real exporter (bench collector, 1 s refresh) scraped by a real Prometheus with our rules.
 from tests.integration.test_bench_prometheus import prometheus  # noqa: F401 (a fixture)
+from zfsnas.bench import compare
+from zfsnas.bench.store import ResultFigures, Store
 
 ALERT = 'ALERTS{alertname="ZfsBenchThroughputRegression", alertstate="firing"}'
 FIRES = configuration(matrix="fio-seq", compression="lz4")

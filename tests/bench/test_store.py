@@ -7,16 +7,24 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
-
-from pathlib import Path
 
 from tests.conftest import wait_until
 from zfsnas.bench.config import Configuration, differences
 from zfsnas.bench.report import summarise
-from zfsnas.bench.store import (SCHEMA_VERSION, TABLES, MatrixRun, ParameterChange, QueuedAnnotation, ReadOnlyStore,
-                                ResultFigures, ResultRow, Store)
+from zfsnas.bench.store import (
+    SCHEMA_VERSION,
+    TABLES,
+    MatrixRun,
+    ParameterChange,
+    QueuedAnnotation,
+    ReadOnlyStore,
+    ResultFigures,
+    ResultRow,
+    Store,
+)
 from zfsnas.sources.benchdb import read_bench_db
 
 from .configs import configuration

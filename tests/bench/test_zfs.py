@@ -3,6 +3,7 @@
 import threading
 
 import pytest
+
 from zfsnas.bench.guard import GuardError, Prop, check_scratch
 from zfsnas.bench.zfs import ZfsOps
 from zfsnas.sources.model import SourceError

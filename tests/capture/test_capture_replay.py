@@ -23,11 +23,11 @@ from tests.conftest import samples, value
 from zfsnas import capture as capture_module
 from zfsnas.cli import main
 from zfsnas.replay import CaptureError, ReplayExporter, open_capture
-from zfsnas.wiring import default_config
 from zfsnas.sources.smart import smartctl_argv
 from zfsnas.sources.zfs_datasets import LIST_DATASETS, LIST_SNAPSHOTS
 from zfsnas.sources.zpool import LIST_POOLS, LIST_VDEVS, STATUS_GUIDS, STATUS_PATHS
 from zfsnas.sources.zpool_iostat import LATENCY_HISTOGRAMS, QUEUE_DEPTHS
+from zfsnas.wiring import default_config
 
 VOLATILE = ("zfs_exporter_collector_duration_seconds", "zfs_exporter_source_age_seconds")
 

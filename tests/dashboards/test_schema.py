@@ -24,7 +24,8 @@ from grafana_foundation_sdk.cog import variants
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.cog.plugins import register_default_plugins
 from grafana_foundation_sdk.cog.runtime import UnknownDataquery
-from grafana_foundation_sdk.models import dashboard as model, prometheus
+from grafana_foundation_sdk.models import dashboard as model
+from grafana_foundation_sdk.models import prometheus
 
 from tests.dashboards.queries import NAMES, load
 

@@ -25,13 +25,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.bench.configs import configuration
 from tests.conftest import copy_commands, copy_tree, free_port, zfs_commands
 from tests.dashboards.queries import all_queries, legend_problems, render_legend
 from tests.integration.daemon import Daemon
 from tests.integration.exporter_process import ExporterProcess
-from tests.integration.prometheus import Prometheus
 from tests.integration.kernel import Kernel, TxgWriter
-from tests.bench.configs import configuration
+from tests.integration.prometheus import Prometheus
 from zfsnas.bench.store import ResultFigures, Store
 
 ROOT = Path(__file__).resolve().parents[2]
