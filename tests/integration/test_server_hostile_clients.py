@@ -59,8 +59,9 @@ def test_ten_clients_that_never_read_a_26_mb_page_do_not_delay_a_scrape(monkeypa
     try:
         quiet = [timed_get(port)[2] for _ in range(3)]
         slow = [slow_reader(port) for _ in range(10)]
-        wait_until(lambda: len(srv._writing) == 10, "ten answers being written")  # every one of them has its answer under way (a fixed
-        loaded = [timed_get(port) for _ in range(5)]  # pause was too short once on a loaded machine)
+        # every one of them has its answer under way (a fixed pause was too short once on a loaded machine)
+        wait_until(lambda: len(srv._writing) == 10, "ten answers being written")
+        loaded = [timed_get(port) for _ in range(5)]
         assert [(status, len(body)) for status, body, _ in loaded] == [(200, len(page))] * 5
         assert max(t for *_, t in loaded) < max(quiet) * 3 + 0.5, (quiet, [t for *_, t in loaded])
         assert len(srv._writing) == 10  # they cost their answers, written as they read
