@@ -9,6 +9,8 @@ import shlex
 import shutil
 import socket
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -136,6 +138,17 @@ def free_port() -> int:
 @pytest.fixture
 def port() -> int:
     return free_port()
+
+
+def wait_until(condition: Callable[[], object], what: str, timeout: float = 60.0, pace: float = 0.02) -> None:
+    """Wait for `condition()` to hold, looking every `pace` seconds, instead of sleeping and hoping it
+    held meanwhile. `timeout` only bounds a test whose condition never comes (generous: the CI machine
+    is busy and slow); it never measures anything. Fails saying that `what` did not happen."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not seen within {timeout:g} s")
+        time.sleep(pace)
 
 
 ZFS_COMMAND_VERSIONS = ("2.1", "2.3")

@@ -103,7 +103,8 @@ def test_log_lines_carry_syslog_priorities_when_stderr_is_the_journal(tmp_path):
     st = os.stat(log_path)
     with open(log_path, "ab") as log:
         proc = subprocess.Popen([*exporter_command(), f"--path.procfs={tmp_path}/none", "--path.sysfs=/nonexistent",
-                                 "--collector.disable-defaults", "--collector.arc", f"--web.listen-address=127.0.0.1:{free_port()}"],
+                                 "--collector.disable-defaults", "--collector.arc",
+                                 f"--web.listen-address=127.0.0.1:{free_port()}"],
                                 stdout=log, stderr=log, env={**os.environ, "JOURNAL_STREAM": f"{st.st_dev}:{st.st_ino}"})
         deadline = time.monotonic() + 120
         while "listening on" not in log_path.read_text() and time.monotonic() < deadline and proc.poll() is None:

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from tests.conftest import wait_until
 from zfsnas.forked import CHILD_NICENESS, ForkedWork
 from zfsnas.sources.model import SourceError
 
@@ -44,19 +45,20 @@ def test_a_hung_child_is_killed_at_its_timeout_and_reported(tmp_path):
         os.kill(int(pid_file.read_text()), 0)
 
 
-def test_close_kills_a_running_child_and_refuses_more_work():
+def test_close_kills_a_running_child_and_refuses_more_work(tmp_path):
     work = ForkedWork(timeout=60)
     errors: list[str] = []
+    running = tmp_path / "running"
 
     def run():
         try:
-            work.run(lambda: time.sleep(60), "parsing zfs list")
+            work.run(lambda: (running.touch(), time.sleep(60)), "parsing zfs list")
         except SourceError as exc:
             errors.append(str(exc))
 
     thread = threading.Thread(target=run)
     thread.start()
-    time.sleep(0.3)
+    wait_until(running.exists, "the child running its work")
     started = time.monotonic()
     work.close()
     thread.join(5)

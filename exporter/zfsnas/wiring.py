@@ -206,7 +206,8 @@ def enabled_collectors(args: argparse.Namespace) -> list[type[Collector]]:
 
 
 class Exporter:
-    """`render` is what the server serves; `registry` offers the same to prometheus_client users.
+    """`render_parts` is what the server serves (the page as its pieces); `render` joins them into
+    one text (capture, replay, tests); `registry` offers the same families to prometheus_client users.
     `owned_runner` is the command runner this exporter created (None when the caller passed its
     own): `stop` closes it, once, after every collector has been told to stop."""
 

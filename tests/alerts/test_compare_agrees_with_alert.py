@@ -13,13 +13,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from zfsnas.bench import compare
-from zfsnas.bench.store import ResultFigures, Store
-
 from tests.bench.configs import MIRRORS, configuration
 
 # The real exporter (bench collector, 1 s refresh) scraped by a real Prometheus with our rules.
 from tests.integration.test_bench_prometheus import prometheus  # noqa: F401 (a fixture)
+from zfsnas.bench import compare
+from zfsnas.bench.store import ResultFigures, Store
 
 ALERT = 'ALERTS{alertname="ZfsBenchThroughputRegression", alertstate="firing"}'
 FIRES = configuration(matrix="fio-seq", compression="lz4")
@@ -70,7 +69,7 @@ def test_compare_and_the_alert_agree_case_by_case(prometheus):  # noqa: F811
     assert drop == 0.15   # alerts/thresholds.toml; tests/alerts/test_thresholds.py ties the rule to it
     store = Store(db)
     verdicts = {}
-    for name, (runs, a, b, expected) in CASES.items():
+    for name, (_runs, a, b, expected) in CASES.items():
         comparison = compare.compare(compare.resolve(store, a), compare.resolve(store, b), drop)
         if expected == "different configuration":   # side by side (A vs B), never a regression verdict
             assert comparison.changes == [] and len(comparison.pairs) == 1, name

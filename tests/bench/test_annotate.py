@@ -3,6 +3,7 @@
 import logging
 
 import pytest
+
 from zfsnas.bench.annotate import AnnotationError, Annotator, GrafanaClient, load_token
 from zfsnas.bench.store import Store
 

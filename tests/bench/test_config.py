@@ -4,8 +4,16 @@ import dataclasses
 import hashlib
 from pathlib import Path
 
-from zfsnas.bench.config import (LABELS, Configuration, differences, differs_text, legacy_configuration, look_alikes,
-                                 pairs, pool_layout)
+from zfsnas.bench.config import (
+    LABELS,
+    Configuration,
+    differences,
+    differs_text,
+    legacy_configuration,
+    look_alikes,
+    pairs,
+    pool_layout,
+)
 from zfsnas.bench.zfs import ZfsOps
 
 from .configs import MIRRORS, configuration

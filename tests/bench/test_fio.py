@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from zfsnas.bench.fio import (
     FioProcess,
     fio_version,

@@ -3,6 +3,7 @@
 import itertools
 
 import pytest
+
 from zfsnas.bench.guard import (
     Cleared,
     GuardError,

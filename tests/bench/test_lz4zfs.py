@@ -15,6 +15,7 @@ import sys
 
 import lz4.block
 import pytest
+
 from zfsnas.bench import lz4zfs
 
 needs_it = pytest.mark.skipif(not lz4zfs.available(), reason="no C compiler to build OpenZFS's LZ4")

@@ -14,8 +14,15 @@ from pathlib import Path
 import pytest
 
 from zfsnas.bench.cli import main
-from zfsnas.bench.parameters import (FreeBsdParameters, LinuxParameters, ParameterError, ParameterSwitch, changes,
-                                     parameter_value, restore_pending)
+from zfsnas.bench.parameters import (
+    FreeBsdParameters,
+    LinuxParameters,
+    ParameterError,
+    ParameterSwitch,
+    changes,
+    parameter_value,
+    restore_pending,
+)
 from zfsnas.bench.store import Store
 
 GiB = 1 << 30

@@ -9,6 +9,7 @@ import math
 import statistics
 
 import pytest
+
 from zfsnas.bench.cli import main
 from zfsnas.bench.recommend import parse_throughput, recommend
 from zfsnas.bench.report import sections

@@ -8,7 +8,6 @@ import random
 import shutil
 import sqlite3
 import statistics
-from pathlib import Path
 
 import pytest
 

@@ -7,10 +7,11 @@ import csv
 import io
 
 import pytest
-from zfsnas.bench.report import sections, summarise
-from zfsnas.bench.store import ResultFigures, Store
+
 from zfsnas.bench.crystaldiskmark import CdmTest, line_v8
 from zfsnas.bench.document import markdown, to_csv
+from zfsnas.bench.report import sections, summarise
+from zfsnas.bench.store import ResultFigures, Store
 from zfsnas.bench.tables import cdm_tables, configurations_table, pivot_tables, write_size_tables
 
 from .configs import configuration

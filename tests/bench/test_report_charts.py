@@ -13,6 +13,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+
 from zfsnas.bench import charts
 from zfsnas.bench.report import sections
 from zfsnas.bench.store import ResultFigures, Store

@@ -8,6 +8,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+
 from zfsnas.bench import compare
 from zfsnas.bench.cli import main
 from zfsnas.bench.store import ResultFigures, Store

@@ -10,6 +10,7 @@ import os
 import stat
 
 import pytest
+
 from zfsnas.bench import compare
 from zfsnas.bench.cli import main
 from zfsnas.bench.config import UNKNOWN, pairs

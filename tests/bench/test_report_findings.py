@@ -12,6 +12,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+
 from zfsnas.bench import html
 from zfsnas.bench.axes import magnitude
 from zfsnas.bench.cli import main

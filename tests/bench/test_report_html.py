@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from zfsnas.bench.cli import main
 
 from .seeds import seeded_store

@@ -4,6 +4,7 @@ and honesty when repeats overlap. FITS and ISO are the seeds' published figures 
 from __future__ import annotations
 
 import pytest
+
 from zfsnas.bench.cli import main
 from zfsnas.bench.recommend import RecommendError, parse_throughput, recommend
 from zfsnas.bench.report import sections

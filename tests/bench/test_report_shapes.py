@@ -11,6 +11,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 import pytest
+
 from zfsnas.bench import charts, compare
 from zfsnas.bench.axes import parse_selector
 from zfsnas.bench.cli import main
@@ -19,7 +20,7 @@ from zfsnas.bench.recommend import render as render_recommendation
 from zfsnas.bench.report import sections
 from zfsnas.bench.tables import axis_tables, cdm_tables, configurations_table, section_tables, space_table
 
-from .seeds import ARCHIVE_USED, ZVOL_CDM, seeded_store
+from .seeds import ARCHIVE_USED, seeded_store
 
 SVG = "{http://www.w3.org/2000/svg}"
 

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from zfsnas.bench.cli import main
 from zfsnas.bench.runner import RunError, RunLock
 

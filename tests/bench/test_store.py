@@ -3,19 +3,28 @@
 import dataclasses
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
-import time
+from pathlib import Path
 
 import pytest
 
-from pathlib import Path
-
+from tests.conftest import wait_until
 from zfsnas.bench.config import Configuration, differences
 from zfsnas.bench.report import summarise
-from zfsnas.bench.store import (SCHEMA_VERSION, TABLES, MatrixRun, ParameterChange, QueuedAnnotation, ReadOnlyStore,
-                                ResultFigures, ResultRow, Store)
+from zfsnas.bench.store import (
+    SCHEMA_VERSION,
+    TABLES,
+    MatrixRun,
+    ParameterChange,
+    QueuedAnnotation,
+    ReadOnlyStore,
+    ResultFigures,
+    ResultRow,
+    Store,
+)
 from zfsnas.sources.benchdb import read_bench_db
 
 from .configs import configuration
@@ -80,12 +89,21 @@ WRITER = textwrap.dedent("""
 """)
 
 
+def written_results(db: Path) -> int:
+    """The result rows a writer in another process has committed so far (read, not written)."""
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return con.execute("SELECT count(*) FROM results").fetchone()[0]
+    finally:
+        con.close()
+
+
 def test_sigkill_mid_run_leaves_no_half_written_row(tmp_path):
     db = tmp_path / "b.sqlite"
     root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
     proc = subprocess.Popen([sys.executable, "-c", WRITER, str(db)], stdout=subprocess.PIPE, cwd=root)
     assert proc.stdout.readline().strip() == b"ready"
-    time.sleep(0.8)
+    wait_until(lambda: written_results(db) > 2, "three result rows written")
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     store = Store(db)      # a writer: it marks what the dead one left running as it opens

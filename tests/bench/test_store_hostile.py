@@ -23,9 +23,9 @@ import pytest
 
 from tests.fuzz.inputs import fio_document, fio_job
 from zfsnas.bench.cli import main
+from zfsnas.bench.document import markdown
 from zfsnas.bench.report import sections
 from zfsnas.bench.store import SCHEMA_VERSION, TABLES, ReadOnlyStore, ResultFigures, Store
-from zfsnas.bench.document import markdown
 
 from .configs import configuration
 

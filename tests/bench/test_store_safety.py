@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+
 from zfsnas.bench.cli import main
 from zfsnas.bench.store import ReadOnlyStore, Store, StoreError
 

@@ -3,11 +3,13 @@
 import threading
 
 import pytest
+
 from zfsnas.bench.guard import GuardError, Prop, check_scratch
 from zfsnas.bench.zfs import ZfsOps
 from zfsnas.sources.model import SourceError
 
-TXGS = "txg      birth            state ndirty       nread        nwritten     reads    writes   otime        qtime        wtime        stime\n"
+TXGS = ("txg      birth            state ndirty       nread        nwritten     reads    writes   otime        qtime        "
+        "wtime        stime\n")
 RUN = "20261123T150000-beef"
 CHILD = f"tank/scratch/zfsnas-bench-{RUN}-1"
 CLEARED = check_scratch("tank/scratch", {"type": Prop("filesystem", "-"), "org.zfsnas:scratch": Prop("init-1", "local")})

@@ -7,9 +7,9 @@ import zlib
 import lz4.block
 import pytest
 import zstandard
+
 from zfsnas.bench import zfsalloc
 from zfsnas.bench.lz4zfs import Lz4Zfs
-
 from zfsnas.bench.zfsalloc import (
     EMBEDDED_MAX,
     Compression,

@@ -1,6 +1,6 @@
 """A whole NAS as fixture files, for captures on a machine without ZFS: the OpenZFS 2.3.2 kstat tree
-and module parameters, a zfsnas-bench database with one result, the disk tree (sysfs, udev database, /proc/diskstats: pools `tank` and
-`backup` on serial-numbered disks) and the stand-in `zfs`/`zpool` answering the 2.3 recordings
+and module parameters, a zfsnas-bench database with one result, the disk tree (sysfs, udev database,
+/proc/diskstats: pools `tank` and `backup` on serial-numbered disks) and the stand-in `zfs`/`zpool` answering the 2.3 recordings
 (and smartctl, the first read of tests/fixtures/smart)."""
 
 from __future__ import annotations

@@ -23,11 +23,11 @@ from tests.conftest import samples, value
 from zfsnas import capture as capture_module
 from zfsnas.cli import main
 from zfsnas.replay import CaptureError, ReplayExporter, open_capture
-from zfsnas.wiring import default_config
 from zfsnas.sources.smart import smartctl_argv
 from zfsnas.sources.zfs_datasets import LIST_DATASETS, LIST_SNAPSHOTS
 from zfsnas.sources.zpool import LIST_POOLS, LIST_VDEVS, STATUS_GUIDS, STATUS_PATHS
 from zfsnas.sources.zpool_iostat import LATENCY_HISTOGRAMS, QUEUE_DEPTHS
+from zfsnas.wiring import default_config
 
 VOLATILE = ("zfs_exporter_collector_duration_seconds", "zfs_exporter_source_age_seconds")
 
@@ -91,8 +91,8 @@ def test_capture_records_exact_command_lines_and_trees(tmp_path):
     # on every sample (the fixture NAS does not move).
     assert stable(files[snap + "live-metrics.txt"].decode()) == stable(metrics)
     assert snap + "bench.sqlite" in files
-    assert value(metrics, "zfs_bench_throughput_bytes_per_second", matrix="ci", workload="seqwrite", config="f0cff41b4c5d", compression="lz4",
-                 recordsize="1M", encryption="off", size="64M", pool="tank") == 800e6
+    assert value(metrics, "zfs_bench_throughput_bytes_per_second", matrix="ci", workload="seqwrite", config="f0cff41b4c5d",
+                 compression="lz4", recordsize="1M", encryption="off", size="64M", pool="tank") == 800e6
 
 
 def test_replay_serves_every_sample_the_capture_saw(tmp_path):

@@ -8,8 +8,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from tests.conftest import exporter_args, linux_tree, zfs_commands
-from tests.sources.test_commands import alive
+from tests.conftest import exporter_args, linux_tree, wait_until, zfs_commands
+from tests.sources.test_commands import alive, waiting_for_a_turn
 from zfsnas.wiring import build_exporter
 
 ROOT = linux_tree("2.3.2")
@@ -30,13 +30,6 @@ def runs(log: Path) -> list[tuple[float, float, str, int]]:
     return sorted((at, ended.get(pid, float("inf")), command, pid) for pid, (at, command) in started.items())
 
 
-def wait_until(check, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
-
-
 def sources_ok(exporter) -> bool:
     return all(s.state().success for c in exporter.collectors for s in c.sources())
 
@@ -50,7 +43,7 @@ def test_one_zfs_or_zpool_command_at_a_time_vdevlatency_included(tmp_path):
                               process_metrics=False)
     exporter.start()
     try:
-        wait_until(lambda: sources_ok(exporter))
+        wait_until(lambda: sources_ok(exporter), "every source refreshed")
     finally:
         exporter.stop()
     followed = [run for run in runs(log) if run[2] == "zpool events -fvH"]
@@ -72,7 +65,7 @@ def test_a_collector_that_stops_leaves_the_runner_to_the_others(tmp_path):
                               process_metrics=False)
     exporter.start()
     try:
-        wait_until(lambda: sources_ok(exporter))
+        wait_until(lambda: sources_ok(exporter), "every source refreshed")
         datasets, pools, vdevlatency = exporter.collectors
         datasets.stop()
         vdevlatency.stop()
@@ -99,14 +92,16 @@ def test_shutdown_closes_the_runner_once_and_kills_the_hung_command(tmp_path, mo
     close = runner.close
     monkeypatch.setattr(runner, "close", lambda: (closes.append(time.monotonic()), close()))
     exporter.start()
-    wait_until(lambda: log.exists() and runs(log))
-    time.sleep(0.3)  # the other refresh threads are waiting for their turn by now
+    wait_until(lambda: log.exists() and runs(log), "a command started")
+    # zfs list, zpool list, status and iostat but the hung one wait for their turn (zfs list -t
+    # snapshot waits for zfs list's answer)
+    wait_until(lambda: waiting_for_a_turn() == 3, "three refresh threads waiting for their turn")
     [(_, end, command, pid)] = [run for run in runs(log) if run[2] != "zpool events -fvH"]
     assert end == float("inf") and alive(pid), command
     started = time.monotonic()
     exporter.stop()
     assert time.monotonic() - started < 3
-    wait_until(lambda: not alive(pid), timeout=3)
+    wait_until(lambda: not alive(pid), "the hung command killed")
     assert [run[2] for run in runs(log)] in ([command], [command, "zpool events -fvH"],
                                              ["zpool events -fvH", command])  # the waiting commands gave up
     assert runner.closed and len(closes) == 1

@@ -131,8 +131,10 @@ def test_collector_on_fixture_and_across_scrapes(tmp_path):
            f"{1:<12} {1:<12} {1:<12} {300000000:<12}",
            f"{4128323:<8} {1254000000000:<16} {'C':<5} {32 * MiB:<12} {0:<12} {40 * MiB:<12} {0:<8} {9:<8} "
            f"{1:<12} {1:<12} {1:<12} {200000000:<12}",
-           f"{4128324:<8} {1259000000000:<16} {'S':<5} " + " ".join(f"{0:<12}" for _ in range(3)) + " 0        0        0            0            0            0           ",
-           f"{4128325:<8} {1264000000000:<16} {'O':<5} " + " ".join(f"{0:<12}" for _ in range(3)) + " 0        0        0            0            0            0           "]
+           f"{4128324:<8} {1259000000000:<16} {'S':<5} " + " ".join(f"{0:<12}" for _ in range(3))
+           + " 0        0        0            0            0            0           ",
+           f"{4128325:<8} {1264000000000:<16} {'O':<5} " + " ".join(f"{0:<12}" for _ in range(3))
+           + " 0        0        0            0            0            0           "]
     txgs_path.write_text("\n".join([head, *body, *new]) + "\n")
     _, text2 = served(root, exporter)
     assert value(text2, "zfs_pool_txgs_synced_total", pool="tank") == 2

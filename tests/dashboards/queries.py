@@ -16,8 +16,8 @@ NAMES = ("overview", "arc", "write-path", "datasets", "disks", "benchmarks", "ch
 EVENT_SERIES = ("change:zfs_", "config:zfs_bench_throughput:per_run")
 # What Grafana puts in for "All" (allValue ".*"), for $__rate_interval at a 1 s scrape interval and
 # for a 10 s time range ($__range; $__range_s in seconds, replaced first).
-SUBSTITUTIONS = {"$__rate_interval": "10s", "$__range_s": "10", "$__range": "10s", "$nas": ".*", "$instance": ".*", "$pool": ".*", "$dataset": ".*", "$disk": ".*",
-                 "$vdev": ".*", "$matrix": ".*", "$config": ".*"}
+SUBSTITUTIONS = {"$__rate_interval": "10s", "$__range_s": "10", "$__range": "10s", "$nas": ".*", "$instance": ".*",
+                 "$pool": ".*", "$dataset": ".*", "$disk": ".*", "$vdev": ".*", "$matrix": ".*", "$config": ".*"}
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ def legend_problems(query: Query, result: list[dict]) -> list[str]:
     problems = []
     names = [render_legend(query.legend, r["metric"]) for r in result]
     for r in result:
-        missing = [l for l in re.findall(r"\{\{\s*(.+?)\s*\}\}", query.legend) if not r["metric"].get(l)]
+        missing = [label for label in re.findall(r"\{\{\s*(.+?)\s*\}\}", query.legend) if not r["metric"].get(label)]
         if missing:
             problems.append(f"{query.dashboard} / {query.where}: {missing} missing in {r['metric']}")
             break

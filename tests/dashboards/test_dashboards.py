@@ -112,7 +112,8 @@ def test_benchmarks_use_the_configuration_labels():
         assert "exported_job" not in json.dumps(load(name)), name
     bench = load("benchmarks")
     variables = {v["name"]: v for v in bench["templating"]["list"]}
-    assert variables["matrix"]["query"] == 'label_values(zfs_bench_runs_total{nas=~"$nas", instance=~"$instance", pool=~"$pool"}, matrix)'
+    assert variables["matrix"]["query"] == \
+        'label_values(zfs_bench_runs_total{nas=~"$nas", instance=~"$instance", pool=~"$pool"}, matrix)'
     assert variables["config"]["query"].endswith('matrix=~"$matrix"}, config)')
     for panel in panels(bench):
         for target in panel["targets"]:

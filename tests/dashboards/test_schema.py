@@ -24,7 +24,8 @@ from grafana_foundation_sdk.cog import variants
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.cog.plugins import register_default_plugins
 from grafana_foundation_sdk.cog.runtime import UnknownDataquery
-from grafana_foundation_sdk.models import dashboard as model, prometheus
+from grafana_foundation_sdk.models import dashboard as model
+from grafana_foundation_sdk.models import prometheus
 
 from tests.dashboards.queries import NAMES, load
 
@@ -147,7 +148,7 @@ def prometheus_annotation_errors(annotation: dict, where: str) -> list[str]:
 def schema_errors(board: dict, name: str) -> list[str]:
     board = json.loads(json.dumps(board))
     errors = []
-    for n, annotation in enumerate(board["annotations"]["list"]):
+    for annotation in board["annotations"]["list"]:
         if annotation["datasource"]["type"] == "prometheus":   # checked here, then left to the SDK's fields
             errors += prometheus_annotation_errors(annotation, f"{name}: annotation {annotation['name']}")
             for field in (*PROMETHEUS_EVENT_FIELDS, "target"):

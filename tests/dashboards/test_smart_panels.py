@@ -16,8 +16,10 @@ def smart_series() -> dict[str, str]:
         for name in ("ok", "standby", "unsupported", "failed"):
             series[f'zfs_disk_smart_state{{{Z}, {disk}, state="{name}"}}'] = "1x20" if name == state else "0x20"
     series.update({
-        f'zfs_disk_smart_info{{{Z}, {SDC}, protocol="ATA", device_type="sat", model="WDC WD40EFRX-68N32N0", firmware="82.00A82", media="hdd"}}': "1x20",
-        f'zfs_disk_smart_info{{{Z}, {NVME}, protocol="NVMe", device_type="nvme", model="Samsung SSD 970 EVO Plus 1TB", firmware="2B2QEXM7", media="ssd"}}': "1x20",
+        f'zfs_disk_smart_info{{{Z}, {SDC}, protocol="ATA", device_type="sat", model="WDC WD40EFRX-68N32N0", '
+        f'firmware="82.00A82", media="hdd"}}': "1x20",
+        f'zfs_disk_smart_info{{{Z}, {NVME}, protocol="NVMe", device_type="nvme", model="Samsung SSD 970 EVO Plus 1TB", '
+        f'firmware="2B2QEXM7", media="ssd"}}': "1x20",
         f"zfs_disk_smart_temperature_celsius{{{Z}, {SDC}}}": "36x20",
         f"zfs_disk_smart_temperature_celsius{{{Z}, {NVME}}}": "41x20",
         f"zfs_disk_smart_temperature_celsius{{{Z}, {SDD}}}": "34x20",

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-pytestmark = pytest.mark.e2e
-
 from .conftest import require_collector, vdev_guids
+
+pytestmark = pytest.mark.e2e
 
 
 def device_of(cap, serial: str) -> str:
@@ -42,14 +42,16 @@ def test_disk_info_identity_and_pool(moment, config):
             props = udev["props"]
             serials = {props.get(k) for k in ("ID_SERIAL_SHORT", "ID_SCSI_SERIAL", "ID_SERIAL")} - {None}
             assert labels.get("serial") in serials, \
-                f"[{name}] zfs_disk_info{{device={dev}}} serial: expected one of {sorted(serials)} (udev), served {labels.get('serial')!r}"
+                f"[{name}] zfs_disk_info{{device={dev}}} serial: expected one of {sorted(serials)} (udev), " \
+                f"served {labels.get('serial')!r}"
             assert disk["serial"] in labels["serial"] or labels["serial"] == props.get("ID_SERIAL")
             by_id = [link for link in udev["links"] if link.startswith("/dev/disk/by-id/")]
             served_by_id = labels.get("by_id", "")
             assert served_by_id in by_id or "/dev/disk/by-id/" + served_by_id in by_id, \
                 f"[{name}] zfs_disk_info{{device={dev}}} by_id: expected one of {by_id}, served {served_by_id!r}"
             assert labels.get("pool") == disk["pool"], \
-                f"[{name}] zfs_disk_info{{device={dev}}} pool: expected {disk['pool']!r} ({disk['role']} of {disk['pool']}), served {labels.get('pool')!r}"
+                f"[{name}] zfs_disk_info{{device={dev}}} pool: expected {disk['pool']!r} ({disk['role']} of {disk['pool']}), " \
+                f"served {labels.get('pool')!r}"
             # the vdev guid of the disk's ZFS partition, as zpool status -g prints it for the -P path
             want_guids = {g for path, g in guids.items() if path.startswith(f"/dev/{dev}") or any(
                 path.startswith(link) for link in udev["links"])}

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-pytestmark = pytest.mark.e2e
-
 from .conftest import parse_zfs_ratio, require_collector, vdev_guids
+
+pytestmark = pytest.mark.e2e
 
 # served metric -> `zfs get -p` property
 DATASET_BYTES = {
@@ -68,7 +68,8 @@ def test_pool_space_and_health(moment, moment_name):
     assert set(cap.zpool_list) == {"tank", "fast"}
     for pool, cols in cap.zpool_list.items():
         assert cap.served("zfs_pool_size_bytes", pool=pool) == int(cols[1]), \
-            f"zfs_pool_size_bytes{{pool={pool}}}: expected {cols[1]} (zpool list -Hp), served {cap.served('zfs_pool_size_bytes', pool=pool)}"
+            f"zfs_pool_size_bytes{{pool={pool}}}: expected {cols[1]} (zpool list -Hp), " \
+            f"served {cap.served('zfs_pool_size_bytes', pool=pool)}"
         for metric, col in POOL_BYTES.items():
             # the capture settled the pools first (scenario.settle_pools: `zpool wait -t free`, a
             # synced txg); what may still move is a txg's metadata (a vdev label after an offline):
@@ -80,7 +81,8 @@ def test_pool_space_and_health(moment, moment_name):
         for state in HEALTH_STATES:
             got = cap.served("zfs_pool_health", pool=pool, state=state)
             want = 1 if state == health else 0
-            assert got == want, f"zfs_pool_health{{pool={pool},state={state}}}: expected {want} (zpool list health {health}), served {got}"
+            assert got == want, \
+                f"zfs_pool_health{{pool={pool},state={state}}}: expected {want} (zpool list health {health}), served {got}"
 
 
 def test_pool_degraded_after_offline(moment):

@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-pytestmark = pytest.mark.e2e
-
 from tests.integration.prometheus import Prometheus
+
+pytestmark = pytest.mark.e2e
 
 
 class Remote(Prometheus):

@@ -125,7 +125,8 @@ def test_the_journal_holds_the_start_up_line_and_nothing_else(record, unit):
     assert with_smart in invocations and len(invocations) >= 4, invocations   # first, restart, kill, SMART
     for invocation, lines in invocations.items():
         starts = [m for p, m in lines if m.startswith("zfsnas-exporter ") and "; listening on http://" in m]
-        smart = [(p, m) for p, m in lines if m.startswith("smart: ") and 'zfs_disk_smart_unavailable{reason="permission_denied"}' in m]
+        smart = [(p, m) for p, m in lines
+                 if m.startswith("smart: ") and 'zfs_disk_smart_unavailable{reason="permission_denied"}' in m]
         others = [(p, m) for p, m in lines if not m.startswith("zfsnas-exporter ") and (p, m) not in smart
                   and m != "shutting down"]
         assert len(starts) == 1 and not others, f"invocation {invocation}: {lines}"

@@ -99,7 +99,8 @@ def make_bench_db(path: Path) -> None:
 
 def flags(tree: Path, collectors: list[str] = ALL) -> list[str]:
     prefix = shlex.join(["sh", str(tree / "commands" / "run.sh")])
-    return ["--collector.disable-defaults", *(f"--collector.{c}" for c in collectors or ALL), "--path.procfs", str(tree / "proc"), "--path.sysfs", str(tree / "sys"),
+    return ["--collector.disable-defaults", *(f"--collector.{c}" for c in collectors or ALL),
+            "--path.procfs", str(tree / "proc"), "--path.sysfs", str(tree / "sys"),
             "--path.udev.data", str(tree / "udev" / "data"), "--zfs.command-prefix", prefix,
             "--zfs.command-timeout", "2", "--no-disks.hotplug",
             "--bench.db", str(tree / "bench.sqlite")]
@@ -257,7 +258,8 @@ def generate(seed: int = 16, per_class: int = 40, full: bool = False) -> list[Ca
         add("name", f"{target.name}:{name!r}", _rewrite(target, replace_field_name(rng, name)))
     for _ in range(per_class // 4):
         param = rng.choice(["zfs_dirty_data_max", "zfs_arc_max", "zfs_txg_timeout"])
-        add("name", f"tunable:{param}", lambda tree, p=param, n=rng.choice(BAD_NAMES):
+        bad_name = rng.choice(BAD_NAMES)
+        add("name", f"tunable:{param}", lambda tree, p=param, n=bad_name:
             (tree / "sys/module/zfs/parameters" / p).rename(tree / "sys/module/zfs/parameters" / n.replace("\x00", "_")))
     for _ in range(per_class):
         target = rng.choice(kstats)
@@ -270,8 +272,9 @@ def generate(seed: int = 16, per_class: int = 40, full: bool = False) -> list[Ca
         add("value", f"{target.name}:{value[:20]!r}", _rewrite(target, replace_column(rng, value)))
     for _ in range(per_class // 2):
         param = rng.choice(["zfs_dirty_data_max", "zfs_arc_max", "zfs_txg_timeout", "zfs_arc_min"])
+        bad_value = rng.choice(BAD_VALUES).encode()
         add("value", f"tunable:{param}", _rewrite(Path("sys/module/zfs/parameters") / param,
-                                                  lambda data, v=rng.choice(BAD_VALUES).encode(): v + b"\n"))
+                                                  lambda data, v=bad_value: v + b"\n"))
     for _ in range(per_class):
         junk = rng.choice(BAD_BYTES)
         kind = rng.randrange(4)

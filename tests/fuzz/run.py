@@ -156,7 +156,8 @@ def run_cases(cases: list[Case], work: Path, progress=None) -> list[Result]:
             started = time.monotonic()
             signal.alarm(CASE_SECONDS)
             try:
-                current["exporter"] = build_exporter(build_parser().parse_args(flags(tree, case.collectors)), process_metrics=False)
+                current["exporter"] = build_exporter(build_parser().parse_args(flags(tree, case.collectors)),
+                                                     process_metrics=False)
                 pages = []
                 for scrape in range(2):
                     with urllib.request.urlopen(url, timeout=CASE_SECONDS) as response:

@@ -55,6 +55,12 @@ class QueryApi:
             time.sleep(0.5)
         raise AssertionError(f"{expr} returned nothing from {self.url} within {timeout}s")
 
+    def wait_for_samples(self, selector: str, window: str, samples: int, timeout: float = 120) -> None:
+        """Until every series of `selector` (a plain series selector) has at least `samples` samples in
+        the last `window`: the history a rate() or *_over_time() over that window needs before its
+        value is checked (rather than a pause that hopes the scrapes came: a busy machine delays them)."""
+        self.wait_for(f"min(count_over_time({selector}[{window}])) >= {samples}", timeout)
+
 
 class PrometheusClient(QueryApi):
     """The HTTP API of a Prometheus at `url`, however it was started (a process here, a container)."""

@@ -46,7 +46,8 @@ def test_every_doc_query_runs(prometheus):
         try:
             prometheus.query(query)  # asserts status success: the query parses and evaluates
         except Exception as exc:
-            failing.append((query, getattr(exc, "read", lambda: str(exc).encode())().decode()))
+            body = exc.read() if hasattr(exc, "read") else str(exc).encode()   # HTTPError: Prometheus says why
+            failing.append((query, body.decode()))
     assert not failing, failing
 
 

@@ -4,8 +4,6 @@ A thread plays the kernel, growing the sectors written of the fixture tree's dis
 rates in `proc/diskstats`; Prometheus scrapes the exporter every second.
 """
 
-import time
-
 import pytest
 
 from tests.conftest import copy_tree
@@ -47,7 +45,7 @@ def test_bytes_written_per_disk_of_tank_by_serial(live_tree, tmp_path):
     with exporter_and_prometheus(tmp_path, "--path.procfs", str(live_tree / "proc"), "--path.sysfs",
                                  str(live_tree / "sys"), "--path.udev.data", str(live_tree / "udev" / "data"),
                                  "--collector.disable-defaults", "--collector.disks") as (_, prom):
-        time.sleep(10)
+        prom.wait_for_samples("zfs_disk_written_bytes_total", "10s", 9)   # the 8 s window full of scrapes
         result = {r["metric"]["serial"]: float(r["value"][1]) for r in prom.query(QUERY.format(w="8s"))}
         assert set(result) == set(SERIALS.values())
         for device, serial in SERIALS.items():

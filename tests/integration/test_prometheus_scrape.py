@@ -1,7 +1,5 @@
 """A real Prometheus scrapes the exporter while the kstat tree changes; rate() gives the true write rate."""
 
-import time
-
 import pytest
 
 from tests.conftest import copy_tree
@@ -21,7 +19,8 @@ def live_tree(tmp_path):
 def test_prometheus_sees_values_and_txg_rate(live_tree, tmp_path):
     with exporter_and_prometheus(tmp_path, "--path.procfs", str(live_tree / "proc"),
                                  "--path.sysfs", str(live_tree / "sys")) as (_, prom):
-        time.sleep(12)
+        # the 8 s windows below hold scrapes only, none from the start (11 in the last 12 s)
+        prom.wait_for_samples('zfs_pool_txg_written_bytes_total{pool="tank"}', "12s", 11)
         assert prom.scalar("zfs_arc_size_bytes") == 11_811_160_064
         assert prom.scalar('zfs_pool_state{pool="backup",state="DEGRADED"}') == 1
         assert prom.scalar('zfs_dataset_written_bytes_total{dataset="tank/media files"}') == 73_014_444_032

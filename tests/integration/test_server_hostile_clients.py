@@ -16,7 +16,7 @@ import urllib.request
 import bcrypt
 import pytest
 
-from tests.conftest import copy_tree, value
+from tests.conftest import copy_tree, value, wait_until
 from tests.integration.exporter_process import ExporterProcess
 from zfsnas import server as server_module
 from zfsnas.server import make_server, serve_in_thread
@@ -39,13 +39,6 @@ def slow_reader(port: int) -> socket.socket:
     return sock
 
 
-def until(condition, seconds: float = 10.0) -> None:
-    """Wait (bounded) for what the server does to settle, rather than for a fixed pause."""
-    deadline = time.monotonic() + seconds
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.02)
-
-
 def timed_get(port: int, headers: dict | None = None, source: str = "127.0.0.1") -> tuple[int, bytes, float]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=15, source_address=(source, 0))
     started = time.monotonic()
@@ -66,21 +59,22 @@ def test_ten_clients_that_never_read_a_26_mb_page_do_not_delay_a_scrape(monkeypa
     try:
         quiet = [timed_get(port)[2] for _ in range(3)]
         slow = [slow_reader(port) for _ in range(10)]
-        until(lambda: len(srv._writing) == 10)  # every one of them has its answer under way (a fixed
-        loaded = [timed_get(port) for _ in range(5)]  # pause was too short once on a loaded machine)
+        # every one of them has its answer under way (a fixed pause was too short once on a loaded machine)
+        wait_until(lambda: len(srv._writing) == 10, "ten answers being written")
+        loaded = [timed_get(port) for _ in range(5)]
         assert [(status, len(body)) for status, body, _ in loaded] == [(200, len(page))] * 5
         assert max(t for *_, t in loaded) < max(quiet) * 3 + 0.5, (quiet, [t for *_, t in loaded])
         assert len(srv._writing) == 10  # they cost their answers, written as they read
         for sock in slow:  # gone: their answers are dropped
             sock.close()
-        until(lambda: not srv._writing)
+        wait_until(lambda: not srv._writing, "the dropped answers gone")
         assert srv._writing == {}
         # one that stays is cut off at the write deadline (30 s; here 1.5 s), never having had the whole page
         monkeypatch.setattr(server_module, "WRITE_TIMEOUT", 1.5)
         late = slow_reader(port)
-        until(lambda: len(srv._writing) == 1)
+        wait_until(lambda: len(srv._writing) == 1, "the late reader's answer being written")
         started = time.monotonic()
-        until(lambda: not srv._writing)
+        wait_until(lambda: not srv._writing, "the late reader cut off")
         assert time.monotonic() - started > 1.0  # cut at its write deadline, not at once
         late.settimeout(5)
         received = 0
@@ -134,7 +128,7 @@ def test_a_flood_of_wrong_passwords_does_not_delay_a_scraper(tmp_path, port, web
         for thread in flooders:
             thread.start()
         try:
-            time.sleep(1.0)
+            wait_until(lambda: refused.count(401) >= 4, "the flood's guesses checked and refused")
             flooded = [timed_get(port, basic("prometheus", "right")) for _ in range(10)]
             # a password not checked before, from another address: its turn comes after one check
             # per flooding address, not after the flood

@@ -13,6 +13,7 @@ import urllib.request
 
 import pytest
 
+from tests.conftest import wait_until
 from tests.integration.test_server import make_cert
 from zfsnas import server as server_module
 from zfsnas.collectors.base import Collector, Context, Report
@@ -149,10 +150,12 @@ class Blocking(Collector):
     def __init__(self, ctx):
         super().__init__(ctx)
         self.release = threading.Event()
+        self.entered = threading.Event()
         self.calls = 0
 
     def collect(self, report: Report):
         self.calls += 1
+        self.entered.set()
         self.release.wait(30)
         return []
 
@@ -197,18 +200,22 @@ def test_collectors_not_reached_by_the_deadline_report_failure(serving):
     text, _ = timed_scrape(port, "0.2")  # a deadline of 0.1 s: the sleeper (0.3 s) is still asleep
     assert successes(text) == ["1", "0", "0"]
     assert "not run: the scrape's deadline" not in text  # reasons go to the log, once
-    time.sleep(0.4)
+    wait_until(lambda: "sleeper" not in scrape._blocked, "the sleeper's read returned")
     assert success(scrape.render(), "sleeper") == "1"  # without a deadline: in line, as long as it takes
 
 
 def test_waiting_for_an_earlier_scrape_past_the_deadline_is_a_503(serving):
     ctx = Context(kstat=None, commands=None)
-    scrape = ScrapeCollector([Sleeper(ctx)])
+    blocking = Blocking(ctx)
+    scrape = ScrapeCollector([blocking])
     port = serving(lambda deadline=None: scrape.render(deadline=deadline))
     first = threading.Thread(target=get, args=(port,))
     first.start()
-    time.sleep(0.05)
-    with pytest.raises(urllib.error.HTTPError) as err:
-        get(port, headers={"X-Prometheus-Scrape-Timeout-Seconds": "0.1"})
+    assert blocking.entered.wait(30), "the first scrape never reached its collector"
+    try:
+        with pytest.raises(urllib.error.HTTPError) as err:
+            get(port, headers={"X-Prometheus-Scrape-Timeout-Seconds": "0.1"})
+    finally:
+        blocking.release.set()
     assert err.value.code == 503
     first.join()

@@ -11,6 +11,7 @@ import urllib.request
 
 import pytest
 
+from tests.conftest import wait_until
 from zfsnas import server as server_module
 from zfsnas.server import make_server, serve_in_thread
 
@@ -76,8 +77,8 @@ def test_a_worker_that_cannot_start_costs_one_request(serve, monkeypatch):
 def test_past_max_queued_scrapes_a_503_at_once(serve, monkeypatch):
     """Scrapes waiting for a worker are bounded, as node_exporter's --web.max-requests bounds them."""
     monkeypatch.setattr(server_module, "MAX_QUEUED", 2)
-    release = threading.Event()
-    srv = serve(lambda: release.wait(20) and "up 1\n")
+    release, rendering = threading.Event(), threading.Event()
+    srv = serve(lambda: (rendering.set(), release.wait(20))[1] and "up 1\n")
     srv._max_workers = 1
     results: list = []
 
@@ -88,9 +89,11 @@ def test_past_max_queued_scrapes_a_503_at_once(serve, monkeypatch):
             results.append(getattr(exc, "code", exc))
 
     clients = [threading.Thread(target=scrape) for _ in range(3)]  # one rendering, two waiting
-    for client in clients:
+    clients[0].start()
+    assert rendering.wait(30), "the first scrape never reached the render"
+    for client in clients[1:]:
         client.start()
-        time.sleep(0.2)
+    wait_until(lambda: srv._requests.qsize() == 2, "two scrapes waiting for the worker")
     started = time.monotonic()
     scrape()
     assert results == [503] and time.monotonic() - started < 2

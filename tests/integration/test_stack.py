@@ -25,13 +25,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.bench.configs import configuration
 from tests.conftest import copy_commands, copy_tree, free_port, zfs_commands
 from tests.dashboards.queries import all_queries, legend_problems, render_legend
 from tests.integration.daemon import Daemon
 from tests.integration.exporter_process import ExporterProcess
-from tests.integration.prometheus import Prometheus
 from tests.integration.kernel import Kernel, TxgWriter
-from tests.bench.configs import configuration
+from tests.integration.prometheus import Prometheus
 from zfsnas.bench.store import ResultFigures, Store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -156,23 +156,36 @@ def has_data(result: list[dict]) -> bool:
     return any(math.isfinite(float(r["value"][1])) for r in result)
 
 
+def query_problem(prom, query) -> tuple[str, str] | None:
+    """("error" or "empty", what) for a dashboard query that fails or returns no data; None if fine."""
+    try:
+        result = prom.query(query.promql())
+    except Exception as exc:  # noqa: BLE001 - every failing query is reported, not just the first
+        return "error", f"{query.dashboard} / {query.where}: {query.promql()}: {exc}"
+    if query.after_an_event:   # a change, a run seen ending: tests/integration/test_changes_view.py
+        return None
+    if not has_data(result):
+        return "empty", f"{query.dashboard} / {query.where}: {query.promql()}"
+    if query.promql().endswith(FALLBACK):  # the fallback must not hide a misspelt metric
+        if not has_data(prom.query(query.promql().removesuffix(FALLBACK))):
+            return "empty", f"{query.dashboard} / {query.where} without its fallback: {query.promql()}"
+    return None
+
+
 def test_every_dashboard_query_returns_data(stack):
+    """Rates, recording rules and 10 s windows fill over several scrapes and rule evaluations: the
+    queries without data are asked again until they have it (a busy machine delays them), for at
+    most 120 s; a query that fails is reported at once."""
     prom = stack["prom"]
-    time.sleep(15)  # several scrapes and rule evaluations: rates, recording rules and 10 s windows filled
-    empty, errors = [], []
-    for query in all_queries():
-        try:
-            result = prom.query(query.promql())
-        except Exception as exc:  # noqa: BLE001 - every failing query is reported, not just the first
-            errors.append(f"{query.dashboard} / {query.where}: {query.promql()}: {exc}")
-            continue
-        if query.after_an_event:   # a change, a run seen ending: tests/integration/test_changes_view.py
-            continue
-        if not has_data(result):
-            empty.append(f"{query.dashboard} / {query.where}: {query.promql()}")
-        elif query.promql().endswith(FALLBACK):  # the fallback must not hide a misspelt metric
-            if not has_data(prom.query(query.promql().removesuffix(FALLBACK))):
-                empty.append(f"{query.dashboard} / {query.where} without its fallback: {query.promql()}")
+    waiting, deadline = all_queries(), time.monotonic() + 120
+    while True:
+        problems = [(query, query_problem(prom, query)) for query in waiting]
+        errors = [problem[1] for _, problem in problems if problem and problem[0] == "error"]
+        empty = [problem[1] for _, problem in problems if problem and problem[0] == "empty"]
+        waiting = [query for query, problem in problems if problem and problem[0] == "empty"]
+        if errors or not waiting or time.monotonic() > deadline:
+            break
+        time.sleep(1)
     assert not errors, "queries failed:\n" + "\n".join(errors)
     assert not empty, f"{len(empty)} queries return no data:\n" + "\n".join(empty)
 
@@ -197,6 +210,8 @@ def test_every_legend_names_what_a_reader_sees(stack):
 
 def test_dashboards_join_node_exporter_by_instance(stack):
     prom = stack["prom"]
+    prom.wait_for_samples(f'node_cpu_seconds_total{{instance="{NAS}"}}', "10s", 2)   # what rate() needs
+    prom.wait_for_samples(f'instance:zfs_arc_hit_ratio:rate5m{{instance="{NAS}"}}', "10s", 3)   # evaluated a few times
     result = prom.query(f'1 - avg by (instance) (rate(node_cpu_seconds_total{{instance="{NAS}", '
                         'mode=~"idle|iowait"}[10s]))')
     assert [r["metric"]["instance"] for r in result] == [NAS]

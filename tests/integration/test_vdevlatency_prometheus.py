@@ -42,8 +42,7 @@ def test_latency_heatmap_and_quantile(tmp_path):
                                  "--collector.disable-defaults", "--collector.vdevlatency",
                                  "--vdevlatency.refresh-interval", "1", "--zfs.command-prefix", str(fake),
                                  wait_up=False) as (_, prom):
-        prom.wait_for('zfs_vdev_latency_seconds_count')
-        time.sleep(8)
+        prom.wait_for_samples("zfs_vdev_latency_seconds_count", "8s", 7)   # the 6 s windows full of scrapes
         selector = f'vdev="{WD1}", type="disk_wait", io="read"'
         heatmap = prom.query(f"sum by (le) (rate(zfs_vdev_latency_seconds_bucket{{{selector}}}[6s]))")
         assert len(heatmap) == 38  # 37 power-of-two buckets and +Inf
@@ -53,5 +52,5 @@ def test_latency_heatmap_and_quantile(tmp_path):
         assert per_le["+Inf"] == pytest.approx(2 * 2280 + 2 * 2820 + 3000, rel=0.5)
         median = prom.scalar(f"histogram_quantile(0.5, sum by (le) (rate(zfs_vdev_latency_seconds_bucket{{{selector}}}[6s])))")
         assert (2 ** 18 - 1) * 1e-9 < median <= (2 ** 19 - 1) * 1e-9  # inside the hump's middle bucket
-        assert prom.scalar(f'zfs_vdev_queue_pending{{pool="tank", vdev="raidz2-0", class="sync_read"}}') == 2
+        assert prom.scalar('zfs_vdev_queue_pending{pool="tank", vdev="raidz2-0", class="sync_read"}') == 2
         assert prom.scalar('zfs_exporter_collector_success{collector="vdevlatency"}') == 1

@@ -3,8 +3,16 @@
 from pathlib import Path
 
 from tests.conftest import FIXTURES
-from zfsnas.sources.blockdevices import (BlockDevice, DeviceInventory, choose_by_id, from_pyudev, identify,
-                                         normalise_wwid, parse_udev_db, scan_sysfs)
+from zfsnas.sources.blockdevices import (
+    BlockDevice,
+    DeviceInventory,
+    choose_by_id,
+    from_pyudev,
+    identify,
+    normalise_wwid,
+    parse_udev_db,
+    scan_sysfs,
+)
 from zfsnas.sources.model import VdevStatus
 
 TREE = FIXTURES / "linux-disks"

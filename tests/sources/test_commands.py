@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from tests.conftest import wait_until
 from zfsnas.sources.commands import MAX_LINE_BYTES, CommandRunner
 from zfsnas.sources.model import SourceError
 
@@ -21,6 +22,18 @@ def alive(pid: int) -> bool:
     # A zombie is gone for our purpose (its parent, not us, must reap it).
     with open(f"/proc/{pid}/stat") as stat:
         return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def waiting_for_a_turn() -> int:
+    """Threads blocked in `CommandRunner._turn`, waiting for the one-at-a-time lock (the command that
+    holds it runs outside that frame)."""
+    turn = CommandRunner._turn.__wrapped__.__code__
+    count = 0
+    for frame in sys._current_frames().values():
+        while frame is not None and frame.f_code is not turn:
+            frame = frame.f_back
+        count += frame is not None
+    return count
 
 
 def test_timeout_kills_the_whole_process_group(tmp_path):
@@ -124,8 +137,7 @@ def test_close_kills_the_running_command_and_refuses_the_waiting_ones():
     outcome: list = []
     thread = threading.Thread(target=lambda: outcome.append(timed_threads(runner, hung, 3)))
     thread.start()
-    time.sleep(1.0)  # one runs, two wait for their turn
-    assert len(runner._running) == 1
+    wait_until(lambda: len(runner._running) == 1 and waiting_for_a_turn() == 2, "one running, two waiting their turn")
     started = time.monotonic()
     runner.close()
     thread.join(10)

@@ -1,7 +1,7 @@
 """/proc/diskstats in the three kernel layouts."""
 
-from zfsnas.sources.diskstats import parse_diskstats, read_diskstats
 from tests.conftest import FIXTURES
+from zfsnas.sources.diskstats import parse_diskstats, read_diskstats
 
 LINES = """\
    8       0 sda 41000 900 2100000 15000 88000 40000 3300000 70000 2 60000 90000

@@ -3,8 +3,18 @@
 import pytest
 
 from tests.conftest import LINUX_VERSIONS, linux_tree
-from zfsnas.sources.kstat import (KstatFormatError, NamedKstat, histogram_buckets, named_kstat_body, named_kstat_rows,
-                                  parse_io_kstat, parse_named_body, parse_named_kstat, parse_named_rows, parse_txgs)
+from zfsnas.sources.kstat import (
+    KstatFormatError,
+    NamedKstat,
+    histogram_buckets,
+    named_kstat_body,
+    named_kstat_rows,
+    parse_io_kstat,
+    parse_named_body,
+    parse_named_kstat,
+    parse_named_rows,
+    parse_txgs,
+)
 
 KSTAT = "proc/spl/kstat/zfs"
 # Fields per version as OpenZFS publishes them: 2.1 has 123, 2.2 and later 147 (shared/NOTES.md).

@@ -6,8 +6,8 @@ import shutil
 import pytest
 
 from tests.conftest import LINUX_VERSIONS, copy_tree, linux_tree
-from zfsnas.sources.linux import ProcfsKstatSource
 from zfsnas.sources.kstat import KstatFormatError
+from zfsnas.sources.linux import ProcfsKstatSource
 from zfsnas.sources.model import SourceError, read_bounded, read_bounded_bytes
 
 

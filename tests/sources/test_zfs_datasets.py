@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, wait_until
 from zfsnas.sources.commands import CommandRunner, split_lines
 from zfsnas.sources.model import Dropped, SourceError
 from zfsnas.sources.zfs_datasets import DATASET_PROPERTIES, NUMBERS, Snapshots, parse_datasets, summarise_snapshots
@@ -139,7 +139,7 @@ def test_close_kills_running_commands_and_refuses_new_ones():
 
     thread = threading.Thread(target=hang)
     thread.start()
-    time.sleep(0.5)
+    wait_until(lambda: runner._running, "the command running")
     started = time.monotonic()
     runner.close()
     thread.join(10)

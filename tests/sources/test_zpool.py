@@ -6,8 +6,20 @@ import pytest
 
 from tests.conftest import FIXTURES
 from zfsnas.sources.model import Dropped, SourceError
-from zfsnas.sources.zpool import (LIST_VDEVS, parse_bytes, parse_ctime, parse_duration, parse_expansion, parse_list,
-                                  parse_scan, parse_status, parse_vdev_list, read_pools, read_status, read_vdev_space)
+from zfsnas.sources.zpool import (
+    LIST_VDEVS,
+    parse_bytes,
+    parse_ctime,
+    parse_duration,
+    parse_expansion,
+    parse_list,
+    parse_scan,
+    parse_status,
+    parse_vdev_list,
+    read_pools,
+    read_status,
+    read_vdev_space,
+)
 
 COMMANDS = FIXTURES / "commands"
 VERSIONS = ("2.1", "2.3")

@@ -5,8 +5,13 @@ Owns every yes/no decision about a dataset name or its properties; each refusal 
 It runs no command itself: zfs.py fetches the properties and asks here.
 
 Order is structural: `check_scratch` is the only maker of a `Cleared`, and every code path that
-changes anything (zfs create/destroy/set, zpool sync, fio, module parameters) takes a `Cleared`
-as an argument, so it cannot be reached before every check on the scratch dataset passed.
+creates or destroys a dataset, syncs a pool or runs fio (zfs.py's create/destroy/sync, fio.py's
+FioProcess, the Runner) takes a `Cleared` as an argument, so it cannot be reached before every
+check on the scratch dataset passed. Two kinds of write take none, by design: `init`'s
+`zfs set org.zfsnas:scratch` (`zfs.mark_scratch`, on a plain filesystem only: it sets the mark the
+checks look for), and the module-parameter writes of parameters.py (`ParameterSwitch`,
+`restore_pending`). A run changes parameters only through its Runner, which is built from a
+`Cleared`; `zfsnas-bench restore` writes the recorded originals back without any scratch dataset.
 
 The rules:
 - the scratch dataset is a filesystem (not a pool's root, snapshot, bookmark or clone) whose

@@ -425,11 +425,6 @@ class Store:
             args.append(matrix)
         return read_results(self.db, " AND ".join(where), args)
 
-    def configurations(self) -> dict[str, Configuration]:
-        """Every stored configuration by id."""
-        rows = self.db.execute("SELECT config_id, config FROM results WHERE config IS NOT NULL GROUP BY config_id")
-        return {row["config_id"]: Configuration.from_json(row["config"]) for row in rows}
-
     # Module parameters a run changed (bench/parameters.py)
     def record_parameter(self, run_id: str, name: str, original: str, value: str) -> int:
         with self.tx() as db:  # committed (synchronous=FULL) before the caller writes the new value
@@ -540,9 +535,6 @@ class ReadOnlyStore:
 
     def matrix_runs(self) -> list[MatrixRun]:
         return read_matrix_runs(self.db)
-
-    def configurations(self) -> dict[str, Configuration]:
-        return {r.config_id: r.configuration for r in self._all()}
 
 
 def _checked_columns(figures: ResultFigures) -> dict[str, object]:

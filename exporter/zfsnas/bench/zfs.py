@@ -2,7 +2,8 @@
 
 Owns reading properties, creating the planned child, waiting for a txg to sync, and destroying
 a child; destroy asks guard.py first, every time. Every method that changes anything takes the
-`guard.Cleared` that `scratch()` returns, so none can run before the scratch checks passed. It
+`guard.Cleared` that `scratch()` returns, so none can run before the scratch checks passed, but
+`mark_scratch` (`init`'s: it sets the mark those checks look for, on a plain filesystem only). It
 must not decide what to create: the planner does.
 """
 

@@ -117,7 +117,9 @@ class Report:
         self.explained: set[str] = set()  # errors already said elsewhere: logged at debug only
 
     def guard(self, what: str) -> _Guard:
-        """Run a block; an exception becomes a recorded failure and the block's output is dropped."""
+        """Run a block; an `Exception` raised in it becomes a recorded failure (`fail(what, exc)`) and
+        the collector goes on after the block. Nothing is undone: what the block added to its families
+        before it raised is served, so a block adds its samples once it has read what they need."""
         return _Guard(self, what)
 
     def fail(self, what: str, exc: BaseException | str, explained: bool = False) -> None:

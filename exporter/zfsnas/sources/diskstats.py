@@ -1,9 +1,10 @@
-"""Parses Linux `/proc/diskstats` into one `DiskStats` per block device.
+"""Reads and parses Linux `/proc/diskstats` into one `DiskStats` per block device.
 
-Owns the line format only: 14 fields (kernel < 4.18), 18 (discard counters, 4.18+) or 20 (flush
+Owns the line format: 14 fields (kernel < 4.18), 18 (discard counters, 4.18+) or 20 (flush
 counters, 5.5+). Sectors are always 512 bytes whatever the device's sector size; times are in
 milliseconds. Counters the running kernel lacks are None, so collectors leave them out rather
-than serve zeros. Reading the file and choosing devices is the collector's business.
+than serve zeros. `read_diskstats` reads the file under a procfs root (bounded; None where there
+is none); which devices to keep is the caller's choice (its `keep` filter), not this module's.
 """
 
 from __future__ import annotations

@@ -103,7 +103,6 @@ NVME_TEST_RESULTS = {0: "passed", 1: "aborted", 2: "aborted", 3: "aborted", 4: "
 SCSI_TEST_TYPES = {1: "short", 2: "extended", 5: "short", 6: "extended"}
 SCSI_TEST_RESULTS = {0: "passed", 1: "aborted", 2: "aborted", 3: "failed", 4: "failed", 5: "failed",
                      6: "failed", 7: "failed", 15: "in_progress"}
-SELF_TEST_RESULTS = ("passed", "failed", "aborted", "interrupted", "in_progress", "unknown")
 
 _DEVICE_TYPE = re.compile(r"^[a-z0-9][a-z0-9,+_-]*$")
 _POWER_MODE = re.compile(r"Device is in (.+?) mode")
@@ -125,7 +124,7 @@ class SelfTest(NamedTuple):
     """The newest self-test of one type: how it ended and how many power-on hours ago it ran."""
 
     type: str                 # short, extended, conveyance, selective, offline, vendor, other
-    result: str               # one of SELF_TEST_RESULTS
+    result: str               # passed, failed, aborted, interrupted, in_progress (the maps above), unknown
     hours_ago: int | None     # the disk's power-on hours since; None when the disk gave no clock
 
 

@@ -156,7 +156,3 @@ def summarise_snapshots(lines: Iterable[str], dropped: Dropped | None = None,
 
 def read_datasets(run: Callable[[list[str]], str]) -> list[Dataset]:
     return parse_datasets(run(list(LIST_DATASETS)))
-
-
-def read_snapshots(lines: Callable[[list[str]], Iterable[str]]) -> dict[str, Snapshots]:
-    return summarise_snapshots(lines(list(LIST_SNAPSHOTS)))

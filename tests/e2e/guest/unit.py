@@ -72,7 +72,8 @@ class UnitPhase:
 
     # --- helpers ---------------------------------------------------------------------------------
 
-    def sh(self, argv: list[str], check: bool = True, env: dict | None = None, seconds: float = 600) -> subprocess.CompletedProcess:
+    def sh(self, argv: list[str], check: bool = True, env: dict | None = None,
+           seconds: float = 600) -> subprocess.CompletedProcess:
         """A command as a user types it, recorded (argv, exit status, output tail) in record.json."""
         proc = self.sc.run(argv, check=False, seconds=seconds, env={**os.environ, **(env or {})})
         self.record["commands"].append({"argv": argv, "env": env or {}, "rc": proc.returncode,
