@@ -26,7 +26,8 @@ from zfsnas.wiring import default_config
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture(autouse=True)
+# module scope: it must skip before the module's own module-scoped fixtures fail on missing results
+@pytest.fixture(scope="module", autouse=True)
 def _phase_in_this_run(config):
     require_phase(config, "capture_roundtrip")
 

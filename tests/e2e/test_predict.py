@@ -25,7 +25,8 @@ from zfsnas.bench.zfsalloc import Rules, parse_compression, parse_recordsize
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture(autouse=True)
+# module scope: it must skip before the module's own module-scoped fixtures fail on missing results
+@pytest.fixture(scope="module", autouse=True)
 def _phase_in_this_run(config):
     require_phase(config, "predict")
 

@@ -18,7 +18,8 @@ from tests.e2e.conftest import require_phase
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture(autouse=True)
+# module scope: it must skip before the module's own module-scoped fixtures fail on missing results
+@pytest.fixture(scope="module", autouse=True)
 def _phase_in_this_run(config):
     require_phase(config, "unit")
 
