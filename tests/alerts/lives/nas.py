@@ -17,7 +17,7 @@ import random
 from dataclasses import dataclass, field
 
 from .model import DAY, DELAYS, HOUR, MINUTE, THRESHOLDS, Expect, Exporter, Life, Target
-from .series import Intervals, Series, clip, counter, gauge, subtract, union
+from .series import Intervals, Series, clip, counter, gauge, restrict, subtract, union
 
 Steps = list[tuple[float, float | None]]   # (time, value) held until the next; None: absent
 TIB = 2 ** 40
@@ -676,11 +676,7 @@ class Nas:
         present = clip(pool.imported, pool.born, H)
 
         def only_imported(series: Series) -> Series:
-            out = Series(series.name, series.labels)
-            for piece in series.pieces:
-                for a, b in clip(present, piece.start, piece.end):
-                    out.add(a, b, piece.at(a), piece.slope)
-            return out
+            return restrict(series, sorted(present))
 
         def g(name: str, extra: dict[str, str], steps: Steps) -> None:
             add(name, {**labels, **extra}, only_imported(gauge("", {}, steps, H)))
@@ -868,11 +864,7 @@ def source_age(failing: Intervals, H: float, typical: float) -> Series:
 
 
 def keep(series: Series, spans: Intervals) -> Series:
-    out = Series(series.name, series.labels)
-    for piece in series.pieces:
-        for a, b in clip(spans, piece.start, piece.end):
-            out.add(a, b, piece.at(a), piece.slope)
-    return out
+    return restrict(series, spans)
 
 
 def freeze(series: Series, spans: Intervals) -> Series:
