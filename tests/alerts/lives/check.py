@@ -339,6 +339,7 @@ def run(lives: list[Life], rules: Path = RULES, jobs: int = 2, keep: Path | None
             # JSON is YAML to promtool, and written in a tenth of the time PyYAML takes
             path.write_text(json.dumps(test_file(group[0].tier, group, judged_rules.resolve()), indent=0))
             done = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True, timeout=3600)
+            path.with_suffix(".out").write_text(done.stdout + done.stderr)   # with --keep: a long run read as it goes
             return done.stdout + done.stderr
 
         with ThreadPoolExecutor(max(1, jobs)) as pool:
