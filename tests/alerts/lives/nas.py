@@ -334,10 +334,11 @@ class Nas:
                 runs.append((begin, begin + rng.uniform(1, 6) * HOUR))
             week += 1
         pool = self.make_pool("usb-backup", runs, rng.uniform(0.2, 0.7), born=first)
-        # scrubbed during its first run and every fourth week
+        # scrubbed during its first run and every fourth week, however short that week's run (a
+        # fourth-week run of under 2 hours unscrubbed left 8 weeks between scrubs: overdue, truly)
         for n, (a, b) in enumerate(runs):
-            if n % 4 == 0 and b - a > 2 * HOUR:
-                end = a + min(b - a - 600, rng.uniform(1, 3) * HOUR)
+            if n % 4 == 0:
+                end = a + min(b - a - 900, rng.uniform(1, 3) * HOUR)
                 pool.scans += [Scan(a + 300, "scrub", "scanning", a + 300), Scan(end, "scrub", "finished", a + 300, end)]
         self.pools.append(pool)
         self.part(f"USB pool: first run {first_length / HOUR:.0f} h from day {first / DAY:.1f}, then weekly")
