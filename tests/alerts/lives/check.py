@@ -36,6 +36,7 @@ from pathlib import Path
 import yaml
 
 from .model import ROOT, SKIPS, Life, Tier
+from .nas import BRIDGE
 from .series import Grid, Series, render, union
 
 RULES = ROOT / "alerts" / "zfsnas.rules.yml"
@@ -152,11 +153,12 @@ def markers(life: Life) -> list[Series]:
         by_alert.setdefault(e.alert, []).append(e)
     for alert in skipped:
         by_alert.setdefault(alert, [])
+    gone = away(life)
     for alert, found in by_alert.items():
         allowed = Series("zfsnas_test_allowed", {"life": life.id, "alertname": alert})
         spans = [(0.0, life.horizon)] if alert in skipped else union((e.start, e.end + e.resolve) for e in found)
         for a, b in spans:
-            allowed.add(a, min(b, life.horizon), 1.0)
+            allowed.add(a, to_horizon(b, life), 1.0)
         out.append(allowed)
         must = Series("zfsnas_test_must", {"life": life.id, "alertname": alert})
         if alert not in skipped:
@@ -164,16 +166,33 @@ def markers(life: Life) -> list[Series]:
                 must.add(a, b, 1.0)
         if must.pieces:
             out.append(must)
-        # a fault across a power-off of the stack's Prometheus may fire again after it
-        episodes = sum(e.episodes + sum(1 for q0, q1 in life.quiet if e.start <= q1 and q0 <= e.end) for e in found)
+        # a fault across a power-off of the stack's Prometheus may fire again after it, and so may one
+        # across a power-off of a NAS a remote store watches: its series are gone, the alert resolves
+        episodes = sum(e.episodes + sum(1 for q0, q1 in [*life.quiet, *gone] if e.start <= q1 and q0 <= e.end)
+                       for e in found)
         out.append(Series("zfsnas_test_episodes", {"life": life.id, "alertname": alert})
                    .add(0, life.horizon + 1, float(episodes if alert not in skipped else 10 ** 6)))
     if life.quiet:
         quiet = Series("zfsnas_test_quiet", {"life": life.id})
         for a, b in life.quiet:
-            quiet.add(a, min(b, life.horizon), 1.0)
+            quiet.add(a, to_horizon(b, life), 1.0)
         out.append(quiet)
     return out
+
+
+def to_horizon(end: float, life: Life) -> float:
+    """A marker's end: one that lasts to the horizon covers its last grid point too (judged there)."""
+    return end if end < life.horizon else life.horizon + 1
+
+
+def away(life: Life) -> list[tuple[float, float]]:
+    """Where a remote store saw nothing of the NAS's exporter for longer than the rules' gauges
+    bridge (their last_over_time(...[10m])): it was off."""
+    target = life.targets.get("zfsnas")
+    if target is None or life.topology == "stack":
+        return []
+    answered = union(target.answered)
+    return [(b, c) for (_, b), (c, _) in zip(answered, answered[1:]) if c - b > BRIDGE]
 
 
 def bounds(life: Life, nas_pools: dict[str, float]) -> list[Series]:
