@@ -331,7 +331,9 @@ class Nas:
         while week * 7 * DAY + weekday_offset < H:
             begin = week * 7 * DAY + weekday_offset
             if begin > first + first_length:
-                runs.append((begin, begin + rng.uniform(1, 6) * HOUR))
+                # at least two of the scale's evaluations: at the weeks scale (every 2 h) a shorter run
+                # can fall between them, unseen, and the pool looks away for two weeks (seed 37 L432)
+                runs.append((begin, begin + max(rng.uniform(1, 6) * HOUR, 2 * self.life.tier.evaluation)))
             week += 1
         pool = self.make_pool("usb-backup", runs, rng.uniform(0.2, 0.7), born=first)
         # scrubbed during its first run and every fourth week, however short that week's run (a
