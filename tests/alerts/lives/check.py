@@ -37,7 +37,7 @@ import yaml
 
 from .model import ROOT, SKIPS, Life, Tier
 from .nas import BRIDGE
-from .series import Grid, Series, render, union
+from .series import Grid, Series, render, subtract, union
 
 RULES = ROOT / "alerts" / "zfsnas.rules.yml"
 ALERTMANAGER = ROOT / "deploy" / "alertmanager" / "alertmanager.yml"
@@ -173,7 +173,8 @@ def markers(life: Life) -> list[Series]:
         by_alert.setdefault(e.alert, []).append(e)
     for alert in skipped:
         by_alert.setdefault(alert, [])
-    gone = away(life)
+    off = away(life)
+    gone = off if life.topology != "stack" else []
     for alert, found in by_alert.items():
         allowed = Series("zfsnas_test_allowed", {"life": life.id, "alertname": alert})
         spans = [(0.0, life.horizon)] if alert in skipped else union((e.start, e.end + e.resolve) for e in found)
@@ -182,7 +183,11 @@ def markers(life: Life) -> list[Series]:
         out.append(allowed)
         must = Series("zfsnas_test_must", {"life": life.id, "alertname": alert})
         if alert not in skipped:
-            for a, b in union((e.start + e.delay, e.end) for e in found if e.must):
+            # nothing fires while the NAS is off, and after it its alert takes its delay again
+            spans = union((e.start + e.delay, e.end) for e in found if e.must)
+            for e in found:
+                spans = subtract(spans, union((a, b + e.delay) for a, b in off if e.start <= b and a <= e.end))
+            for a, b in spans:
                 must.add(a, b, 1.0)
         if must.pieces:
             out.append(must)
@@ -206,10 +211,10 @@ def to_horizon(end: float, life: Life) -> float:
 
 
 def away(life: Life) -> list[tuple[float, float]]:
-    """Where a remote store saw nothing of the NAS's exporter for longer than the rules' gauges
-    bridge (their last_over_time(...[10m])): it was off."""
+    """Where nothing of the NAS's exporter was seen for longer than the rules' gauges bridge (their
+    last_over_time(...[10m])): it was off."""
     target = life.targets.get("zfsnas")
-    if target is None or life.topology == "stack":
+    if target is None:
         return []
     answered = union(target.answered)
     return [(b, c) for (_, b), (c, _) in zip(answered, answered[1:]) if c - b > BRIDGE]

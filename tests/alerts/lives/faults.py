@@ -204,6 +204,9 @@ def resilver_when_due(nas: Nas) -> None:
     pool.scans = [Scan(0.0, "scrub", "finished", last_end - 10 * HOUR, last_end),
                   Scan(start, "resilver", "scanning", start), Scan(start + length, "resilver", "finished", start, start + length),
                   Scan(scrub, "scrub", "scanning", scrub), Scan(scrub + 12 * HOUR, "scrub", "finished", scrub, scrub + 12 * HOUR)]
+    # between the resilver's end and the scrub's start the pool is overdue, truly (a resilver is no
+    # scrub): told then, never during the resilver
+    expect(nas, "ZfsPoolScrubOverdue", start + length, scrub, must=False)
     nas.part(f"{pool.name}: a resilver from day {start / DAY:.1f} for {length / DAY:.1f} days "
              "as its scrub fell due, scrubbed after")
 
