@@ -357,6 +357,31 @@ def parse(output: str, tier: Tier) -> tuple[list[Violation], list[str]]:
     return list(found.values()), errors
 
 
+# pool:zfs_pool_imported:ratio7d's `[7d:1h]` subquery holds every zfs_pool_state series of a file at
+# each of its 169 steps before it groups them: under MAX_SAMPLES (with a margin) in every file
+POOL_STATES_PER_FILE = int(MAX_SAMPLES * 0.95) // (7 * 24 + 1)
+
+
+def pool_states(life: Life) -> int:
+    """The zfs_pool_state series a life writes (each label epoch of its exporter one more)."""
+    target = life.targets.get("zfsnas")
+    return sum(1 for _, series in life.series if series.name == "zfs_pool_state") * (len(target.epochs) if target else 1)
+
+
+def split(group: list[Life], size: int) -> list[list[Life]]:
+    """`group` in files of at most `size` lives and POOL_STATES_PER_FILE pool state series (a life
+    with more is alone in its file)."""
+    out: list[list[Life]] = []
+    states = 0
+    for life in group:
+        if not out or len(out[-1]) >= size or states + pool_states(life) > POOL_STATES_PER_FILE:
+            out.append([])
+            states = 0
+        out[-1].append(life)
+        states += pool_states(life)
+    return out
+
+
 def run(lives: list[Life], rules: Path = RULES, jobs: int = 2, keep: Path | None = None) -> Outcome:
     import time
 
@@ -378,7 +403,7 @@ def run(lives: list[Life], rules: Path = RULES, jobs: int = 2, keep: Path | None
             # at most PER_FILE lives of a tier in one file: promtool refuses a query over too many
             # samples (ZfsPoolMissing's [7d:1h] over 30 weeks lives, the record check over 30 days lives)
             size = max(1, min(PER_FILE[name], -(-len(group) // max(1, jobs))))
-            chunks += [(directory / f"{name}-{n // size}.yml", group[n:n + size]) for n in range(0, len(group), size)]
+            chunks += [(directory / f"{name}-{n}.yml", chunk) for n, chunk in enumerate(split(group, size))]
         # the costliest first (a weeks life takes promtool about twice a minutes one), so that the
         # parallel runs end together; each run writes its own file, beside the other's promtool
         chunks.sort(key=lambda chunk: -len(chunk[1]) * COST[chunk[1][0].tier.name])
