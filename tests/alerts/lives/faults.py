@@ -29,6 +29,7 @@ class Kind:
 
 
 KINDS: dict[str, Kind] = {}
+POOL_FORGOTTEN = 35 * DAY   # pool:zfs_pool_last_seen:timestamp_seconds remembers a pool that long
 
 
 def kind(name: str, tiers: tuple[str, ...], sick: bool = True, defect: str = "",
@@ -203,6 +204,9 @@ def resilver_when_due(nas: Nas) -> None:
     pool.scans = [Scan(0.0, "scrub", "finished", last_end - 10 * HOUR, last_end),
                   Scan(start, "resilver", "scanning", start), Scan(start + length, "resilver", "finished", start, start + length),
                   Scan(scrub, "scrub", "scanning", scrub), Scan(scrub + 12 * HOUR, "scrub", "finished", scrub, scrub + 12 * HOUR)]
+    # between the resilver's end and the scrub's start the pool is overdue, truly (a resilver is no
+    # scrub): told then, never during the resilver
+    expect(nas, "ZfsPoolScrubOverdue", start + length, scrub, must=False)
     nas.part(f"{pool.name}: a resilver from day {start / DAY:.1f} for {length / DAY:.1f} days "
              "as its scrub fell due, scrubbed after")
 
@@ -669,7 +673,10 @@ def pool_missing(nas: Nas) -> None:
     power_off(nas, t, t + nas.rng.uniform(2, 10) * MINUTE)
     pool.imported = subtract(pool.imported, [(t, back)])
     boot = next(a for a, _ in nas.on if a >= t)
-    expect(nas, "ZfsPoolMissing", boot, back)
+    # a pool not seen for 35 days is forgotten (docs/runbook.md#zfspoolmissing): told until then
+    # (from the last evaluation that saw it, up to one before it went)
+    forgotten = t + POOL_FORGOTTEN - nas.life.tier.evaluation
+    expect(nas, "ZfsPoolMissing", boot, min(back, forgotten), resolve=2 * HOUR if forgotten < back else 0.0)
     nas.part(f"{pool.name} not imported after the reboot on day {t / DAY:.1f}" +
              (f" until day {back / DAY:.1f}" if back < nas.H else ""))
 
@@ -683,7 +690,8 @@ def usb_forgotten(nas: Nas) -> None:
     pool.imported = [(a, b) for a, b in pool.imported if b < stop]
     last = pool.imported[-1][1]
     gaps = [b[0] - a[1] for a, b in zip(pool.imported, pool.imported[1:])]
-    expect(nas, "ZfsPoolMissing", last, None, delay=1.5 * max(gaps) + DELAYS["ZfsPoolMissing"] + HOUR)
+    expect(nas, "ZfsPoolMissing", last, min(nas.H, last + POOL_FORGOTTEN - nas.life.tier.evaluation), resolve=2 * HOUR,
+           delay=1.5 * max(gaps) + DELAYS["ZfsPoolMissing"] + HOUR)
     nas.part(f"the weekly USB pool not imported after day {last / DAY:.1f} (gaps up to {max(gaps) / DAY:.1f} days)")
 
 

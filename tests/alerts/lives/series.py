@@ -14,12 +14,13 @@ minutes of Prometheus's lookback, as it would.
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class Piece:
+class Piece(NamedTuple):   # a tuple: a life holds hundreds of thousands, made ten times faster than a frozen dataclass
     start: float
     end: float
     value: float
@@ -34,6 +35,20 @@ Intervals = list[tuple[float, float]]   # sorted, disjoint [start, end) spans
 
 def clip(intervals: Iterable[tuple[float, float]], start: float, end: float) -> Intervals:
     return [(max(a, start), min(b, end)) for a, b in intervals if min(b, end) > max(a, start)]
+
+
+def restrict(series: Series, spans: Intervals) -> Series:
+    """`series` kept only within `spans` (sorted and disjoint), piece by piece in its own order."""
+    out = Series(series.name, series.labels)
+    ends = [b for _, b in spans]
+    for piece in series.pieces:
+        n = bisect_right(ends, piece.start)
+        while n < len(spans) and spans[n][0] < piece.end:
+            a, b = max(spans[n][0], piece.start), min(spans[n][1], piece.end)
+            if b > a:
+                out.pieces.append(Piece(a, b, piece.value + piece.slope * (a - piece.start), piece.slope))
+            n += 1
+    return out
 
 
 def subtract(intervals: Intervals, holes: Intervals) -> Intervals:
