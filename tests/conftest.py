@@ -140,7 +140,8 @@ def port() -> int:
     return free_port()
 
 
-def wait_until(condition: Callable[[], object], what: str, timeout: float = 60.0, pace: float = 0.02) -> None:
+def wait_until(condition: Callable[[], object], what: str = "the awaited condition", timeout: float = 60.0,
+               pace: float = 0.02) -> None:
     """Wait for `condition()` to hold, looking every `pace` seconds, instead of sleeping and hoping it
     held meanwhile. `timeout` only bounds a test whose condition never comes (generous: the CI machine
     is busy and slow); it never measures anything. Fails saying that `what` did not happen."""
