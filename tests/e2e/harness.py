@@ -59,7 +59,7 @@ STALL_SECONDS = 1800.0
 # every run has: which of them each flavour runs, per tier. Under TCG a guest's time is the host's
 # CPU time, and all of them on both flavours cost about 2 hours of a busy 2-core CI machine; the
 # `ci` tier (the default: `./dev test`, CI) gives each feature one live run where it matters most
-# and keeps the suite near 40 minutes; `full` (`tests/e2e/run --full`, ZFSNAS_E2E_TIER=full) runs
+# and keeps CI under about an hour (measured: 36 min of guests); `full` (`tests/e2e/run --full`, ZFSNAS_E2E_TIER=full) runs
 # every phase on every flavour that has it. docs/e2e.md#tiers says which and why.
 EXTRA_PHASES = ("unit", "bench_config", "client", "smart", "capture_roundtrip", "failures", "predict", "container")
 TIERS = {
