@@ -105,7 +105,7 @@ def root_vdevs(expr: str) -> str:
             f'"vdev", "$1", "pool", "(.+)")')
 
 
-# The labels of one benchmark configuration (zfsnas.bench.config.LABELS less pool): `config` is
+# The labels of one benchmark configuration (zfsnas.store.configuration.LABELS less pool): `config` is
 # its id, the rest are readable. `workload` replaced `job`, which Prometheus renamed `exported_job`.
 BENCH_CONFIG = "matrix, workload, config, compression, recordsize, encryption, size"
 

@@ -22,7 +22,7 @@ from tests.bench.configs import configuration
 from tests.integration.test_stack import BENCH, GiB, store_result
 from zfsnas import capture
 from zfsnas.bench.cli import build_parser as bench_parser
-from zfsnas.bench.store import Store
+from zfsnas.store.database import Store
 from zfsnas.wiring import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,7 +1,9 @@
 """The package's import graph has no circle, and no arrow runs back up: `sources/` (readers of the
-OS) import nothing of the collectors, the bench wing or the wiring; collectors import nothing of
-the wiring, the server, capture or replay; the bench wing nothing of the exporter's collectors;
-`wiring` is imported by `cli`, `capture` and `replay`, never the other way round. Every import
+OS) import nothing of the store, the collectors, the bench wing or the wiring; the benchmark store
+(`store/`) nothing of the bench wing or the exporter above it; collectors import nothing of the
+wiring, the server, capture or replay; the bench wing nothing of the exporter's collectors, and
+nothing outside the bench wing imports it; `wiring` is imported by `cli`, `capture` and `replay`,
+never the other way round. Every import
 counts, those inside functions too (start-up keeps many there), but not `if TYPE_CHECKING:` ones
 (annotations only, never run)."""
 
@@ -104,8 +106,10 @@ def test_no_circle_between_folders():
 
 def test_no_arrow_back_up():
     forbidden = {
-        "zfsnas.sources": ("zfsnas.collectors", "zfsnas.bench", "zfsnas.wiring", "zfsnas.cli", "zfsnas.scrape",
-                           "zfsnas.server", "zfsnas.capture", "zfsnas.replay"),
+        "zfsnas.sources": ("zfsnas.collectors", "zfsnas.bench", "zfsnas.store", "zfsnas.wiring", "zfsnas.cli",
+                           "zfsnas.scrape", "zfsnas.server", "zfsnas.capture", "zfsnas.replay", "zfsnas.anonymize"),
+        "zfsnas.store": ("zfsnas.collectors", "zfsnas.bench", "zfsnas.wiring", "zfsnas.cli", "zfsnas.scrape",
+                         "zfsnas.server", "zfsnas.capture", "zfsnas.replay", "zfsnas.anonymize"),
         "zfsnas.collectors": ("zfsnas.bench", "zfsnas.wiring", "zfsnas.cli", "zfsnas.server", "zfsnas.capture",
                               "zfsnas.replay", "zfsnas.scrape"),
         "zfsnas.bench": ("zfsnas.collectors", "zfsnas.wiring", "zfsnas.cli", "zfsnas.server", "zfsnas.capture",
@@ -119,4 +123,13 @@ def test_no_arrow_back_up():
     wrong = sorted(f"{module} -> {target}" for module, targets in graph().items() for target in targets
                    for room, below in forbidden.items()
                    if (module == room or module.startswith(room + ".")) and target.startswith(below))
+    assert wrong == []
+
+
+def test_the_exporter_never_imports_the_bench_wing():
+    """What serves, captures and replays the metrics reads the benchmark store (`zfsnas.store`), never
+    the runner that writes it (bench/__init__.py says so; anonymize.py once took the configuration
+    through the bench wing)."""
+    wrong = sorted(f"{module} -> {target}" for module, targets in graph().items() if not module.startswith("zfsnas.bench")
+                   for target in targets if target == "zfsnas.bench" or target.startswith("zfsnas.bench."))
     assert wrong == []

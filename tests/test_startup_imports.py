@@ -15,12 +15,12 @@ from tests.conftest import linux_tree
 # Never on the start path: each is loaded by the one run, request or refresh that needs it.
 LATE = ("zfsnas.replay", "zfsnas.capture", "tarfile", "urllib.request", "ssl", "bcrypt", "yaml",
         "prometheus_client", "http.server", "zfsnas.webconfig", "hashlib", "_hashlib", "platform", "json",
-        "sqlite3", "zfsnas.bench.config", "zfsnas.sources.benchconfig", "zfsnas.sources.benchschema",
+        "sqlite3", "zfsnas.store.configuration", "zfsnas.store.schema", "zfsnas.store.database",
         "gzip", "html", "base64", "zfsnas.sources.freebsd", "pickle",
         "shutil", "bz2", "lzma")
 # Needed by the first command or refresh (in a refresh thread), not to build or serve.
 FIRST_REFRESH = ("subprocess", "tempfile", "shlex", "zfsnas.sources.zpool", "zfsnas.sources.zpool_iostat",
-                 "zfsnas.sources.zpool_events", "zfsnas.sources.benchdb", "zfsnas.sources.smart")
+                 "zfsnas.sources.zpool_events", "zfsnas.store.reader", "zfsnas.sources.smart")
 # Not loaded by a start at all (the sources' values are NamedTuples, their paths strings, and the
 # server reads render's parameters from its code object): dataclasses, inspect (with dis and ast)
 # and pathlib (with urllib.parse) cost milliseconds each.

@@ -436,7 +436,7 @@ def anonymize_sqlite(path: Path, mapping: Mapping) -> dict[str, str]:
 
 
 def _rehash_configurations(db: sqlite3.Connection) -> dict[str, str]:
-    from .bench.config import Configuration
+    from .store.configuration import Configuration
 
     columns = {row[1] for row in db.execute('PRAGMA table_info("results")')}
     if not {"config_id", "config"} <= columns:

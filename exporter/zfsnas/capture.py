@@ -205,7 +205,7 @@ def take_snapshot(args: argparse.Namespace, root: Path, index: int,
     copy_block_devices(Path(paths.sysfs), Path(paths.udev_data), dest, unreadable)
     names = [c.name for c in exporter.collectors]
     if "bench" in names:
-        from .sources.benchdb import default_bench_db
+        from .store.reader import default_bench_db
 
         bench = config.settings_of(BenchCollector)
         assert isinstance(bench, BenchSettings)

@@ -18,7 +18,8 @@ from tests.bench.configs import MIRRORS, configuration
 # The real exporter (bench collector, 1 s refresh) scraped by a real Prometheus with our rules.
 from tests.integration.test_bench_prometheus import prometheus  # noqa: F401 (a fixture)
 from zfsnas.bench import compare
-from zfsnas.bench.store import ResultFigures, Store
+from zfsnas.store.database import Store
+from zfsnas.store.schema import ResultFigures
 
 ALERT = 'ALERTS{alertname="ZfsBenchThroughputRegression", alertstate="firing"}'
 FIRES = configuration(matrix="fio-seq", compression="lz4")

@@ -1,10 +1,10 @@
-"""Configurations for tests, built the way the planner builds them (bench/config.py)."""
+"""Configurations for tests, built the way the planner builds them (store/configuration.py)."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from zfsnas.bench.config import IDENTITY_PARAMETERS, Configuration, pairs
+from zfsnas.store.configuration import IDENTITY_PARAMETERS, Configuration, pairs
 
 # What the 2.3.2 guest's RAID-Z2 and mirror pools look like to `config.pool_layout`.
 RAIDZ2 = pairs({"vdevs": "data:raidz2:8", "ashift": "12", "models": "ZFSNAS SATA HDD x8"})

@@ -23,9 +23,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from zfsnas.bench.config import pairs
 from zfsnas.bench.matrix import parse_size
-from zfsnas.bench.store import ResultFigures, Store
+from zfsnas.store.configuration import pairs
+from zfsnas.store.database import Store
+from zfsnas.store.schema import ResultFigures
 
 from .configs import configuration
 

@@ -5,7 +5,7 @@ import logging
 import pytest
 
 from zfsnas.bench.annotate import AnnotationError, Annotator, GrafanaClient, load_token
-from zfsnas.bench.store import Store
+from zfsnas.store.database import Store
 
 from .configs import configuration
 from .conftest import free_port_url

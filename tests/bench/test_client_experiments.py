@@ -23,8 +23,8 @@ import pytest
 from zfsnas.bench import crystaldiskmark
 from zfsnas.bench.cli import main
 from zfsnas.bench.report import sections
-from zfsnas.bench.store import ReadOnlyStore
 from zfsnas.bench.tables import cdm_tables, configurations_table
+from zfsnas.store.database import ReadOnlyStore
 
 from .grafana import FakeGrafana
 

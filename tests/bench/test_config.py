@@ -4,7 +4,8 @@ import dataclasses
 import hashlib
 from pathlib import Path
 
-from zfsnas.bench.config import (
+from zfsnas.bench.zfs import ZfsOps
+from zfsnas.store.configuration import (
     LABELS,
     Configuration,
     differences,
@@ -14,7 +15,6 @@ from zfsnas.bench.config import (
     pairs,
     pool_layout,
 )
-from zfsnas.bench.zfs import ZfsOps
 
 from .configs import MIRRORS, configuration
 

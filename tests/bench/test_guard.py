@@ -170,7 +170,7 @@ def _flag_id(flags: tuple[bool, ...]) -> str:
 @pytest.mark.parametrize("flags", FLAG_SETS, ids=[_flag_id(f) for f in FLAG_SETS])
 def test_no_change_before_the_guard_passed(fake_zfs, tmp_path, caplog, dataset, reason, flags):
     from zfsnas.bench.cli import main
-    from zfsnas.bench.store import Store
+    from zfsnas.store.database import Store
 
     mountpoint, leftover, parameters, pending, keep = flags
     state = fake_zfs.read()
@@ -216,7 +216,7 @@ def test_commands_without_a_scratch_check_change_no_dataset(fake_zfs, tmp_path, 
     """`plan`, `run --dry-run` on an unmarked dataset and `restore` run no zfs/zpool command at
     all; `restore` writes back only the module parameter a dead run left changed."""
     from zfsnas.bench.cli import main
-    from zfsnas.bench.store import Store
+    from zfsnas.store.database import Store
 
     sysfs = tmp_path / "sys/module/zfs/parameters"
     sysfs.mkdir(parents=True)

@@ -15,7 +15,7 @@ import pytest
 
 from tests.fuzz.inputs import import_cases
 from zfsnas.bench.cli import main
-from zfsnas.bench.store import ReadOnlyStore
+from zfsnas.store.database import ReadOnlyStore
 
 CASES = import_cases(seed=43, per_kind=1)
 HANG_SECONDS = 120       # far past any bound's time: an import still running then hangs (a FIFO read forever)

@@ -23,7 +23,7 @@ from zfsnas.bench.parameters import (
     parameter_value,
     restore_pending,
 )
-from zfsnas.bench.store import Store
+from zfsnas.store.database import Store
 
 GiB = 1 << 30
 ORIGINAL = 429496729   # the guest's zfs_dirty_data_max (10 % of its RAM)

@@ -13,7 +13,8 @@ import pytest
 from zfsnas.bench.cli import main
 from zfsnas.bench.recommend import parse_throughput, recommend
 from zfsnas.bench.report import sections
-from zfsnas.bench.store import ResultFigures, Store
+from zfsnas.store.database import Store
+from zfsnas.store.schema import ResultFigures
 
 from .configs import configuration
 from .seeds import LAB_SEQ, seeded_store

@@ -194,8 +194,8 @@ def test_plan_prints_every_parameter_change_and_its_restore(tmp_path):
 
 
 def test_configuration_of_a_planned_cell(tmp_path):
-    from zfsnas.bench.config import pairs
     from zfsnas.bench.planner import Environment, configuration
+    from zfsnas.store.configuration import pairs
 
     from .configs import PARAMETERS, RAIDZ2
 

@@ -23,8 +23,8 @@ from zfsnas.bench import predict as predict_module
 from zfsnas.bench.cli import main
 from zfsnas.bench.predict import CSV_COLUMNS, PredictOptions, predict
 from zfsnas.bench.sampling import StratifiedSampler, Types, Window, stratified_order
-from zfsnas.bench.store import Store
 from zfsnas.bench.zfsalloc import RecordSizer, Rules, Vdev, block_size, parse_compression
+from zfsnas.store.database import Store
 
 from .seeds import load_fits
 

@@ -12,13 +12,13 @@ import statistics
 import pytest
 
 from zfsnas.bench.cli import main
-from zfsnas.bench.config import Configuration, pairs
 from zfsnas.bench.copy import SustainedRate, copy_sampled
 from zfsnas.bench.matrix import Cell
 from zfsnas.bench.planner import CellPlan, PlanOptions, plan_cell
 from zfsnas.bench.racing import Race, RaceSettings, parse_duration
 from zfsnas.bench.stats import mean, objective, pick_confidence, race_state, t_quantile
-from zfsnas.sources.benchschema import ResultFigures
+from zfsnas.store.configuration import Configuration, pairs
+from zfsnas.store.schema import ResultFigures
 
 from .conftest import JOBS
 from .seeds import seeded_store

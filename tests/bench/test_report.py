@@ -11,8 +11,9 @@ import pytest
 from zfsnas.bench.crystaldiskmark import CdmTest, line_v8
 from zfsnas.bench.document import markdown, to_csv
 from zfsnas.bench.report import sections, summarise
-from zfsnas.bench.store import ResultFigures, Store
 from zfsnas.bench.tables import cdm_tables, configurations_table, pivot_tables, write_size_tables
+from zfsnas.store.database import Store
+from zfsnas.store.schema import ResultFigures
 
 from .configs import configuration
 from .seeds import (

@@ -16,7 +16,8 @@ import pytest
 
 from zfsnas.bench import charts
 from zfsnas.bench.report import sections
-from zfsnas.bench.store import ResultFigures, Store
+from zfsnas.store.database import Store
+from zfsnas.store.schema import ResultFigures
 
 from .seeds import LOADERS, fits_config, seeded_store
 

@@ -11,7 +11,8 @@ import pytest
 
 from zfsnas.bench import compare
 from zfsnas.bench.cli import main
-from zfsnas.bench.store import ResultFigures, Store
+from zfsnas.store.database import Store
+from zfsnas.store.schema import ResultFigures
 
 from .configs import MIRRORS, configuration
 from .seeds import lab_seq_config, seeded_store

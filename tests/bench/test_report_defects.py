@@ -13,12 +13,13 @@ import pytest
 
 from zfsnas.bench import compare
 from zfsnas.bench.cli import main
-from zfsnas.bench.config import UNKNOWN, pairs
 from zfsnas.bench.identity import configuration as measured_configuration
 from zfsnas.bench.recommend import recommend
 from zfsnas.bench.report import sections
-from zfsnas.bench.store import ReadOnlyStore, ResultFigures, Store
 from zfsnas.bench.tables import configurations_table, space_table
+from zfsnas.store.configuration import UNKNOWN, pairs
+from zfsnas.store.database import ReadOnlyStore, Store
+from zfsnas.store.schema import ResultFigures
 
 from .configs import configuration
 from .seeds import ARCHIVE_USED, archive_config, fits_config, seeded_store, zvol_cdm_config, zvol_figures
@@ -233,7 +234,7 @@ def test_the_html_report_is_as_readable_as_the_charts_beside_it(tmp_path):
 def test_the_layout_says_whole_disks_or_partitions(names, kind):
     """There was no way to record "GPT partition vs whole disk": `zpool status` without -P names a disk
     ZFS was given whole without the partition it made on it."""
-    from zfsnas.bench.config import pool_layout
+    from zfsnas.store.configuration import pool_layout
 
     def status(leaves):
         rows = "".join(f"\t    {leaf}  ONLINE       0     0     0\n" for leaf in leaves)

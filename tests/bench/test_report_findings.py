@@ -19,8 +19,8 @@ from zfsnas.bench.cli import main
 from zfsnas.bench.document import opening
 from zfsnas.bench.findings import MOST
 from zfsnas.bench.report import sections
-from zfsnas.bench.store import Store
 from zfsnas.bench.tables import configurations_table, section_tables
+from zfsnas.store.database import Store
 
 from .seeds import LOADERS, seeded_store
 from .variations import load_variation

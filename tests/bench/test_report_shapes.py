@@ -130,7 +130,7 @@ def test_zvol_compare_4k_vs_16k(seeded):
 
     class Store:   # compare.resolve reads only complete results
         def __init__(self, found):
-            from zfsnas.bench.store import ReadOnlyStore
+            from zfsnas.store.database import ReadOnlyStore
             self.store = ReadOnlyStore(found)
 
         def results(self, status):

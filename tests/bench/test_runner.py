@@ -350,7 +350,7 @@ def test_a_missing_corpus_is_refused_before_any_change(fake_zfs, tmp_path, caplo
 
 
 def test_list_shows_stale_rows_only_when_no_run_holds_the_lock(tmp_path, capsys):
-    from zfsnas.bench.store import Store
+    from zfsnas.store.database import Store
 
     db = tmp_path / "db"
     store = Store(db)
@@ -448,7 +448,7 @@ def test_sigkill_of_the_runner_kills_fio(fake_zfs, tmp_path):
 def test_next_run_stops_leftover_fio_of_a_dead_run_only(fake_zfs, tmp_path, small, caplog):
     """A fio that a dead run of this database left (marked ZFSNAS_BENCH_RUN=<its id>) is stopped
     first thing by the next run; an unrelated fio (no mark, another directory) runs on."""
-    from zfsnas.bench.store import Store
+    from zfsnas.store.database import Store
 
     db = tmp_path / "db"
     store = Store(db)

@@ -12,20 +12,11 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import wait_until
-from zfsnas.bench.config import Configuration, differences
 from zfsnas.bench.report import summarise
-from zfsnas.bench.store import (
-    SCHEMA_VERSION,
-    TABLES,
-    MatrixRun,
-    ParameterChange,
-    QueuedAnnotation,
-    ReadOnlyStore,
-    ResultFigures,
-    ResultRow,
-    Store,
-)
-from zfsnas.sources.benchdb import read_bench_db
+from zfsnas.store.configuration import Configuration, differences
+from zfsnas.store.database import ReadOnlyStore, Store
+from zfsnas.store.reader import read_bench_db
+from zfsnas.store.schema import SCHEMA_VERSION, TABLES, MatrixRun, ParameterChange, QueuedAnnotation, ResultFigures, ResultRow
 
 from .configs import configuration
 
@@ -77,7 +68,8 @@ def test_stale_rows_of_dead_pids_become_incomplete(tmp_path):
 
 WRITER = textwrap.dedent("""
     import sys
-    from zfsnas.bench.store import ResultFigures, Store
+    from zfsnas.store.schema import ResultFigures
+    from zfsnas.store.database import Store
     from tests.bench.test_store import CONFIG, FIGURES
     store = Store(sys.argv[1])
     store.start_matrix("r1", "m", "tank/scratch", 0)

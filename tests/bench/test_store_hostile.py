@@ -25,7 +25,8 @@ from tests.fuzz.inputs import fio_document, fio_job
 from zfsnas.bench.cli import main
 from zfsnas.bench.document import markdown
 from zfsnas.bench.report import sections
-from zfsnas.bench.store import SCHEMA_VERSION, TABLES, ReadOnlyStore, ResultFigures, Store
+from zfsnas.store.database import ReadOnlyStore, Store
+from zfsnas.store.schema import SCHEMA_VERSION, TABLES, ResultFigures
 
 from .configs import configuration
 

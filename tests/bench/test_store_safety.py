@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from zfsnas.bench.cli import main
-from zfsnas.bench.store import ReadOnlyStore, Store, StoreError
+from zfsnas.store.database import ReadOnlyStore, Store, StoreError
 
 from .seeds import seeded_store
 from .test_store import release0

@@ -22,8 +22,8 @@ import pytest
 
 from zfsnas.bench import watch as watch_module
 from zfsnas.bench.cli import main
-from zfsnas.bench.store import ReadOnlyStore, StoreError
-from zfsnas.sources.benchdb import read_bench_db
+from zfsnas.store.database import ReadOnlyStore, StoreError
+from zfsnas.store.reader import read_bench_db
 
 from .test_client_experiments import MiB, Watching, set_counters, sync_txg, tree
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 import math
 import random
 
-from zfsnas.bench.config import pairs
-from zfsnas.bench.store import ResultFigures, Store
+from zfsnas.store.configuration import pairs
+from zfsnas.store.database import Store
+from zfsnas.store.schema import ResultFigures
 
 from .configs import MIRRORS, RAIDZ2, configuration
 

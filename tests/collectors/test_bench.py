@@ -6,7 +6,8 @@ import pytest
 
 from tests.bench.configs import MIRRORS, configuration
 from tests.conftest import samples, scrape_text, types, value
-from zfsnas.bench.store import ResultFigures, Store
+from zfsnas.store.database import Store
+from zfsnas.store.schema import ResultFigures
 
 A = configuration(compression="zstd-1")
 B = configuration(matrix="fits-copy", workload="copy", size="all")
@@ -92,7 +93,7 @@ def test_database_is_not_written(store):
 def test_median_matches_statistics():
     import statistics
 
-    from zfsnas.sources.benchdb import median
+    from zfsnas.store.reader import median
 
     for values in ([3.0], [1.0, 5.0], [9.0, 1.0, 4.0], [4.0, 1.0, 3.0, 2.0]):
         assert median(values) == statistics.median(values)

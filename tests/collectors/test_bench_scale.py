@@ -17,9 +17,10 @@ import pytest
 
 from tests.bench.configs import configuration
 from tests.conftest import samples, scrape_text, value
-from zfsnas.bench.store import ResultFigures, Store
-from zfsnas.sources.benchdb import read_bench_db
 from zfsnas.sources.model import Dropped, SourceIncomplete
+from zfsnas.store.database import Store
+from zfsnas.store.reader import read_bench_db
+from zfsnas.store.schema import ResultFigures
 
 RESULTS = 100_000
 FAMILIES = 8                                  # zfs_bench_* families a configuration may have
@@ -107,7 +108,7 @@ def test_one_configuration_of_100000_runs_reads_its_latest_window(big):
 def test_a_refresh_reads_what_changed_only(big, tmp_path):
     import shutil
 
-    from zfsnas.sources.benchdb import BenchDbReader
+    from zfsnas.store.reader import BenchDbReader
 
     path = tmp_path / "bench.sqlite"
     shutil.copy(big[0], path)
@@ -199,7 +200,7 @@ def test_a_dead_watch_is_not_running(tmp_path):
         assert live.running
     [dead] = read_bench_db(path)
     assert not dead.running
-    from zfsnas.sources.benchdb import BenchDbReader
+    from zfsnas.store.reader import BenchDbReader
 
     reader = BenchDbReader(path)              # and one reader, as the exporter keeps it, sees it change
     with RunLock(f"{path}.lock"):
@@ -212,7 +213,7 @@ def test_a_dead_watch_is_not_running(tmp_path):
 def test_the_bounds_are_defined_once():
     """The flag's default is the reader's; the figures above are theirs."""
     from zfsnas.collectors.bench import BenchSettings
-    from zfsnas.sources import benchdb
+    from zfsnas.store import reader as benchdb
 
     assert BenchSettings.flags["max_configurations"].default == benchdb.DEFAULT_MAX_CONFIGURATIONS == MAX_CONFIGURATIONS
     assert benchdb.MEDIAN_WINDOW == MEDIAN_WINDOW
@@ -221,7 +222,7 @@ def test_the_bounds_are_defined_once():
 def test_more_new_configurations_than_are_kept_are_read_as_at_the_start(tmp_path):
     """5,000 configurations stored between two reads (a bulk copy by hand): the reader takes the
     most recent of them as it would at its start, not one by one."""
-    from zfsnas.sources.benchdb import BenchDbReader
+    from zfsnas.store.reader import BenchDbReader
 
     path = tmp_path / "bench.sqlite"
     bulk_store(path, 3, results=3)

@@ -43,7 +43,7 @@ def db(results) -> Path:
 def rows(db: Path, matrix: str) -> list[dict]:
     from dataclasses import asdict
 
-    from zfsnas.bench.store import ReadOnlyStore
+    from zfsnas.store.database import ReadOnlyStore
 
     return [asdict(r) for r in ReadOnlyStore(db).results() if r.matrix == matrix]
 

@@ -19,8 +19,8 @@ from tests.e2e.conftest import require_phase
 from zfsnas.bench.predict import PredictOptions, predict
 from zfsnas.bench.recommend import recommend
 from zfsnas.bench.report import sections
-from zfsnas.bench.store import ReadOnlyStore
 from zfsnas.bench.zfsalloc import Rules, parse_compression, parse_recordsize
+from zfsnas.store.database import ReadOnlyStore
 
 pytestmark = pytest.mark.e2e
 

@@ -196,7 +196,7 @@ def test_the_smart_drop_in_reads_smart(record, unit):
 def test_upgrade_keeps_the_flags_and_migrates_the_bench_store_once(record, unit):
     if not record["previous"]:
         pytest.skip("this guest installs the current version only (the 2.1 guest upgrades)")
-    from zfsnas.sources.benchschema import SCHEMA_VERSION, TABLES
+    from zfsnas.store.schema import SCHEMA_VERSION, TABLES
 
     step(record, "previous_bench")
     before, after = record["process"]["previous"]["cmdline"], record["process"]["first"]["cmdline"]

@@ -85,7 +85,8 @@ def base_tree(work: Path) -> Path:
 
 def make_bench_db(path: Path) -> None:
     from tests.bench.configs import configuration
-    from zfsnas.bench.store import ResultFigures, Store
+    from zfsnas.store.database import Store
+    from zfsnas.store.schema import ResultFigures
 
     store = Store(path)
     store.start_matrix("r", "m", "tank/scratch", 0)

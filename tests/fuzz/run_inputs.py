@@ -453,7 +453,7 @@ def _nonsense(work: Path, rng: random.Random) -> Outcome:
 def _nonsense_sample(line: str) -> bool:
     """A zfs_bench_* sample that cannot be true (as the schema says what can: benchschema)."""
     from zfsnas.collectors.bench import FAMILIES
-    from zfsnas.sources.benchschema import figure_problem, stored_time_problem
+    from zfsnas.store.schema import figure_problem, stored_time_problem
 
     name, value = line.split("{", 1)[0], float(line.rsplit(" ", 1)[1])
     attribute = {metric: attr for metric, _kind, _help, attr in FAMILIES}.get(name)
@@ -468,7 +468,7 @@ def _dead_watch(work: Path) -> Outcome:
     """Case 4: a watch killed by `kill -9` left its row `running`; its lock is free."""
     from tests.bench.configs import configuration
     from zfsnas.bench.runner import RunLock
-    from zfsnas.bench.store import Store
+    from zfsnas.store.database import Store
 
     db = work / "dead-watch.sqlite"
     store = Store(db)

@@ -56,7 +56,8 @@ def other_flags(case: str, workdir: Path) -> list[str]:
 def bench_store(workdir: Path) -> Path:
     """Three finished runs of one configuration and one of another, at fixed times."""
     from tests.bench.configs import configuration
-    from zfsnas.bench.store import ResultFigures, Store
+    from zfsnas.store.database import Store
+    from zfsnas.store.schema import ResultFigures
 
     path = workdir / "bench.sqlite"
     store = Store(path)

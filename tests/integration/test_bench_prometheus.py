@@ -16,7 +16,8 @@ import pytest
 
 from tests.bench.configs import MIRRORS, configuration
 from tests.integration.prometheus import exporter_and_prometheus
-from zfsnas.bench.store import ResultFigures, Store
+from zfsnas.store.database import Store
+from zfsnas.store.schema import ResultFigures
 
 ROOT = Path(__file__).resolve().parents[2]
 FITS = configuration(matrix="fits-copy", workload="copy", size="all", data={"corpus": "/srv/astro/fits"})

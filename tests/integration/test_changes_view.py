@@ -35,7 +35,8 @@ from tests.dashboards.queries import SUBSTITUTIONS, load, panels
 from tests.dashboards.test_changes_rules import rules_with
 from tests.integration.exporter_process import ExporterProcess
 from tests.integration.prometheus import Prometheus
-from zfsnas.bench.store import ResultFigures, Store
+from zfsnas.store.database import Store
+from zfsnas.store.schema import ResultFigures
 
 SEEDS = (101, 102, 103, 104)
 # minutes (of one second here): the window, the gap before it, the minimum of activity, the

@@ -32,7 +32,8 @@ from tests.integration.daemon import Daemon
 from tests.integration.exporter_process import ExporterProcess
 from tests.integration.kernel import Kernel, TxgWriter
 from tests.integration.prometheus import Prometheus
-from zfsnas.bench.store import ResultFigures, Store
+from zfsnas.store.database import Store
+from zfsnas.store.schema import ResultFigures
 
 ROOT = Path(__file__).resolve().parents[2]
 NAS = "nas1"  # both jobs carry the same instance, as deploy/prometheus/prometheus.yml sets it

@@ -20,9 +20,9 @@ import pytest
 
 from tests.bench.configs import configuration
 from tests.integration.test_stack import BENCH, GiB, store_result
-from zfsnas.bench.store import Store
+from zfsnas.store.database import Store
 
-READ = ("import json, sys; from zfsnas.sources.benchdb import read_bench_db; "
+READ = ("import json, sys; from zfsnas.store.reader import read_bench_db; "
         "print(json.dumps([[c.runs, c.running, c.throughput_bytes_per_second] for c in read_bench_db(sys.argv[1])]))")
 
 

@@ -21,9 +21,9 @@ from http.client import HTTPMessage
 from pathlib import Path
 from typing import IO
 
+from ..store.configuration import Configuration
+from ..store.database import Store
 from .childenv import TOKEN_VARIABLE
-from .config import Configuration
-from .store import Store
 
 log = logging.getLogger("zfsnas.bench")
 TIMEOUT = 5.0

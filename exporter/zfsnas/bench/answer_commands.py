@@ -18,14 +18,14 @@ import sys
 import time
 from collections.abc import Callable
 
+from ..store.configuration import differs_text, look_alikes
+from ..store.database import ReadOnlyStore
 from . import charts, compare, crystaldiskmark, document, html, predict_command, racing, tables
 from .axes import SelectorError, parse_selector
-from .config import differs_text, look_alikes
 from .options import OutputError, check_chart_dir, check_output_file, fraction, weight, write_output
 from .recommend import RecommendError, parse_throughput, recommend
 from .recommend import render as render_recommendation
 from .report import Section, sections
-from .store import ReadOnlyStore
 
 log = logging.getLogger("zfsnas.bench")
 

@@ -22,6 +22,8 @@ from pathlib import Path
 from .. import __version__
 from ..sources.commands import CommandRunner
 from ..sources.model import SourceError
+from ..store.database import DEFAULT_WAIT, Store, StoreError
+from ..store.reader import DEFAULT_BENCH_DB, default_bench_db
 from . import answer_commands, client_commands, predict_command
 from .annotate import Annotator, GrafanaClient, load_token
 from .childenv import take_secrets
@@ -34,7 +36,6 @@ from .planner import PlanOptions, plan_matrix, render_plan
 from .racing import RaceSettings, parse_duration
 from .runner import RunError, RunLock, RunSettings, new_run_id
 from .session import RunSession, results_dir
-from .store import DEFAULT_DB, DEFAULT_WAIT, Store, StoreError
 from .zfs import ZfsOps
 
 log = logging.getLogger("zfsnas.bench")
@@ -71,8 +72,8 @@ def resolve_matrix(name: str, jobs_dir: Path) -> Path:
 
 def build_parser() -> argparse.ArgumentParser:
     common = OneLineParser(add_help=False)
-    common.add_argument("--db", default=os.environ.get("ZFSNAS_BENCH_DB", DEFAULT_DB),
-                        help=f"results database (default $ZFSNAS_BENCH_DB or {DEFAULT_DB})")
+    common.add_argument("--db", default=default_bench_db(),
+                        help=f"results database (default $ZFSNAS_BENCH_DB or {DEFAULT_BENCH_DB})")
     common.add_argument("--db-timeout", type=positive, default=DEFAULT_WAIT, metavar="SECONDS",
                         help=f"how long a command that writes waits for another one writing the database "
                              f"(default {DEFAULT_WAIT:g})")

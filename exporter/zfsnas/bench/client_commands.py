@@ -23,11 +23,12 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from ..sources.benchschema import ResultFigures
 from ..sources.commands import CommandRunner
 from ..sources.model import SourceError
+from ..store.configuration import UNKNOWN, Configuration
+from ..store.database import Store
+from ..store.schema import ResultFigures
 from .annotate import Annotator, GrafanaClient, load_token
-from .config import UNKNOWN, Configuration
 from .guard import check_dataset_name
 from .identity import IdentityError, configuration, read_identity
 from .importers import (
@@ -42,7 +43,6 @@ from .importers import (
 from .options import interval_seconds, key_value, name_text, positive, positive_int
 from .parameters import FreeBsdParameters, LinuxParameters, Parameters
 from .runner import RunLock, new_run_id
-from .store import Store
 from .watch import Watched, Watcher, WatchError, figures, pool_disks
 from .zfs import ZfsOps
 

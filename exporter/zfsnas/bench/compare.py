@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..sources.benchschema import ResultRow
+from ..store.configuration import UNKNOWN, Configuration, differences
+from ..store.schema import ResultRow
 from .axes import (
     Axis,
     SelectorError,
@@ -45,7 +46,6 @@ from .axes import (
     short_name,
     workload_text,
 )
-from .config import UNKNOWN, Configuration, differences
 from .findings import MOST, findings
 from .report import Section, Stat, Summary, sections, summarise
 from .tables import MISSING, Table, fmt, size_digits, size_unit
@@ -107,7 +107,7 @@ def is_regression(newest: float, previous_median: float, drop: float) -> bool:
 
 
 def _order(row: ResultRow) -> tuple[float, int]:
-    # The exporter's order (sources/benchdb.py): by finish time, then id.
+    # The exporter's order (store/reader.py): by finish time, then id.
     return (float(row.finished or 0), int(row.id))
 
 

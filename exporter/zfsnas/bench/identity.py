@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..sources.model import SourceError
-from .config import UNKNOWN, Configuration, Pairs, pairs
+from ..store.configuration import UNKNOWN, Configuration, Pairs, pairs
 from .parameters import Parameters
 from .zfs import ZfsOps
 

@@ -11,9 +11,9 @@ line naming it and the flag that raises it): the bytes read (`read_input`: a FIF
 /dev/urandom end at the byte or time bound, never hang or fill memory), CrystalDiskMark's lines,
 fio JSON's values (counted before it is parsed: one per 32 bytes of the byte bound) and nesting,
 and the results one import stores. Values are range-checked as they enter: figures finite and not
-negative, byte counts below 2^63, times within `benchschema.time_problem`'s window, names one
+negative, byte counts below 2^63, times within `schema.time_problem`'s window, names one
 line of at most `MAX_NAME_CHARS`, a configuration within what the exporter reads
-(`benchdb.MAX_CONFIG_CHARS`).
+(`reader.MAX_CONFIG_CHARS`).
 
 Owns the mapping of those formats to configurations (identity.py gives the dataset's part) and
 figures; the text formats themselves are crystaldiskmark.py's; nothing here writes.
@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..sources.benchdb import MAX_CONFIG_CHARS, MAX_LABEL_CHARS
-from ..sources.benchschema import ResultFigures, number_problem, stored_time_problem, time_problem
+from ..store.configuration import UNKNOWN, Configuration
+from ..store.reader import MAX_CONFIG_CHARS, MAX_LABEL_CHARS
+from ..store.schema import ResultFigures, number_problem, stored_time_problem, time_problem
 from . import crystaldiskmark
-from .config import UNKNOWN, Configuration
 from .identity import DatasetIdentity, configuration
 
 MAX_NAME_CHARS = MAX_LABEL_CHARS   # a job, matrix or label name: what the exporter serves as a label

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
-from .store import is_sqlite_file
+from ..store.database import is_sqlite_file
 
 
 class OneLineParser(argparse.ArgumentParser):

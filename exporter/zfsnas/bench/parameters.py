@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .config import IDENTITY_PARAMETERS
+from ..store.configuration import IDENTITY_PARAMETERS
 from .matrix import MatrixError, parse_size
 
 if TYPE_CHECKING:
-    from .store import Store
+    from ..store.database import Store
 
 log = logging.getLogger("zfsnas.bench")
 MiB, GiB = 1 << 20, 1 << 30

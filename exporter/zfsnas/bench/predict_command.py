@@ -20,8 +20,9 @@ import sys
 import time
 from collections.abc import Sequence
 
-from ..sources.benchschema import ResultFigures, ResultRow
-from .config import Configuration, pairs
+from ..store.configuration import Configuration, pairs
+from ..store.database import ReadOnlyStore, Store
+from ..store.schema import ResultFigures, ResultRow
 from .options import positive_int
 from .predict import (
     Prediction,
@@ -35,7 +36,6 @@ from .predict import (
     split,
 )
 from .runner import new_run_id
-from .store import ReadOnlyStore, Store
 from .tables import Table, size_unit, table_csv, table_markdown
 from .zfsalloc import ModelError, parse_compression, parse_recordsize, parse_rules, parse_vdev, size_name
 

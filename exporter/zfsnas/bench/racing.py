@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..sources.benchschema import ResultFigures
-from .config import Configuration
+from ..store.configuration import Configuration
+from ..store.schema import ResultFigures
 from .matrix import Cell
 from .planner import CellPlan
 from .stats import confidence_of, mean, next_round, objective, race_state

@@ -1,4 +1,4 @@
-"""Summaries of stored results: one `Summary` per configuration id (bench/config.py), grouped into one
+"""Summaries of stored results: one `Summary` per configuration id (store/configuration.py), grouped into one
 `Section` per matrix with the configurations in the matrix's own order (its cell numbers).
 
 Owns what a figure of a configuration is (median over its complete repeats, with min-max spread and
@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
-from ..sources.benchschema import ResultRow
+from ..store.configuration import UNKNOWN, Configuration, differs_text, look_alikes
+from ..store.schema import ResultRow
 from .axes import Axis, axes, axis_value
-from .config import UNKNOWN, Configuration, differs_text, look_alikes
 
 GIB = 2**30
 MIB = 2**20

@@ -27,18 +27,18 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
-from ..sources.benchschema import ResultFigures
 from ..sources.zfs_datasets import parse_compressratio
+from ..store.configuration import Configuration
+from ..store.database import Store
+from ..store.schema import ResultFigures
 from . import probes
 from .annotate import Annotator
-from .config import Configuration
 from .copy import CopyResult, SustainedRate, copy_corpus, copy_sampled
 from .fio import FioProcess, parse_fio_json
 from .guard import Cleared, GuardError
 from .parameters import Parameters, ParameterSwitch
 from .planner import CellPlan, Environment, Step, cell_text, configuration, varying_fields
 from .racing import Race
-from .store import Store
 from .zfs import ZfsOps
 
 log = logging.getLogger("zfsnas.bench")

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..store.database import Store
 from .annotate import Annotator, GrafanaClient
 from .fiowatch import stop_leftovers
 from .guard import Cleared
@@ -29,7 +30,6 @@ from .parameters import Parameters, restore_pending
 from .planner import PlanOptions, plan_cell, plan_matrix
 from .racing import Race, RaceSettings
 from .runner import RunLock, Runner, RunSettings
-from .store import Store
 from .zfs import ZfsOps
 
 log = logging.getLogger("zfsnas.bench")

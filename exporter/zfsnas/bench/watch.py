@@ -42,11 +42,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..sources.benchschema import ResultFigures
 from ..sources.kstat import parse_named_kstat
 from ..sources.model import SourceError
+from ..store.configuration import leaf_paths
+from ..store.schema import ResultFigures
 from . import probes
-from .config import leaf_paths
 
 if TYPE_CHECKING:
     from ..sources.model import KstatSource

@@ -17,7 +17,7 @@ from pathlib import Path
 from ..sources.commands import CommandRunner
 from ..sources.kstat import parse_txgs
 from ..sources.model import SourceError
-from .config import leaf_paths, pool_layout
+from ..store.configuration import leaf_paths, pool_layout
 from .guard import (
     CHILD_PREFIX,
     RUN_PROPERTY,

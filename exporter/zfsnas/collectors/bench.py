@@ -1,6 +1,6 @@
 """Collector `bench`: the latest `zfsnas-bench` result per configuration, from its SQLite file.
 
-Owns the `zfs_bench_*` families. Labels (`zfsnas.bench.config.LABELS`): `matrix`, `workload`,
+Owns the `zfs_bench_*` families. Labels (`zfsnas.store.configuration.LABELS`): `matrix`, `workload`,
 `config` (the configuration id: one series per configuration, so two configurations never share
 a "previous median"), and the readable `compression`, `recordsize`, `encryption`, `size`, `pool`;
 `zfs_bench_config_change_info` adds `previous_config` and `change` (what a tuning change between
@@ -25,7 +25,7 @@ from ..settings import Settings, flag, interval
 from .base import Context, RefreshingCollector, Report
 
 if TYPE_CHECKING:
-    from ..sources.benchdb import BenchConfig, BenchDbReader
+    from ..store.reader import BenchConfig, BenchDbReader
 
 # (metric, type, help, BenchConfig attribute)
 FAMILIES = (
@@ -69,8 +69,8 @@ class BenchCollector(RefreshingCollector):
 
     def _read(self) -> list[BenchConfig]:
         # The reader is imported here, in the refresh thread: nothing of it is needed to start.
-        from ..sources.benchdb import BenchDbReader, default_bench_db
         from ..sources.model import Dropped
+        from ..store.reader import BenchDbReader, default_bench_db
 
         if self._reader is None:
             self._reader = BenchDbReader(self.path or default_bench_db(), self.settings.max_configurations)

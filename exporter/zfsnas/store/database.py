@@ -1,12 +1,13 @@
 """The results database (SQLite, WAL, synchronous=FULL): every run kept, none half-written.
 
 Owns the migration of older databases to the schema and every write. The schema and the typed
-rows read back are defined once in `zfsnas.sources.benchschema`, which the exporter's reader
-shares. A result row is inserted as `running` in one transaction and finished as `complete`,
-`aborted` or `failed` in another, so a power cut or `kill -9` leaves a `running` row whose
-process is gone: the next command that writes (run, watch, import, restore, annotate) marks it
-`incomplete` as it opens the store, and the readers show it so without writing. Annotations that
-could not reach Grafana wait in `annotation_queue`. No Grafana token is ever written here.
+rows read back are defined once in schema.py, which the exporter's reader (reader.py) shares; so
+is the database's default path (`reader.DEFAULT_BENCH_DB`). A result row is inserted as `running`
+in one transaction and finished as `complete`, `aborted` or `failed` in another, so a power cut
+or `kill -9` leaves a `running` row whose process is gone: the next command that writes (run,
+watch, import, restore, annotate) marks it `incomplete` as it opens the store, and the readers
+show it so without writing. Annotations that could not reach Grafana wait in `annotation_queue`.
+No Grafana token is ever written here.
 
 Crash and disk-full safety as SQLite defines it: whether a file is a sound database is SQLite's
 to say (`pragma quick_check`), never its size against the page count in its header (a crash in
@@ -34,14 +35,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..sources.benchdb import row_alive, run_in_progress
-from ..sources.benchschema import (
+from .configuration import Configuration, legacy_configuration
+from .reader import row_alive, run_in_progress
+from .schema import (
     FINAL,
     INDEXES,
     NO_FIGURES,
     NUMBER_FIELDS,
     RENAMED,
-    RESULT_FIELDS,
     SCHEMA_VERSION,
     TABLES,
     MatrixRun,
@@ -56,13 +57,7 @@ from ..sources.benchschema import (
     read_results,
     select,
 )
-from .config import Configuration, legacy_configuration
 
-# The schema's names the bench wing and its tests import from the store.
-__all__ = ["DEFAULT_DB", "RESULT_FIELDS", "SCHEMA_VERSION", "TABLES", "MatrixRun", "ParameterChange",
-           "QueuedAnnotation", "ReadOnlyStore", "ResultFigures", "ResultRow", "Store", "StoreError"]
-
-DEFAULT_DB = "/var/lib/zfsnas/bench.sqlite"
 DEFAULT_WAIT = 60.0      # seconds a writer waits for another one (--db-timeout)
 log = logging.getLogger("zfsnas.bench")
 
@@ -481,10 +476,10 @@ class ReadOnlyStore:
     """The database as the read-only commands see it: opened read-only (immutable when no writer
     has a WAL open), never migrated or written. Rows of an older schema are read as they are: a
     `job` column reads as `workload`, a row without a configuration gets it from
-    `legacy_configuration` (`benchschema.result_row`), as the writer's migration would, in memory
-    only. A `running` row whose run is gone (`benchdb.row_alive`: no one holds the run lock, or its
+    `legacy_configuration` (`schema.result_row`), as the writer's migration would, in memory
+    only. A `running` row whose run is gone (`reader.row_alive`: no one holds the run lock, or its
     process on this host is dead) reads `incomplete`, as the exporter reads it; the next command
-    that writes records it so. What cannot be true reads as not measured (`benchschema.checked_row`)."""
+    that writes records it so. What cannot be true reads as not measured (`schema.checked_row`)."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -519,7 +514,7 @@ class ReadOnlyStore:
         return self._rows
 
     def _stale(self, row: ResultRow) -> bool:
-        """A `running` row whose run is gone (`benchdb.row_alive`)."""
+        """A `running` row whose run is gone (`reader.row_alive`)."""
         if row.status != "running":
             return False
         if self._lock is None:

@@ -1,8 +1,8 @@
 """Reader of the benchmark database (`zfsnas-bench`'s SQLite file), opened read-only.
 
 Owns turning the stored results into one `BenchConfig` per configuration id (the one definition
-of a configuration is `benchconfig.py`, the schema and its typed rows `benchschema.py`, which the
-runner's store writes through; nothing here comes from the bench wing above): the latest complete
+of a configuration is configuration.py, the schema and its typed rows schema.py, which the
+runner's writer, database.py, writes through; nothing here comes from the bench wing above): the latest complete
 run's figures, the median throughput of the earlier complete runs of the *same* configuration
 (what the regression alert compares against), the count of complete runs, and whether a run of
 it is in progress. It never writes to the database; a missing file is not an error (no benchmark
@@ -19,8 +19,8 @@ configuration over `MAX_CONFIG_CHARS` or with a label value over `MAX_LABEL_CHAR
 
 Whether a `running` row is running: no run holds the runner's lock beside the database (the
 lock file exists, and no one holds it), or it is this host's and its process is gone, and it is
-not (`row_alive`; the commands' reader, bench/store.py, asks the same). A database written by an
-older runner (no configuration ids yet) is read whole with `benchschema.result_row`, as the
+not (`row_alive`; the commands' reader, database.py's `ReadOnlyStore`, asks the same). A database written by an
+older runner (no configuration ids yet) is read whole with `schema.result_row`, as the
 runner's migration would; such databases predate anything that could make them big.
 """
 
@@ -31,15 +31,15 @@ import socket
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .model import SourceError, SourceIncomplete
+from ..sources.model import SourceError, SourceIncomplete
 
 if TYPE_CHECKING:
     import sqlite3
     from pathlib import Path
 
-    from .benchconfig import Configuration
-    from .benchschema import ResultRow
-    from .model import Dropped
+    from ..sources.model import Dropped
+    from .configuration import Configuration
+    from .schema import ResultRow
 
 # The schema and configuration modules (hashlib, json), pathlib and sqlite3 are imported only when
 # there is a database to read: the `bench` collector is on by default and most exporters never see one.
@@ -73,7 +73,7 @@ class BenchConfig:
 def read_bench_db(path: str | Path, dropped: Dropped | None = None,
                   max_configurations: int = DEFAULT_MAX_CONFIGURATIONS) -> list[BenchConfig]:
     """One read of the database (a fresh reader: what `BenchDbReader` reads the first time)."""
-    from .model import Dropped
+    from ..sources.model import Dropped
 
     return BenchDbReader(path, max_configurations).read(Dropped() if dropped is None else dropped)
 
@@ -314,7 +314,7 @@ class BenchDbReader:
 
     def _series(self, db: sqlite3.Connection, config_id: str, dropped: Dropped) -> _Series | None:
         """One configuration's summary, read through the index on its id."""
-        from .benchschema import figure_problem, stored_time_problem
+        from .schema import figure_problem, stored_time_problem
 
         [(config_length, config_text)] = self._rows(
             db, "SELECT length(config), CASE WHEN length(config) <= ? THEN config END FROM results WHERE config_id = ?"
@@ -350,7 +350,7 @@ class BenchDbReader:
 
     def _labels(self, config_id: str, length: int | None, text: str | None,
                 dropped: Dropped) -> tuple[dict[str, str], Configuration] | None:
-        from .benchconfig import Configuration
+        from .configuration import Configuration
 
         if text is None:
             dropped.add("too_long" if length else "malformed", f"configuration {config_id}: "
@@ -369,7 +369,7 @@ class BenchDbReader:
 
     def _read_whole(self, db: sqlite3.Connection, dropped: Dropped) -> None:
         """An older runner's database (no configuration ids yet): every row, as its migration would read it."""
-        from .benchschema import read_results
+        from .schema import read_results
 
         rows = read_results(db, "status IN ('complete', 'running')", order="finished, id")
         self.rows_read += len(rows)
@@ -416,7 +416,7 @@ def previous_configurations(series: dict[str, _Series]) -> dict[str, tuple[str, 
     finished last before its own latest one. A tuning change between two runs of a matrix makes the
     second run's configurations new ids; this names the change. From the summaries kept (each
     configuration's latest run): A, then B, then A again names B's change for A, none for B."""
-    from .benchconfig import in_words
+    from .configuration import in_words
 
     cells: dict[tuple, list[tuple[float, str, Configuration]]] = {}
     for cid, s in series.items():

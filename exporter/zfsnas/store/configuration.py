@@ -11,9 +11,10 @@ regression, report rows) only when their ids match; `differences` says what tell
 
 Owns the canonical form, the id, the readable labels and tags, `differences`, turning `zpool
 status`/`zpool get` output into a layout, and rebuilding the configuration of results stored
-before configurations existed. Pure: no I/O, no prometheus_client. It sits among the sources,
-below the bench wing, because both the runner's store and the exporter's reader (benchdb.py)
-read configurations; it imports nothing from `zfsnas.bench`.
+before configurations existed. Pure: no I/O, no prometheus_client. It sits in the store, below
+both the bench wing and the exporter, because the runner's writer (database.py), the exporter's
+reader (reader.py) and `capture --anonymize` all read configurations; it imports nothing from
+`zfsnas.bench`.
 """
 
 from __future__ import annotations
@@ -206,7 +207,7 @@ def pool_layout(status_text: str, pool: str, ashift: str = "", models: dict[str,
     `nvme0n1p2`, `ada0p3`, a `gpt/` label or a partuuid); from both, `partition` says `whole disk`,
     `partition`, `mixed` or `file` (file vdevs). Without `names_text` (results of a release that did
     not read it) there is no `partition` field, so their ids stay. Unknown parts say `unknown`."""
-    from .zpool import parse_status  # the exporter's parser: one reading of `zpool status`
+    from ..sources.zpool import parse_status  # the exporter's parser: one reading of `zpool status`
 
     try:
         statuses = [s for s in parse_status(status_text) if s.name == pool]
@@ -244,7 +245,7 @@ _PARTITION_DIRS = ("/dev/disk/by-partuuid/", "/dev/disk/by-partlabel/", "/dev/gp
 def _partitioning(vdevs: list[Any], names_text: str, pool: str) -> str:
     """`whole disk`, `partition`, `mixed` or `file` for the data leaves of `pool` (cache and spares
     aside), pairing the -P paths with the names `zpool status` prints by position."""
-    from .zpool import parse_status
+    from ..sources.zpool import parse_status
 
     try:
         named = [s for s in parse_status(names_text) if s.name == pool]
@@ -268,7 +269,7 @@ def _partitioning(vdevs: list[Any], names_text: str, pool: str) -> str:
 
 
 def leaf_paths(status_text: str, pool: str) -> list[str]:
-    from .zpool import parse_status
+    from ..sources.zpool import parse_status
 
     try:
         return [v.name for s in parse_status(status_text) if s.name == pool for v in s.vdevs if v.is_leaf]

@@ -1,42 +1,11 @@
-"""The exporter's reader of the benchmark database: below the bench wing, reading the schema the
-runner's store writes through (sources/benchschema.py)."""
+"""The exporter's reader of the benchmark database (store/reader.py) reads the typed rows of the
+schema the runner's writer (store/database.py) writes through (store/schema.py). That the store
+imports nothing of the bench wing is tests/test_import_graph.py's."""
 
-import ast
-from pathlib import Path
-
-import zfsnas.sources
 from tests.bench.configs import configuration
-from zfsnas.bench.store import ResultFigures, Store
-from zfsnas.sources.benchdb import read_bench_db
-from zfsnas.sources.benchschema import ResultRow, read_results
-
-SOURCES = Path(zfsnas.sources.__file__).parent
-
-
-def imported_modules(path: Path) -> list[tuple[int, str]]:
-    """Every import of a module, also those inside functions, as (line, absolute dotted name)."""
-    out = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            out += [(node.lineno, alias.name) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = "zfsnas.sources" if node.level == 1 else "zfsnas" if node.level == 2 else ""
-            module = ".".join(p for p in (base, node.module or "") if p) if node.level else node.module or ""
-            out += [(node.lineno, f"{module}.{alias.name}") for alias in node.names]
-    return out
-
-
-def test_no_source_imports_the_bench_wing():
-    """sources/ is the lowest layer: not even a lazy import points up into zfsnas.bench."""
-    found = [f"{path.name}:{line}: {name}" for path in sorted(SOURCES.glob("*.py"))
-             for line, name in imported_modules(path) if name == "zfsnas.bench" or name.startswith("zfsnas.bench.")]
-    assert found == []
-
-
-def test_the_layering_check_sees_lazy_and_relative_imports(tmp_path):
-    path = tmp_path / "m.py"
-    path.write_text("def f():\n    from ..bench.config import Configuration\n    from . import model\n")
-    assert imported_modules(path) == [(2, "zfsnas.bench.config.Configuration"), (3, "zfsnas.sources.model")]
+from zfsnas.store.database import Store
+from zfsnas.store.reader import read_bench_db
+from zfsnas.store.schema import ResultFigures, ResultRow, read_results
 
 
 def test_writer_and_reader_read_the_same_typed_rows(tmp_path):
@@ -64,7 +33,7 @@ def test_writer_and_reader_read_the_same_typed_rows(tmp_path):
 
 def test_in_words_names_sizes_in_binary_units_and_leaves_other_numbers():
     """What a tuning change changed, as the Benchmarks dashboard says it."""
-    from zfsnas.sources.benchconfig import in_words
+    from zfsnas.store.configuration import in_words
 
     base = configuration()
     tuned = configuration(parameters={"zfs_dirty_data_max": str(1610612736), "zfs_txg_timeout": "10",

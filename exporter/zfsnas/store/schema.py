@@ -1,13 +1,13 @@
 """The benchmark database's schema and its rows, read the same way by the runner's store
-(`zfsnas.bench.store`, the only writer) and the exporter's reader (`benchdb.py`).
+(database.py, the only writer) and the exporter's reader (reader.py).
 
 Owns the tables (TABLES, with what a migration renames and indexes), the measured figures a
 result carries (`ResultFigures`, what a writer hands the store) and the typed rows read back
 (`ResultRow`, `MatrixRun`, `ParameterChange`, `QueuedAnnotation`), each built in one place from
 the columns SQLite returns. A result stored by an older release (a `job` column, no configuration)
 is read as the migration would write it: `workload`, and its configuration from
-`legacy_configuration`. It sits among the sources, below the bench wing, and imports nothing from
-`zfsnas.bench`; it opens no database itself and writes nothing.
+`legacy_configuration`. It sits in the store, below the bench wing and the exporter, and imports
+nothing from `zfsnas.bench`; it opens no database itself and writes nothing.
 
 Also owns what a stored value may be (`number_problem`, `time_problem`): finite numbers,
 non-negative where that is physics, times within a plausible window. Writers check there before
@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
-from .benchconfig import Configuration, legacy_configuration
+from .configuration import Configuration, legacy_configuration
 
 if TYPE_CHECKING:
     import sqlite3
@@ -50,7 +50,7 @@ TABLES = {
         "sync_seconds REAL", "cpu_busy_ratio REAL", "cpu_iowait_ratio REAL", "compressratio REAL",
         "used_bytes INTEGER", "logicalused_bytes INTEGER", "properties TEXT", "clat_ns TEXT", "disks TEXT",
         "dmu_tx TEXT", "fio_json TEXT", "error TEXT", "annotation_id INTEGER",
-        "config_id TEXT", "config TEXT",    # benchconfig.py: the id and the canonical configuration
+        "config_id TEXT", "config TEXT",    # configuration.py: the id and the canonical configuration
         "cpu_user_seconds REAL", "cpu_system_seconds REAL", "cpu_iowait_seconds REAL", "cpu_idle_seconds REAL",
         "prefill_seconds REAL",
         "latency_us REAL",                  # mean latency where it was given, not computed from fio_json (imports)
