@@ -17,7 +17,7 @@ from tests.bench.configs import MIRRORS, configuration
 
 # The real exporter (bench collector, 1 s refresh) scraped by a real Prometheus with our rules.
 from tests.integration.test_bench_prometheus import prometheus  # noqa: F401 (a fixture)
-from zfsnas.bench import compare
+from zfsnas.bench.answering import compare
 from zfsnas.store.database import Store
 from zfsnas.store.schema import ResultFigures
 

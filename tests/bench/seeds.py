@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from zfsnas.bench.matrix import parse_size
+from zfsnas.bench.running.matrix import parse_size
 from zfsnas.store.configuration import pairs
 from zfsnas.store.database import Store
 from zfsnas.store.schema import ResultFigures
@@ -366,8 +366,8 @@ DOC_CHARTS = (("fits-copy", "throughput"), ("fits-copy", "write-size"), ("fits-c
 def render_doc_charts(directory: Path) -> list[Path]:
     import tempfile
 
-    from zfsnas.bench import charts
-    from zfsnas.bench.report import sections
+    from zfsnas.bench.answering import charts
+    from zfsnas.bench.answering.report import sections
 
     directory.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:

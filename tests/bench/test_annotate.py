@@ -4,7 +4,7 @@ import logging
 
 import pytest
 
-from zfsnas.bench.annotate import AnnotationError, Annotator, GrafanaClient, load_token
+from zfsnas.bench.running.annotate import AnnotationError, Annotator, GrafanaClient, load_token
 from zfsnas.store.database import Store
 
 from .configs import configuration
@@ -173,7 +173,7 @@ def test_same_origin_redirect_keeps_authenticating(grafana, code):
 
 
 def test_origins_compared_by_scheme_host_and_port():
-    from zfsnas.bench.annotate import same_origin
+    from zfsnas.bench.running.annotate import same_origin
 
     assert same_origin("http://grafana:3000/a", "http://GRAFANA:3000/b?x")
     assert same_origin("https://g.example/a", "https://g.example:443/b")

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from zfsnas.bench import crystaldiskmark
+from zfsnas.bench.answering import crystaldiskmark
+from zfsnas.bench.answering.report import sections
+from zfsnas.bench.answering.tables import cdm_tables, configurations_table
 from zfsnas.bench.cli import main
-from zfsnas.bench.report import sections
-from zfsnas.bench.tables import cdm_tables, configurations_table
 from zfsnas.store.database import ReadOnlyStore
 
 from .grafana import FakeGrafana

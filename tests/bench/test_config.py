@@ -4,7 +4,7 @@ import dataclasses
 import hashlib
 from pathlib import Path
 
-from zfsnas.bench.zfs import ZfsOps
+from zfsnas.bench.running.zfs import ZfsOps
 from zfsnas.store.configuration import (
     LABELS,
     Configuration,

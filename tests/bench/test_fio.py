@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from zfsnas.bench.fio import (
+from zfsnas.bench.running.fio import (
     FioProcess,
     fio_version,
     parse_fio_json,
     pattern_warning,
     reads_pattern_file,
 )
-from zfsnas.bench.guard import Prop, check_scratch
-from zfsnas.bench.planner import fio_time, has_prefill
+from zfsnas.bench.running.guard import Prop, check_scratch
+from zfsnas.bench.running.planner import fio_time, has_prefill
 
 JOBS = Path(__file__).parents[2] / "benchmark-jobs"
 pytestmark = pytest.mark.skipif(shutil.which("fio") is None, reason="fio not installed (./dev test installs it)")

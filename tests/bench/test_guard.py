@@ -4,7 +4,7 @@ import itertools
 
 import pytest
 
-from zfsnas.bench.guard import (
+from zfsnas.bench.running.guard import (
     Cleared,
     GuardError,
     Prop,

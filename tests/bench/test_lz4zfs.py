@@ -1,4 +1,4 @@
-"""OpenZFS's own LZ4 (zfsnas.bench.lz4zfs): every block it makes is valid LZ4 that the `lz4` package
+"""OpenZFS's own LZ4 (zfsnas.bench.predicting.lz4zfs): every block it makes is valid LZ4 that the `lz4` package
 decompresses to the input; it gives up, as OpenZFS's does, when the limit is too small. Built on
 first use, safely: in a private directory (the cache, else the temporary one), renamed into place
 whole while other processes build too, rebuilt when what is there does not load or fails the
@@ -16,7 +16,7 @@ import sys
 import lz4.block
 import pytest
 
-from zfsnas.bench import lz4zfs
+from zfsnas.bench.predicting import lz4zfs
 
 needs_it = pytest.mark.skipif(not lz4zfs.available(), reason="no C compiler to build OpenZFS's LZ4")
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from zfsnas.bench.matrix import MatrixError, load_matrix, parse_matrix, parse_size
+from zfsnas.bench.running.matrix import MatrixError, load_matrix, parse_matrix, parse_size
 
 JOBS = {"seq-write", "seq-read", "write-size", "copy"}
 MATRICES = Path(__file__).parents[2] / "benchmark-jobs" / "matrices"

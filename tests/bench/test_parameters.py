@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from zfsnas.bench.cli import main
-from zfsnas.bench.parameters import (
+from zfsnas.bench.running.parameters import (
     FreeBsdParameters,
     LinuxParameters,
     ParameterError,

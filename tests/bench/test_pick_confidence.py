@@ -10,9 +10,9 @@ import statistics
 
 import pytest
 
+from zfsnas.bench.answering.recommend import parse_throughput, recommend
+from zfsnas.bench.answering.report import sections
 from zfsnas.bench.cli import main
-from zfsnas.bench.recommend import parse_throughput, recommend
-from zfsnas.bench.report import sections
 from zfsnas.store.database import Store
 from zfsnas.store.schema import ResultFigures
 

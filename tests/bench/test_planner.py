@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from zfsnas.bench.cli import main
-from zfsnas.bench.matrix import Cell, load_matrix, parse_matrix
-from zfsnas.bench.planner import PlanOptions, plan_cell, plan_matrix, render_plan
+from zfsnas.bench.running.matrix import Cell, load_matrix, parse_matrix
+from zfsnas.bench.running.planner import PlanOptions, plan_cell, plan_matrix, render_plan
 
 JOBS = Path(__file__).parents[2] / "benchmark-jobs"
 RUN = "20261123T150000-beef"
@@ -176,7 +176,7 @@ def sysfs_tree(tmp_path, **values) -> Path:
 
 
 def test_plan_prints_every_parameter_change_and_its_restore(tmp_path):
-    from zfsnas.bench.parameters import LinuxParameters
+    from zfsnas.bench.running.parameters import LinuxParameters
 
     root = sysfs_tree(tmp_path, zfs_dirty_data_max=429496729, zfs_txg_timeout=5)
     params = LinuxParameters(root / "sys", root / "proc")
@@ -194,7 +194,7 @@ def test_plan_prints_every_parameter_change_and_its_restore(tmp_path):
 
 
 def test_configuration_of_a_planned_cell(tmp_path):
-    from zfsnas.bench.planner import Environment, configuration
+    from zfsnas.bench.running.planner import Environment, configuration
     from zfsnas.store.configuration import pairs
 
     from .configs import PARAMETERS, RAIDZ2
@@ -247,7 +247,7 @@ def test_every_cell_line_shows_what_varies_and_sizes_after_the_scale(capsys, tmp
 def test_the_progress_line_names_the_fields_that_vary():
     import io
 
-    from zfsnas.bench.runner import Progress
+    from zfsnas.bench.running.runner import Progress
 
     m = parse_matrix('workload = "seq-write"\nsize = "1G"\ncompressibility = [65, 0]\nencryption = ["off", "aes-256-gcm"]\n',
                      "e", {"seq-write"})

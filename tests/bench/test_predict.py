@@ -18,12 +18,12 @@ from pathlib import Path
 import lz4
 import pytest
 
-from zfsnas.bench import lz4zfs, zfsalloc
-from zfsnas.bench import predict as predict_module
 from zfsnas.bench.cli import main
-from zfsnas.bench.predict import CSV_COLUMNS, PredictOptions, predict
-from zfsnas.bench.sampling import StratifiedSampler, Types, Window, stratified_order
-from zfsnas.bench.zfsalloc import RecordSizer, Rules, Vdev, block_size, parse_compression
+from zfsnas.bench.predicting import lz4zfs, zfsalloc
+from zfsnas.bench.predicting import predict as predict_module
+from zfsnas.bench.predicting.predict import CSV_COLUMNS, PredictOptions, predict
+from zfsnas.bench.predicting.zfsalloc import RecordSizer, Rules, Vdev, block_size, parse_compression
+from zfsnas.bench.statistics.sampling import StratifiedSampler, Types, Window, stratified_order
 from zfsnas.store.database import Store
 
 from .seeds import load_fits

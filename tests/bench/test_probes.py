@@ -2,7 +2,7 @@
 
 import os
 
-from zfsnas.bench.probes import CpuTimes, deltas, disk_bytes, parse_cp_time, parse_cpu, parse_stathz, snapshot
+from zfsnas.bench.running.probes import CpuTimes, deltas, disk_bytes, parse_cp_time, parse_cpu, parse_stathz, snapshot
 
 STAT_1 = "cpu  1000 0 500 8000 500 0 0 0 0 0\ncpu0 500 0 250 4000 250 0 0 0 0 0\nintr 1\n"
 STAT_2 = "cpu  1600 0 900 8300 1200 0 0 0 0 0\ncpu0 800 0 450 4150 600 0 0 0 0 0\nintr 2\n"

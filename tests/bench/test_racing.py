@@ -12,11 +12,11 @@ import statistics
 import pytest
 
 from zfsnas.bench.cli import main
-from zfsnas.bench.copy import SustainedRate, copy_sampled
-from zfsnas.bench.matrix import Cell
-from zfsnas.bench.planner import CellPlan, PlanOptions, plan_cell
-from zfsnas.bench.racing import Race, RaceSettings, parse_duration
-from zfsnas.bench.stats import mean, objective, pick_confidence, race_state, t_quantile
+from zfsnas.bench.running.copy import SustainedRate, copy_sampled
+from zfsnas.bench.running.matrix import Cell
+from zfsnas.bench.running.planner import CellPlan, PlanOptions, plan_cell
+from zfsnas.bench.running.racing import Race, RaceSettings, parse_duration
+from zfsnas.bench.statistics.intervals import mean, objective, pick_confidence, race_state, t_quantile
 from zfsnas.store.configuration import Configuration, pairs
 from zfsnas.store.schema import ResultFigures
 

@@ -8,10 +8,10 @@ import io
 
 import pytest
 
-from zfsnas.bench.crystaldiskmark import CdmTest, line_v8
-from zfsnas.bench.document import markdown, to_csv
-from zfsnas.bench.report import sections, summarise
-from zfsnas.bench.tables import cdm_tables, configurations_table, pivot_tables, write_size_tables
+from zfsnas.bench.answering.crystaldiskmark import CdmTest, line_v8
+from zfsnas.bench.answering.document import markdown, to_csv
+from zfsnas.bench.answering.report import sections, summarise
+from zfsnas.bench.answering.tables import cdm_tables, configurations_table, pivot_tables, write_size_tables
 from zfsnas.store.database import Store
 from zfsnas.store.schema import ResultFigures
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from zfsnas.bench import charts
-from zfsnas.bench.report import sections
+from zfsnas.bench.answering import charts
+from zfsnas.bench.answering.report import sections
 from zfsnas.store.database import Store
 from zfsnas.store.schema import ResultFigures
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from zfsnas.bench import compare
+from zfsnas.bench.answering import compare
 from zfsnas.bench.cli import main
 from zfsnas.store.database import Store
 from zfsnas.store.schema import ResultFigures

@@ -11,12 +11,12 @@ import stat
 
 import pytest
 
-from zfsnas.bench import compare
+from zfsnas.bench.answering import compare
+from zfsnas.bench.answering.recommend import recommend
+from zfsnas.bench.answering.report import sections
+from zfsnas.bench.answering.tables import configurations_table, space_table
 from zfsnas.bench.cli import main
-from zfsnas.bench.identity import configuration as measured_configuration
-from zfsnas.bench.recommend import recommend
-from zfsnas.bench.report import sections
-from zfsnas.bench.tables import configurations_table, space_table
+from zfsnas.bench.client.identity import configuration as measured_configuration
 from zfsnas.store.configuration import UNKNOWN, pairs
 from zfsnas.store.database import ReadOnlyStore, Store
 from zfsnas.store.schema import ResultFigures

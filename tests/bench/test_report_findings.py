@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from zfsnas.bench import html
-from zfsnas.bench.axes import magnitude
+from zfsnas.bench.answering import html
+from zfsnas.bench.answering.axes import magnitude
+from zfsnas.bench.answering.document import opening
+from zfsnas.bench.answering.findings import MOST
+from zfsnas.bench.answering.report import sections
+from zfsnas.bench.answering.tables import configurations_table, section_tables
 from zfsnas.bench.cli import main
-from zfsnas.bench.document import opening
-from zfsnas.bench.findings import MOST
-from zfsnas.bench.report import sections
-from zfsnas.bench.tables import configurations_table, section_tables
 from zfsnas.store.database import Store
 
 from .seeds import LOADERS, seeded_store

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from zfsnas.bench.answering.recommend import RecommendError, parse_throughput, recommend
+from zfsnas.bench.answering.report import sections
 from zfsnas.bench.cli import main
-from zfsnas.bench.recommend import RecommendError, parse_throughput, recommend
-from zfsnas.bench.report import sections
 
 from .seeds import fits_config, seeded_store
 

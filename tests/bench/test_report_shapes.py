@@ -12,13 +12,13 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from zfsnas.bench import charts, compare
-from zfsnas.bench.axes import parse_selector
+from zfsnas.bench.answering import charts, compare
+from zfsnas.bench.answering.axes import parse_selector
+from zfsnas.bench.answering.recommend import recommend
+from zfsnas.bench.answering.recommend import render as render_recommendation
+from zfsnas.bench.answering.report import sections
+from zfsnas.bench.answering.tables import axis_tables, cdm_tables, configurations_table, section_tables, space_table
 from zfsnas.bench.cli import main
-from zfsnas.bench.recommend import recommend
-from zfsnas.bench.recommend import render as render_recommendation
-from zfsnas.bench.report import sections
-from zfsnas.bench.tables import axis_tables, cdm_tables, configurations_table, section_tables, space_table
 
 from .seeds import ARCHIVE_USED, seeded_store
 
@@ -293,7 +293,7 @@ def test_recommend_render_for_each_shape(seeded):
 
 
 def test_html_report_carries_the_per_workload_picks(seeded):
-    from zfsnas.bench import html
+    from zfsnas.bench.answering import html
 
     found, _ = seeded
     page = html.page([found["zvol-cdm"]])

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from zfsnas.bench.cli import main
-from zfsnas.bench.runner import RunError, RunLock
+from zfsnas.bench.running.runner import RunError, RunLock
 
 from .configs import configuration
 from .grafana import FakeGrafana

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import wait_until
-from zfsnas.bench.report import summarise
+from zfsnas.bench.answering.report import summarise
 from zfsnas.store.configuration import Configuration, differences
 from zfsnas.store.database import ReadOnlyStore, Store
 from zfsnas.store.reader import read_bench_db

@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from tests.fuzz.inputs import fio_document, fio_job
+from zfsnas.bench.answering.document import markdown
+from zfsnas.bench.answering.report import sections
 from zfsnas.bench.cli import main
-from zfsnas.bench.document import markdown
-from zfsnas.bench.report import sections
 from zfsnas.store.database import ReadOnlyStore, Store
 from zfsnas.store.schema import SCHEMA_VERSION, TABLES, ResultFigures
 

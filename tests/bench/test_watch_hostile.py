@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from zfsnas.bench import watch as watch_module
 from zfsnas.bench.cli import main
+from zfsnas.bench.client import watch as watch_module
 from zfsnas.store.database import ReadOnlyStore, StoreError
 from zfsnas.store.reader import read_bench_db
 

@@ -4,8 +4,8 @@ import threading
 
 import pytest
 
-from zfsnas.bench.guard import GuardError, Prop, check_scratch
-from zfsnas.bench.zfs import ZfsOps
+from zfsnas.bench.running.guard import GuardError, Prop, check_scratch
+from zfsnas.bench.running.zfs import ZfsOps
 from zfsnas.sources.model import SourceError
 
 TXGS = ("txg      birth            state ndirty       nread        nwritten     reads    writes   otime        qtime        "
@@ -98,7 +98,7 @@ def test_init_refuses_snapshots_volumes_and_clones():
 
 
 def test_destroy_retries_a_busy_dataset(monkeypatch):
-    monkeypatch.setattr("zfsnas.bench.zfs.time.sleep", lambda s: None)
+    monkeypatch.setattr("zfsnas.bench.running.zfs.time.sleep", lambda s: None)
     busy = iter([SourceError("cannot destroy: dataset is busy"), ""])
     runner = Runner({("zfs", "get"): f"type\tvolume\t-\norigin\t-\t-\norg.zfsnas:bench-run\t{RUN}\tlocal\n",
                      ("zfs", "destroy"): lambda a: next(busy)})

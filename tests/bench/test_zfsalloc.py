@@ -8,9 +8,9 @@ import lz4.block
 import pytest
 import zstandard
 
-from zfsnas.bench import zfsalloc
-from zfsnas.bench.lz4zfs import Lz4Zfs
-from zfsnas.bench.zfsalloc import (
+from zfsnas.bench.predicting import zfsalloc
+from zfsnas.bench.predicting.lz4zfs import Lz4Zfs
+from zfsnas.bench.predicting.zfsalloc import (
     EMBEDDED_MAX,
     Compression,
     ModelError,

@@ -189,7 +189,7 @@ def test_what_cannot_be_true_is_never_served(tmp_path):
 def test_a_dead_watch_is_not_running(tmp_path):
     """A row `running` whose watch holds no lock any more (kill -9): the exporter serves 0 for it,
     so ZfsDiskSaturated is not silenced for ever; one whose run holds the lock: 1."""
-    from zfsnas.bench.runner import RunLock
+    from zfsnas.bench.running.runner import RunLock
 
     path = tmp_path / "bench.sqlite"
     store = Store(path)

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import require_phase
-from zfsnas.bench.predict import PredictOptions, predict
-from zfsnas.bench.recommend import recommend
-from zfsnas.bench.report import sections
-from zfsnas.bench.zfsalloc import Rules, parse_compression, parse_recordsize
+from zfsnas.bench.answering.recommend import recommend
+from zfsnas.bench.answering.report import sections
+from zfsnas.bench.predicting.predict import PredictOptions, predict
+from zfsnas.bench.predicting.zfsalloc import Rules, parse_compression, parse_recordsize
 from zfsnas.store.database import ReadOnlyStore
 
 pytestmark = pytest.mark.e2e

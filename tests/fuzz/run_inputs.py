@@ -294,7 +294,7 @@ LONG_WATCH = """
 import gc, json, sys, time
 from pathlib import Path
 from tests.bench import test_watch_hostile as t
-from zfsnas.bench import watch as w
+from zfsnas.bench.client import watch as w
 from zfsnas.sources.linux import ProcfsKstatSource
 root = Path(sys.argv[1])
 clock = t.FakeTime()
@@ -467,7 +467,7 @@ def _nonsense_sample(line: str) -> bool:
 def _dead_watch(work: Path) -> Outcome:
     """Case 4: a watch killed by `kill -9` left its row `running`; its lock is free."""
     from tests.bench.configs import configuration
-    from zfsnas.bench.runner import RunLock
+    from zfsnas.bench.running.runner import RunLock
     from zfsnas.store.database import Store
 
     db = work / "dead-watch.sqlite"

@@ -24,7 +24,7 @@ def test_wheel_ships_jobs_and_matrices(tmp_path):
     assert (jobs / "matrices/fits-copy.toml").exists()
     # compare's regression threshold is the alert's, read from the shipped alerts/thresholds.toml
     found = subprocess.run([str(tmp_path / "venv/bin/python"), "-c",
-                            "from zfsnas.bench.compare import thresholds_path, max_drop; "
+                            "from zfsnas.bench.answering.compare import thresholds_path, max_drop; "
                             "print(thresholds_path()); print(max_drop())"],
                            capture_output=True, text=True, cwd=tmp_path)
     assert found.stdout.split() == [str(tmp_path / "venv/share/zfsnas/alerts/thresholds.toml"), "0.15"], found.stderr

@@ -1,12 +1,12 @@
 """The commands that answer from stored results: list, report, recommend, compare.
 
-They read the database through `store.ReadOnlyStore` and write nothing to it, whoever runs them
+They read the database through `zfsnas.store.database.ReadOnlyStore` and write nothing to it, whoever runs them
 (a user who may only read the file included). A database that cannot be read, an unknown matrix
 or id, a refused output file: one line, exit status 2, nothing changed. Nothing to answer with
 (an empty database, no pick, a regression found): exit status 1.
 
-Owns the flags and output of those commands; the answers come from report.py, tables.py,
-charts.py, html.py, recommend.py and compare.py.
+Owns the flags and output of those commands; the answers come from answering/ (report.py,
+tables.py, charts.py, document.py, html.py, recommend.py and compare.py).
 """
 
 from __future__ import annotations
@@ -20,12 +20,14 @@ from collections.abc import Callable
 
 from ..store.configuration import differs_text, look_alikes
 from ..store.database import ReadOnlyStore
-from . import charts, compare, crystaldiskmark, document, html, predict_command, racing, tables
-from .axes import SelectorError, parse_selector
+from . import predict_command
+from .answering import charts, compare, crystaldiskmark, document, html, tables
+from .answering.axes import SelectorError, parse_selector
+from .answering.recommend import RecommendError, parse_throughput, recommend
+from .answering.recommend import render as render_recommendation
+from .answering.report import Section, sections
 from .options import OutputError, check_chart_dir, check_output_file, fraction, weight, write_output
-from .recommend import RecommendError, parse_throughput, recommend
-from .recommend import render as render_recommendation
-from .report import Section, sections
+from .running import racing
 
 log = logging.getLogger("zfsnas.bench")
 

@@ -2,7 +2,8 @@
 (answer_commands.py); watch, import (client_commands.py); predict (predict_command.py).
 
 Owns the command line and wiring (flags, environment, defaults) and what is printed; the work is
-done by the planner, session (a run's housekeeping), runner, store, annotate and report modules.
+done by running/ (planner, session: a run's housekeeping, runner, annotate), the store
+(`zfsnas.store`) and the commands above.
 """
 
 from __future__ import annotations
@@ -25,18 +26,18 @@ from ..sources.model import SourceError
 from ..store.database import DEFAULT_WAIT, Store, StoreError
 from ..store.reader import DEFAULT_BENCH_DB, default_bench_db
 from . import answer_commands, client_commands, predict_command
-from .annotate import Annotator, GrafanaClient, load_token
-from .childenv import take_secrets
-from .fio import fio_version, pattern_warning
-from .guard import Cleared, GuardError, check_dataset_name
-from .matrix import Matrix, MatrixError, load_matrix
 from .options import OneLineParser, key_value, positive, positive_int, weight
-from .parameters import FreeBsdParameters, LinuxParameters, Parameters, restore_pending
-from .planner import PlanOptions, plan_matrix, render_plan
-from .racing import RaceSettings, parse_duration
-from .runner import RunError, RunLock, RunSettings, new_run_id
-from .session import RunSession, results_dir
-from .zfs import ZfsOps
+from .running.annotate import Annotator, GrafanaClient, load_token
+from .running.childenv import take_secrets
+from .running.fio import fio_version, pattern_warning
+from .running.guard import Cleared, GuardError, check_dataset_name
+from .running.matrix import Matrix, MatrixError, load_matrix
+from .running.parameters import FreeBsdParameters, LinuxParameters, Parameters, restore_pending
+from .running.planner import PlanOptions, plan_matrix, render_plan
+from .running.racing import RaceSettings, parse_duration
+from .running.runner import RunError, RunLock, RunSettings, new_run_id
+from .running.session import RunSession, results_dir
+from .running.zfs import ZfsOps
 
 log = logging.getLogger("zfsnas.bench")
 

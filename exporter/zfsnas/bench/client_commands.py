@@ -6,7 +6,8 @@ exporter's `bench` collector, the dashboards and the regression alert treat them
 Neither creates, writes or destroys anything but the results database: `watch` only reads (no
 scratch mark needed) and refuses a dataset that does not exist; `import` checks its whole input
 before storing any of it, in one transaction. Owns the flags, the wiring and what is printed; the
-sampling is watch.py's, the formats importers.py's, the configuration's dataset part identity.py's.
+sampling is client/watch.py's, the formats client/importers.py's, the configuration's dataset part
+client/identity.py's.
 """
 
 from __future__ import annotations
@@ -28,10 +29,8 @@ from ..sources.model import SourceError
 from ..store.configuration import UNKNOWN, Configuration
 from ..store.database import Store
 from ..store.schema import ResultFigures
-from .annotate import Annotator, GrafanaClient, load_token
-from .guard import check_dataset_name
-from .identity import IdentityError, configuration, read_identity
-from .importers import (
+from .client.identity import IdentityError, configuration, read_identity
+from .client.importers import (
     DEFAULT_MAX_BYTES,
     Imported,
     ImportFormatError,
@@ -40,11 +39,13 @@ from .importers import (
     fio_results,
     read_input,
 )
+from .client.watch import Watched, Watcher, WatchError, figures, pool_disks
 from .options import interval_seconds, key_value, name_text, positive, positive_int
-from .parameters import FreeBsdParameters, LinuxParameters, Parameters
-from .runner import RunLock, new_run_id
-from .watch import Watched, Watcher, WatchError, figures, pool_disks
-from .zfs import ZfsOps
+from .running.annotate import Annotator, GrafanaClient, load_token
+from .running.guard import check_dataset_name
+from .running.parameters import FreeBsdParameters, LinuxParameters, Parameters
+from .running.runner import RunLock, new_run_id
+from .running.zfs import ZfsOps
 
 log = logging.getLogger("zfsnas.bench")
 

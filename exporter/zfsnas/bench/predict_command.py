@@ -6,7 +6,7 @@ A prediction is stored like an import: one matrix run, one result row per combin
 transaction, with status `predicted`. Every reader of measured results asks for `complete` ones
 (report's sections, recommend, compare, the exporter's `bench` collector, the regression alert), so
 a prediction can never be taken for a measurement; `list` shows it with its status. The estimate
-is predict.py's; the model zfsalloc.py's.
+is predicting/predict.py's; the model predicting/zfsalloc.py's.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ from collections.abc import Sequence
 from ..store.configuration import Configuration, pairs
 from ..store.database import ReadOnlyStore, Store
 from ..store.schema import ResultFigures, ResultRow
+from .answering.tables import Table, size_unit, table_csv, table_markdown
 from .options import positive_int
-from .predict import (
+from .predicting.predict import (
     Prediction,
     PredictOptions,
     human_bytes,
@@ -35,9 +36,8 @@ from .predict import (
     render_text,
     split,
 )
-from .runner import new_run_id
-from .tables import Table, size_unit, table_csv, table_markdown
-from .zfsalloc import ModelError, parse_compression, parse_recordsize, parse_rules, parse_vdev, size_name
+from .predicting.zfsalloc import ModelError, parse_compression, parse_recordsize, parse_rules, parse_vdev, size_name
+from .running.runner import new_run_id
 
 log = logging.getLogger("zfsnas.bench")
 

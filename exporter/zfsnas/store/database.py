@@ -420,7 +420,7 @@ class Store:
             args.append(matrix)
         return read_results(self.db, " AND ".join(where), args)
 
-    # Module parameters a run changed (bench/parameters.py)
+    # Module parameters a run changed (bench/running/parameters.py)
     def record_parameter(self, run_id: str, name: str, original: str, value: str) -> int:
         with self.tx() as db:  # committed (synchronous=FULL) before the caller writes the new value
             cur = db.execute("INSERT INTO parameter_changes (run_id, host, name, original, value, changed)"

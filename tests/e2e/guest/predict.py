@@ -4,7 +4,7 @@ full run against a race (`run --until-decided`) of the fits-copy shape. Results 
 
 Space: a corpus of mixed compressibility (corpusgen.py, seed 40: text, FITS-like images, random
 bytes, sparse files, tiny files) generated in /dev/shm, copied (every byte written, as a copy does:
-`zfsnas.bench.copy.copy_corpus`) into a new filesystem per compression x recordsize on a pool of
+`zfsnas.bench.running.copy.copy_corpus`) into a new filesystem per compression x recordsize on a pool of
 its own (a file vdev in /dev/shm, ashift 12), `zpool sync`, then `zfs get used` and friends, the
 filesystem destroyed; the empty filesystem's `used` too. `predict` itself runs on the host over the
 same bytes (the guest's wheel is installed without dependencies: no lz4, no zstandard; the
@@ -66,7 +66,7 @@ class Phase:
         corpusgen.generate(SPACE_CORPUS, size, seed=40)
         self.record["space_corpus"] = {"bytes": size, "seed": 40, "manifest": corpusgen.manifest(SPACE_CORPUS),
                                        "generate_seconds": round(time.time() - started, 1)}
-        from zfsnas.bench.copy import copy_corpus
+        from zfsnas.bench.running.copy import copy_corpus
 
         self.run(["zfs", "create", "-o", "mountpoint=/zpredict/empty", f"{POOL}/empty"])
         datasets = {}

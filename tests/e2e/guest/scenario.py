@@ -567,7 +567,7 @@ def bench_config_phase() -> None:
     proc.kill()
     proc.wait()
     record["dirty_after_kill"] = DIRTY_PARAMETER.read_text().strip()
-    # fio runs under the runner's watchdog (zfsnas.bench.fiowatch): it dies with the runner
+    # fio runs under the runner's watchdog (zfsnas.bench.running.fiowatch): it dies with the runner
     record["fio_after_kill"] = fio_processes_after(5.0)
     bench("restore", "restore")
     record["dirty_after_restore"] = DIRTY_PARAMETER.read_text().strip()

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .sampling import stratified_order
+from ..statistics.sampling import stratified_order
 
 CHUNK = 1 << 20
 

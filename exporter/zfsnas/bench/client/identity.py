@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..sources.model import SourceError
-from ..store.configuration import UNKNOWN, Configuration, Pairs, pairs
-from .parameters import Parameters
-from .zfs import ZfsOps
+from ...sources.model import SourceError
+from ...store.configuration import UNKNOWN, Configuration, Pairs, pairs
+from ..running.parameters import Parameters
+from ..running.zfs import ZfsOps
 
 # Dataset properties that shape a workload's I/O: kept in the configuration of a watched or imported
 # result (only those the dataset has: a volume has no recordsize, a filesystem no volblocksize).

@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
-from ..store.configuration import UNKNOWN, Configuration, differs_text, look_alikes
-from ..store.schema import ResultRow
+from ...store.configuration import UNKNOWN, Configuration, differs_text, look_alikes
+from ...store.schema import ResultRow
 from .axes import Axis, axes, axis_value
 
 GIB = 2**30

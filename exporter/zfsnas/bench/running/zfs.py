@@ -14,10 +14,10 @@ import re
 import time
 from pathlib import Path
 
-from ..sources.commands import CommandRunner
-from ..sources.kstat import parse_txgs
-from ..sources.model import SourceError
-from ..store.configuration import leaf_paths, pool_layout
+from ...sources.commands import CommandRunner
+from ...sources.kstat import parse_txgs
+from ...sources.model import SourceError
+from ...store.configuration import leaf_paths, pool_layout
 from .guard import (
     CHILD_PREFIX,
     RUN_PROPERTY,

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..store.database import Store
+from ...store.database import Store
 from .annotate import Annotator, GrafanaClient
 from .fiowatch import stop_leftovers
 from .guard import Cleared

@@ -2,8 +2,8 @@
 
 Owns the race: which configurations compete (those that differ only in the properties a user
 chooses, compression and recordsize/volblocksize, within one setting and one workload, as
-`recommend` compares them), the objective of each run (stats.objective: recommend's score in log
-space), which configurations run again after each round (stats.next_round: every configuration
+`recommend` compares them), the objective of each run (intervals.objective: recommend's score in log
+space), which configurations run again after each round (intervals.next_round: every configuration
 whose interval still overlaps the leader's), when to stop (every race decided at the stated
 confidence, the budget spent, or the repeat cap reached) and the verdict, said for each race and
 kept with the run (`to_record`; `stored_verdict` reads it back for report and recommend). The runner
@@ -20,11 +20,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..store.configuration import Configuration
-from ..store.schema import ResultFigures
+from ...store.configuration import Configuration
+from ...store.schema import ResultFigures
+from ..statistics.intervals import confidence_of, mean, next_round, objective, race_state
 from .matrix import Cell
 from .planner import CellPlan
-from .stats import confidence_of, mean, next_round, objective, race_state
 
 CHOSEN = ("property compression", "property recordsize", "property volblocksize")
 

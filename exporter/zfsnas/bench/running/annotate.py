@@ -21,8 +21,8 @@ from http.client import HTTPMessage
 from pathlib import Path
 from typing import IO
 
-from ..store.configuration import Configuration
-from ..store.database import Store
+from ...store.configuration import Configuration
+from ...store.database import Store
 from .childenv import TOKEN_VARIABLE
 
 log = logging.getLogger("zfsnas.bench")
@@ -124,7 +124,7 @@ class GrafanaClient:
 
 
 def tags(config: Configuration, run_id: str) -> list[str]:
-    """The configuration's tags (config.py: matrix, workload, config id, readable labels, changed
+    """The configuration's tags (store/configuration.py: matrix, workload, config id, readable labels, changed
     parameters) and the run."""
     return [*config.tags(), f"run:{run_id}"]
 

@@ -115,7 +115,7 @@ class FioProcess:
         self._stopping = False
         # The write end of this pipe stays here: the watchdog reads EOF when this process dies.
         self._alive_r, self._alive_w = os.pipe()
-        watchdog = [sys.executable, "-m", "zfsnas.bench.fiowatch", str(self._alive_r), *argv]
+        watchdog = [sys.executable, "-m", "zfsnas.bench.running.fiowatch", str(self._alive_r), *argv]
         try:
             self.proc = subprocess.Popen(watchdog, env=child_environment({**env, RUN_VARIABLE: run_id}),
                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..store.configuration import UNKNOWN, Configuration, differences
-from ..store.schema import ResultRow
+from ...store.configuration import UNKNOWN, Configuration, differences
+from ...store.schema import ResultRow
 from .axes import (
     Axis,
     SelectorError,

@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..store.configuration import UNKNOWN, Configuration
-from ..store.reader import MAX_CONFIG_CHARS, MAX_LABEL_CHARS
-from ..store.schema import ResultFigures, number_problem, stored_time_problem, time_problem
-from . import crystaldiskmark
+from ...store.configuration import UNKNOWN, Configuration
+from ...store.reader import MAX_CONFIG_CHARS, MAX_LABEL_CHARS
+from ...store.schema import ResultFigures, number_problem, stored_time_problem, time_problem
+from ..answering import crystaldiskmark
 from .identity import DatasetIdentity, configuration
 
 MAX_NAME_CHARS = MAX_LABEL_CHARS   # a job, matrix or label name: what the exporter serves as a label

@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ..store.configuration import UNKNOWN, Configuration
+from ...store.configuration import UNKNOWN, Configuration
 
 # Identity fields that follow from another (a size's bytes, a corpus's file count): shown only when
 # nothing else tells the configurations apart.

@@ -15,7 +15,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..store.configuration import Configuration, measured_properties, pairs
+from ...store.configuration import Configuration, measured_properties, pairs
 from .copy import corpus_bytes, corpus_stats
 from .guard import RUN_PROPERTY, child_name
 from .matrix import Cell, Matrix, is_dirty_multiple, parse_size

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..sources.diskstats import SECTOR_BYTES, parse_diskstats
-from ..sources.kstat import parse_named_kstat
+from ...sources.diskstats import SECTOR_BYTES, parse_diskstats
+from ...sources.kstat import parse_named_kstat
 
 _VIRTUAL = ("loop", "ram", "zram", "zd", "dm-", "md", "sr", "nbd")
 

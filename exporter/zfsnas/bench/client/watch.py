@@ -42,14 +42,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..sources.kstat import parse_named_kstat
-from ..sources.model import SourceError
-from ..store.configuration import leaf_paths
-from ..store.schema import ResultFigures
-from . import probes
+from ...sources.kstat import parse_named_kstat
+from ...sources.model import SourceError
+from ...store.configuration import leaf_paths
+from ...store.schema import ResultFigures
+from ..running import probes
 
 if TYPE_CHECKING:
-    from ..sources.model import KstatSource
+    from ...sources.model import KstatSource
 
 log = logging.getLogger("zfsnas.bench")
 COUNTERS = ("nwritten", "nread", "writes", "reads")

@@ -8,7 +8,7 @@ mark removed mid-run stops the run before the next cell, as `aborted` with the r
 progress line. A Runner is built from the guard's `Cleared`.
 Only the measured step is timed and probed: the prefill and its sync are figures of their own.
 Every zfs command goes through zfs.py (which asks guard.py); every module parameter through
-parameters.py; every figure goes to store.py.
+parameters.py; every figure goes to the store (`zfsnas.store.database`).
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
-from ..sources.zfs_datasets import parse_compressratio
-from ..store.configuration import Configuration
-from ..store.database import Store
-from ..store.schema import ResultFigures
+from ...sources.zfs_datasets import parse_compressratio
+from ...store.configuration import Configuration
+from ...store.database import Store
+from ...store.schema import ResultFigures
 from . import probes
 from .annotate import Annotator
 from .copy import CopyResult, SustainedRate, copy_corpus, copy_sampled

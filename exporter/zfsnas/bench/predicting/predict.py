@@ -24,8 +24,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from .sampling import Directory, StratifiedSampler, Types, Walk, Window, size_class, walk, window_keys, windows
-from .stats import t_quantile
+from ..statistics.intervals import t_quantile
+from ..statistics.sampling import Directory, StratifiedSampler, Types, Walk, Window, size_class, walk, window_keys, windows
 from .zfsalloc import (
     EMPTY_FILESYSTEM_OBJECTS,
     Compression,

@@ -20,7 +20,7 @@ Several groups: a pick in each; the answer says whether they agree. Every "no pi
 missing. When the pick's and the runner-up's repeats overlap it says the data cannot decide; with
 one run each that the noise is unknown. Every pick on throughput states how sure it is (a race's
 or a full run's alike): the difference of its score to the runner-up's with its interval
-(stats.confidence_of), a line per setting, and a clause that closes the findings' pick sentence.
+(intervals.confidence_of), a line per setting, and a clause that closes the findings' pick sentence.
 Reads summaries (report.py); owns nothing else.
 """
 
@@ -31,9 +31,9 @@ import re
 from dataclasses import dataclass, field
 from itertools import combinations
 
+from ..statistics.intervals import Confidence, confidence_of, mean, objective
 from .axes import workload_text
 from .report import DIMENSIONS, Section, Stat, Summary
-from .stats import Confidence, confidence_of, mean, objective
 from .tables import difference_unit, figure_columns, number
 
 # Line rates as payload bytes per second (the nominal rate: real SMB/NFS payload is a little less).

@@ -1,6 +1,6 @@
 """fio never outlives the runner: a watchdog between the two, and the sweep for leftovers.
 
-Owns the life of fio's processes. The runner starts `python -m zfsnas.bench.fiowatch <fd> fio ...`
+Owns the life of fio's processes. The runner starts `python -m zfsnas.bench.running.fiowatch <fd> fio ...`
 in a new session; the watchdog starts fio, and:
 - fio gets `PR_SET_PDEATHSIG(SIGKILL)` (Linux; FreeBSD `procctl(PROC_PDEATHSIG_CTL)`), so fio's
   main process dies with the watchdog, even by SIGKILL;

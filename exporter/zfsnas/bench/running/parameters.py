@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..store.configuration import IDENTITY_PARAMETERS
+from ...store.configuration import IDENTITY_PARAMETERS
 from .matrix import MatrixError, parse_size
 
 if TYPE_CHECKING:
-    from ..store.database import Store
+    from ...store.database import Store
 
 log = logging.getLogger("zfsnas.bench")
 MiB, GiB = 1 << 20, 1 << 30
@@ -167,7 +167,7 @@ class FreeBsdParameters(Parameters):
         self.run(["sysctl", f"{self.sysctl_name(name)}={value}"])
 
     def read_all(self) -> dict[str, str]:
-        from ..sources.freebsd import parse_sysctl
+        from ...sources.freebsd import parse_sysctl
 
         try:
             return {k: v.strip() for k, v in parse_sysctl(self.run(["sysctl", "vfs.zfs"])).items()}
