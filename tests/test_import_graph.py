@@ -133,3 +133,34 @@ def test_the_exporter_never_imports_the_bench_wing():
     wrong = sorted(f"{module} -> {target}" for module, targets in graph().items() if not module.startswith("zfsnas.bench")
                    for target in targets if target == "zfsnas.bench" or target.startswith("zfsnas.bench."))
     assert wrong == []
+
+
+def job(module: str) -> str:
+    """A bench module's job: its sub-package (`running`), or `commands` for the command line on top."""
+    name = module.split(".")[2]
+    return name if (PACKAGE / "bench" / name).is_dir() else "commands"
+
+
+# Which of the bench wing's jobs each may import (bench/__init__.py): arrows run down only, and
+# running and answering never meet.
+BENCH_JOBS = {
+    "commands": {"running", "answering", "client", "predicting", "statistics"},
+    "client": {"running", "answering", "statistics"},
+    "running": {"statistics"},
+    "answering": {"statistics"},
+    "predicting": {"statistics"},
+    "statistics": set(),
+}
+
+
+def test_the_bench_wing_arrows_run_down_its_jobs():
+    edges = graph()
+    modules = [m for m in edges if m.startswith("zfsnas.bench.")]
+    assert {job(m) for m in modules} == set(BENCH_JOBS)
+    wrong = sorted(f"{module} -> {target}" for module in modules for target in edges[module]
+                   if target.startswith("zfsnas.bench.") and job(target) != job(module)
+                   and job(target) not in BENCH_JOBS[job(module)])
+    assert wrong == []
+    pure = sorted(f"{module} -> {target}" for module in modules if job(module) == "statistics"
+                  for target in edges[module])
+    assert pure == []
