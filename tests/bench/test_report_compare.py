@@ -25,6 +25,17 @@ def test_threshold_is_the_alerts_one():
     assert compare.max_drop() == SHARED["bench_regression_max_drop"] == 0.15
 
 
+def test_a_checkout_finds_its_own_thresholds_and_jobs(monkeypatch):
+    """Run from the checkout, compare reads the checkout's alerts/thresholds.toml and the runner its
+    benchmark-jobs/, wherever in the package the module that looks for them sits."""
+    from zfsnas.bench.cli import default_jobs_dir
+
+    monkeypatch.delenv("ZFSNAS_THRESHOLDS", raising=False)
+    monkeypatch.delenv("ZFSNAS_BENCH_JOBS", raising=False)
+    assert compare.thresholds_path() == ROOT / "alerts" / "thresholds.toml"
+    assert default_jobs_dir() == ROOT / "benchmark-jobs"
+
+
 def test_threshold_file_errors_are_clear(tmp_path, monkeypatch):
     bad = tmp_path / "thresholds.toml"
     bad.write_text("other = 1\n")

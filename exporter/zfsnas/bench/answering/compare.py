@@ -64,7 +64,7 @@ def thresholds_path() -> Path | None:
     <prefix>/share/zfsnas/alerts/."""
     if env := os.environ.get("ZFSNAS_THRESHOLDS"):
         return Path(env)
-    candidates = [Path(__file__).resolve().parents[3] / "alerts" / "thresholds.toml"]
+    candidates = [Path(__file__).resolve().parents[4] / "alerts" / "thresholds.toml"]   # the checkout
     for root in (sysconfig.get_paths()["data"], sys.prefix, "/usr/local", "/usr"):
         candidates.append(Path(root) / "share/zfsnas/alerts/thresholds.toml")
     return next((c for c in candidates if c.is_file()), None)
