@@ -145,7 +145,7 @@ def test_processes_building_at_once_each_get_a_whole_library(fresh):
     cc.write_text(f"#!/bin/sh\necho start >> {log}\nsleep 1\nexec {shutil.which(COMPILER)} \"$@\"\n")
     cc.chmod(0o755)
     env = {**os.environ, "XDG_CACHE_HOME": str(fresh / "cache"), "TMPDIR": str(fresh / "tmp"), "CC": str(cc)}
-    code = ("from zfsnas.bench import lz4zfs; z = lz4zfs.Lz4Zfs(); "
+    code = ("from zfsnas.bench.predicting import lz4zfs; z = lz4zfs.Lz4Zfs(); "
             "print(len(z.compress(lz4zfs.self_test_input())), lz4zfs._library().path)")
     procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for _ in range(4)]
