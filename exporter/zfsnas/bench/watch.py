@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..sources.benchschema import ResultFigures
-from ..sources.kstat import parse_named_kstat
+from ..sources.kstat import ARCSTATS, parse_named_kstat
 from ..sources.model import SourceError
 from . import probes
 from .config import leaf_paths
@@ -229,7 +229,7 @@ class Watcher:
         snapshot = probes.snapshot(self.procfs, self.sysfs, self.sysctl)
         try:
             self.source.refresh()
-            anon = self.source.arcstats().values.get("anon_size")
+            anon = self.source.named(ARCSTATS).values.get("anon_size")
         except (SourceError, ValueError):
             anon = None
         txgs: dict[str, list[Any]] = {}

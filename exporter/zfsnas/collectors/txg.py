@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 
 from ..exposition import Families, Family, FieldLayout
 from ..settings import NoSettings
-from ..sources.kstat import Txg, histogram_buckets
+from ..sources.kstat import DMU_TX, DMU_TX_ASSIGN, Txg, histogram_buckets
 from .base import Collector, Context, Report
 
 log = logging.getLogger("zfsnas")
@@ -162,14 +162,14 @@ class TxgCollector(Collector):
                            "Share of zfs_dirty_data_max at which ZFS starts delaying writes "
                            "(zfs_delay_min_dirty_percent / 100).", {}, delay_percent / 100)
         with report.guard("dmu_tx"):
-            values = kstat.dmu_tx().values
+            values = kstat.named(DMU_TX).values
             families.add_fields(_dmu_tx_layout(tuple(values)), list(values.values()))
         pools = self.list_pools(report)
         for pool in pools:
             with report.guard(f"pool {pool} txgs"):
                 self._pool(pool, kstat.txgs(pool), dirty_max, delay_percent, families)
             with report.guard(f"pool {pool} dmu_tx_assign"):
-                named = kstat.tx_assign(pool)
+                named = kstat.optional_named(DMU_TX_ASSIGN, pool)
                 if named is not None:
                     buckets = tx_assign_buckets(histogram_buckets(named, f"{pool}/dmu_tx_assign"))
                     families.histogram("zfs_pool_tx_assign_seconds",
