@@ -21,9 +21,8 @@ import operator
 from collections.abc import Iterable, Sequence
 
 from ..exposition import Families, Family, FieldLayout
-from ..settings import NoSettings
 from ..sources.kstat import DMU_TX, DMU_TX_ASSIGN, Txg, histogram_buckets
-from .base import Collector, Context, Report
+from .base import Collector, Report
 
 log = logging.getLogger("zfsnas")
 
@@ -135,8 +134,7 @@ class TxgCollector(Collector):
     name = "txg"
     description = "txgs, dirty data, tx-assign latency and write-throttle counters"
 
-    def __init__(self, ctx: Context, settings: NoSettings | None = None) -> None:
-        super().__init__(ctx, settings)
+    def setup(self) -> None:
         self.accumulators: dict[str, TxgAccumulator] = {}
         self._history_off_logged: set[str] = set()
         self._collected = False  # after the first scrape a new pool's ring is all new: counted
