@@ -28,12 +28,18 @@ from pathlib import Path
 from tests import registry
 from tests.conftest import copy_commands, copy_tree
 from tests.fuzz.standin import write_dispatcher
+from zfsnas.sources import kstat as kstat_paths
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 KSTAT = Path("proc/spl/kstat/zfs")
 NAMED_KSTATS = [KSTAT / "arcstats", KSTAT / "dmu_tx", KSTAT / "tank/objset-0x36", KSTAT / "tank/iostats",
                 KSTAT / "fm", KSTAT / "backup/objset-0x89"]
 OTHER_KSTATS = [KSTAT / "tank/txgs", KSTAT / "tank/dmu_tx_assign", KSTAT / "tank/state", KSTAT / "tank/reads"]
+# Every named kstat the sources declare (sources/kstat.py's KstatPath lines) is fuzzed: those not
+# listed above (a kstat added since) come after them, so the draws of the ones above stay as they were.
+NAMED_KSTATS += [path for path in (KSTAT / k.procfs_of("tank") for k in vars(kstat_paths).values()
+                                   if isinstance(k, kstat_paths.KstatPath))
+                 if path not in NAMED_KSTATS + OTHER_KSTATS]
 COMMANDS = ["zpool-list.txt", "zpool-status-P.txt", "zpool-status-g.txt", "zfs-list.txt",
             "zfs-list-snapshots.txt", "zpool-iostat-w.txt", "zpool-iostat-q.txt"]
 
