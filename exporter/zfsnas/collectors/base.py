@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar, cast
 
 from ..exposition import Family
 from ..refresh import BackgroundRefresher
@@ -219,7 +219,7 @@ class Collector(Generic[S]):
             raise TypeError(f"collector {self.name} takes {self.settings_type.__name__}, "
                             f"not {type(settings).__name__}")
         self.ctx = ctx
-        self.settings = self.settings_type() if settings is None else settings  # type: ignore[assignment]
+        self.settings = cast(S, self.settings_type() if settings is None else settings)
         self.setup()
 
     def setup(self) -> None:
