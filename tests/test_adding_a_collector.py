@@ -83,10 +83,14 @@ def insert(path: Path, text: str, pattern: str, after: bool = False, last: bool 
 
 
 def run(copy: Path, command: str) -> None:
-    """A command line of the recipe, in the copy: `.venv/bin/python` is this checkout's Python."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(copy), str(copy / "exporter")]),
-           "ZFSNAS_VENV": str(Path(sys.executable).parents[1])}
+    """A command line of the recipe, in the copy: `.venv/bin/python` is this checkout's Python, and
+    `./dev lint` the checks of the copy's `dev` script's `lint` function with this checkout's
+    virtualenv (the whole `./dev lint` would first `pip install -e` the copy into that virtualenv)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(copy), str(copy / "exporter")])}
     argv = [sys.executable if word == ".venv/bin/python" else word for word in shlex.split(command)]
+    if command == "./dev lint":
+        argv = ["bash", "-c", 'set -euo pipefail; VENV="$1"; eval "$(sed -n "/^lint() {/,/^}/p" dev)"; lint',
+                "lint", str(Path(sys.executable).parents[1])]
     done = subprocess.run(argv, cwd=copy, env=env, capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, f"{command}\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
 
