@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from tests import registry
 from tests.conftest import FIXTURES, linux_tree, value
 from zfsnas.refresh import START, BackgroundRefresher
 from zfsnas.wiring import build_exporter, build_parser
@@ -121,20 +122,26 @@ DISKS = FIXTURES / "linux-disks"
 TREE = linux_tree("2.3.2")
 
 
+def default(*names: tuple[str, ...], but: tuple[str, ...] = ("smart",)) -> str:
+    """The default collectors among `names`, in the registry's order, as the start-up line lists
+    them (smart, with smartctl missing everywhere here, has its own part of the line)."""
+    return ", ".join(n for n in registry.DEFAULT if any(n in group for group in names) and n not in but)
+
+
 @pytest.mark.parametrize("flags, line, success", [
     # no ZFS at all: the disks and the bench store are still served
     ([f"--path.procfs={DISKS / 'proc'}", f"--path.sysfs={DISKS / 'sys'}", f"--path.udev.data={DISKS / 'udev' / 'data'}"],
-     "zfsnas-exporter 0.1.0: no ZFS kernel module found (procfs); zfs, zpool: command not found: serving disks, bench, "
-     "self metrics; not arc, txg, objset, poolstats, tunables, datasets, pools (their zfs_exporter_collector_success "
-     "is 0 until that changes); smart serves nothing: smartctl: command not found (install smartmontools 7.0 or "
-     "later; docs/disks.md#smart)",
+     "zfsnas-exporter 0.1.0: no ZFS kernel module found (procfs); zfs, zpool: command not found: serving "
+     f"{default(registry.NO_ZFS)}, self metrics; not {default(registry.KSTAT, registry.COMMANDS)} (their "
+     "zfs_exporter_collector_success is 0 until that changes); smart serves nothing: smartctl: command not found "
+     "(install smartmontools 7.0 or later; docs/disks.md#smart)",
      {"disks": 1, "bench": 1, "arc": 0, "datasets": 0, "smart": 0}),
     # the kstats but no zfs/zpool command (a container without --zfs.command-prefix): one line, not five
     ([f"--path.procfs={TREE}/proc", f"--path.sysfs={TREE}/sys", "--no-collector.disks"],
      "zfsnas-exporter 0.1.0: zfs, zpool: command not found (in a container: --zfs.command-prefix 'nsenter --target 1 "
-     "--mount --'): serving arc, txg, objset, poolstats, tunables, bench, self metrics; not datasets, pools (their "
-     "zfs_exporter_collector_success is 0 until that changes); smart serves nothing: smartctl: command not found "
-     "(install smartmontools 7.0 or later; docs/disks.md#smart)",
+     f"--mount --'): serving {default(registry.KSTAT, registry.NO_ZFS, but=('smart', 'disks'))}, self metrics; not "
+     f"{default(registry.COMMANDS)} (their zfs_exporter_collector_success is 0 until that changes); smart serves "
+     "nothing: smartctl: command not found (install smartmontools 7.0 or later; docs/disks.md#smart)",
      {"arc": 1, "datasets": 0, "pools": 0, "smart": 1}),
     # ZFS and its commands are there, smartctl is not: said once at start. This tree has no disks, so
     # nothing goes unread (success 1); with disks, success 0 and zfs_disk_smart_unavailable say it

@@ -31,8 +31,10 @@ DOCS = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").glob(
 OURS = re.compile(r"^--(no-)?(collector|datasets?|pools?|tunables|bench|disks|vdevlatency|replay|capture|zfs|kstat)(\.|$)"
                   r"|^--path\.(procfs|sysfs|udev\.data|sysctl-file)$")
 TOP = ("docs/", "tests/", "exporter/", "deploy/", "alerts/", "dashboards/", "benchmark-jobs/", "benchmarks/", "demo/")
-# Paths the docs give as what an example command would write.
-EXAMPLES = {"tests/fixtures/capture-truenas-24.04-sas/", "tests/golden/capture-truenas-24.04-sas.prom"}
+# Paths the docs give as what an example command would write, and the files README's "Adding a
+# collector" writes for its worked example (tests/test_adding_a_collector.py writes them in a copy).
+EXAMPLES = {"tests/fixtures/capture-truenas-24.04-sas/", "tests/golden/capture-truenas-24.04-sas.prom",
+            "exporter/zfsnas/collectors/zil.py", "tests/collectors/test_zil.py"}
 FILES = ("docker-compose.yml", "Dockerfile", "LICENSE", "CHANGELOG.md", "README.md", "pyproject.toml", "Makefile")
 
 

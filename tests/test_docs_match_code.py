@@ -47,7 +47,11 @@ def test_every_collector_has_its_test_file():
     assert missing == []
 
 
-def test_adding_a_collector_names_a_real_example():
+def test_adding_a_collector_names_real_examples():
+    """The collectors it points at exist, but for its worked example, which it adds (followed by
+    tests/test_adding_a_collector.py)."""
     text = section("### Adding a collector")
-    named = set(re.findall(r"`collectors/(\w+)\.py`", text))
-    assert named and all((PACKAGE / "collectors" / f"{name}.py").is_file() for name in named)
+    example = re.search(r"\*\*The collector\*\* \(`exporter/zfsnas/collectors/(\w+)\.py`\)", text)
+    named = set(re.findall(r"`(?:exporter/zfsnas/)?collectors/(\w+)\.py`", text))
+    assert example and named - {example[1]}
+    assert all((PACKAGE / "collectors" / f"{name}.py").is_file() for name in named - {example[1]})

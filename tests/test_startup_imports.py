@@ -10,6 +10,7 @@ new module-level import on the start path shows up here and is a decision, not a
 import subprocess
 import sys
 
+from tests import registry
 from tests.conftest import linux_tree
 
 # Never on the start path: each is loaded by the one run, request or refresh that needs it.
@@ -25,16 +26,12 @@ FIRST_REFRESH = ("subprocess", "tempfile", "shlex", "zfsnas.sources.zpool", "zfs
 # server reads render's parameters from its code object): dataclasses, inspect (with dis and ast)
 # and pathlib (with urllib.parse) cost milliseconds each.
 NOT_AT_START = ("dataclasses", "pathlib", "urllib.parse", "inspect")
-KSTAT_ONLY = ("--no-collector.datasets", "--no-collector.pools", "--no-collector.disks", "--no-collector.bench",
-              "--no-collector.smart")
+KSTAT_ONLY = tuple(registry.only(*registry.KSTAT))
 
 # Our modules a start loads: the wiring and the collectors' registry (every collector's flags are
-# in --help, declared as typed settings), the kstat sources, the scrape and the server. Only the
-# enabled collectors' sources come on top.
-OURS = {"zfsnas", "zfsnas.cli", "zfsnas.collectors", "zfsnas.collectors.arc", "zfsnas.collectors.base",
-        "zfsnas.collectors.bench", "zfsnas.collectors.datasets", "zfsnas.collectors.disks",
-        "zfsnas.collectors.objset", "zfsnas.collectors.pools", "zfsnas.collectors.poolstats", "zfsnas.collectors.smart",
-        "zfsnas.collectors.tunables", "zfsnas.collectors.txg", "zfsnas.collectors.vdevlatency",
+# in --help, declared as typed settings: every module of the registry), the kstat sources, the scrape
+# and the server. Only the enabled collectors' sources come on top.
+OURS = {*registry.MODULES, "zfsnas", "zfsnas.cli", "zfsnas.collectors", "zfsnas.collectors.base",
         "zfsnas.exposition", "zfsnas.forked", "zfsnas.process", "zfsnas.refresh", "zfsnas.scrape", "zfsnas.server",
         "zfsnas.sources", "zfsnas.sources.commands", "zfsnas.sources.diskstats",
         "zfsnas.sources.kstat", "zfsnas.sources.linux", "zfsnas.sources.model", "zfsnas.sources.zfs_datasets",

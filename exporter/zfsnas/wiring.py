@@ -178,7 +178,7 @@ class ExporterConfig:
         return out
 
     def context(self, kstat: KstatSource, commands: CommandRunner, **shared: Any) -> Context:
-        """The context collectors of these settings share (`shared`: what `share` would set)."""
+        """The context collectors of these settings share (`shared`: what the collectors' `offer` would put there)."""
         return Context(kstat=kstat, commands=commands, paths=self.paths, pool_filter=self.pool_filter,
                        device_filter=self.device_filter, command_timeout=self.commands.timeout, **shared)
 
@@ -280,27 +280,14 @@ def build_exporter(config: ExporterConfig | argparse.Namespace, process_metrics:
     kstat = config.kstat_source(runner)
     ctx = config.context(kstat, runner)
     collectors = [cls(ctx, config.settings_of(cls)) for cls in config.enabled]
-    share(ctx, collectors)
+    for collector in collectors:
+        collector.offer(ctx)  # what one collector shares with the others (Collector.offer)
     scrape = ScrapeCollector(collectors, kstat)
     for collector in collectors:
         if collector.needs_zfs:  # their sources' failures while ZFS is missing are said by the scrape
             for source in collector.sources():
                 source.explained_while = scrape.zfs_said_missing
     return Exporter(collectors, scrape, process_metrics, owned)
-
-
-def share(ctx: Context, collectors: list[Collector]) -> None:
-    """What one collector offers the others, put on the context they share: the `pools`
-    collector's `zpool status` (pool membership for disks, pool names for vdevlatency) and the
-    `disks` collector's identities (the disks smart reads)."""
-    from .collectors.disks import DisksCollector
-    from .collectors.pools import PoolsCollector
-
-    for collector in collectors:
-        if isinstance(collector, PoolsCollector):
-            ctx.zpool_status = collector.status
-        elif isinstance(collector, DisksCollector):
-            ctx.disk_identities = collector.current_identities
 
 
 def default_config(argv: list[str] | None = None) -> ExporterConfig:

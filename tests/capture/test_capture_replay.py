@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import registry
 from tests.capture.nas import HOSTNAME, POOLS, SERIALS, WWNS, build_nas, dataset_names
 from tests.conftest import samples, value
 from zfsnas import capture as capture_module
@@ -108,8 +109,7 @@ def test_replay_serves_every_sample_the_capture_saw(tmp_path):
     assert disk["sdd"]["wwn"] == "0x5000c500a1b2c3d4"
     for name in ("zfs_exporter_collector_success",):
         assert {dict(k[1])["collector"]: v for k, v in samples(served).items() if k[0] == name} == \
-               dict.fromkeys(["arc", "txg", "objset", "poolstats", "tunables", "datasets", "pools", "disks",
-                              "smart", "vdevlatency", "bench"], 1.0)
+               dict.fromkeys(registry.NAMES, 1.0)
 
 
 def test_interval_gives_two_snapshots_and_replay_steps_through_them(tmp_path, monkeypatch):
@@ -369,14 +369,12 @@ def test_freebsd_capture_from_a_sysctl_file_replays(tmp_path):
 
     out = tmp_path / "freebsd.tar.gz"
     flags = ["--kstat.source", "sysctl", "--path.sysctl-file", str(freebsd_sysctl("14.1")),
-             "--collector.disable-defaults", "--collector.arc", "--collector.txg", "--collector.objset",
-             "--collector.poolstats", "--collector.tunables", "--capture.metrics-url", ""]
+             *registry.only(*registry.KSTAT), "--capture.metrics-url", ""]
     assert capture_module.main([str(out), *flags]) == 0
     files = members(out)
     assert files["zfsnas-capture/snapshots/0/sysctl.txt"] == freebsd_sysctl("14.1").read_bytes()
     manifest = json.loads(files["zfsnas-capture/manifest.json"])
-    assert manifest["kstat_source"] == "sysctl" and manifest["collectors"] == ["arc", "txg", "objset", "poolstats",
-                                                                               "tunables"]
+    assert manifest["kstat_source"] == "sysctl" and manifest["collectors"] == list(registry.KSTAT)
     [served] = replay_all(out)
     saw = files["zfsnas-capture/snapshots/0/metrics.txt"].decode()
     assert stable(served) == stable(saw) and len(stable(saw)) > 300

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import FIXTURES, samples, scrape_text, value
+from tests.registry import KSTAT as KSTAT_COLLECTORS
 
 LIVE = sorted(p for p in FIXTURES.glob("linux-zfs-*-live") if (p / "proc").is_dir())
-KSTAT_COLLECTORS = ("arc", "txg", "objset", "poolstats", "tunables")
 
 
 def named_kstat(path) -> dict[str, int | str]:

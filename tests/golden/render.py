@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests import registry
+
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 GOLDEN = Path(__file__).parent
 
@@ -21,8 +23,7 @@ CASES = {
        for r in ("13.2", "14.1")},
 }
 # The kstat collectors on the kstat trees above; the cases below pin the other collectors.
-COLLECTORS = ["--collector.disable-defaults", "--collector.arc", "--collector.txg", "--collector.objset",
-              "--collector.poolstats", "--collector.tunables"]
+COLLECTORS = registry.only(*registry.KSTAT)
 # The command collectors on the OpenZFS 2.1 / 2.3 recordings (the stand-in replays them), the disks
 # collector on the block-device tree, bench on a store written through the runner's Store API.
 COMMAND_CASES = {f"commands-zfs-{v}": v for v in ("2.1", "2.3")}
@@ -41,7 +42,7 @@ def other_flags(case: str, workdir: Path) -> list[str]:
         commands = FIXTURES / "commands"
         prefix = [sys.executable, str(commands / "standin.py"), str(commands / f"zfs-{COMMAND_CASES[case]}")]
         kstat = FIXTURES / ("linux-zfs-2.3.2" if COMMAND_CASES[case] == "2.3" else "linux-zfs-2.1.11")
-        return ["--collector.disable-defaults", "--collector.datasets", "--collector.pools", "--collector.vdevlatency",
+        return [*registry.only(*registry.COMMANDS),
                 "--zfs.command-prefix", shlex.join(prefix),  # these collectors wait for a loaded ZFS module:
                 "--path.procfs", str(kstat / "proc"), "--path.sysfs", str(kstat / "sys")]
     if case in ("disks", "smart"):

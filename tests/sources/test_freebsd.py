@@ -5,7 +5,7 @@ import pytest
 from tests.conftest import freebsd_sysctl, linux_tree
 from zfsnas.sources.commands import CommandRunner
 from zfsnas.sources.freebsd import SysctlKstatSource, parse_sysctl
-from zfsnas.sources.kstat import KstatFormatError
+from zfsnas.sources.kstat import ARCSTATS, DMU_TX, DMU_TX_ASSIGN, IOSTATS, KstatFormatError
 from zfsnas.sources.linux import ProcfsKstatSource
 from zfsnas.sources.model import SourceError
 
@@ -29,18 +29,18 @@ def test_same_values_as_linux(release, linux):
     root = linux_tree(linux)
     lin = ProcfsKstatSource(str(root / "proc"), str(root / "sys"))
     assert bsd.zfs_loaded()
-    assert bsd.arcstats().values == lin.arcstats().values
-    assert bsd.dmu_tx().values == lin.dmu_tx().values
+    assert bsd.named(ARCSTATS).values == lin.named(ARCSTATS).values
+    assert bsd.named(DMU_TX).values == lin.named(DMU_TX).values
     assert bsd.pools() == lin.pools()
     for pool in bsd.pools():
         assert bsd.txgs(pool) == lin.txgs(pool)
         assert bsd.pool_state(pool) == lin.pool_state(pool)
-        assert bsd.pool_iostats(pool).values == lin.pool_iostats(pool).values
+        assert bsd.optional_named(IOSTATS, pool).values == lin.optional_named(IOSTATS, pool).values
         assert sorted((o.dataset, o.objset_id, tuple(sorted(o.values.items()))) for o in bsd.objsets(pool)) == \
             sorted((o.dataset, o.objset_id, tuple(sorted(o.values.items()))) for o in lin.objsets(pool))
         # FreeBSD keeps every bucket, Linux trims the empty tail: the non-zero buckets agree.
-        assert {k: v for k, v in bsd.tx_assign(pool).values.items() if v} == \
-            {k: v for k, v in lin.tx_assign(pool).values.items() if v}
+        assert {k: v for k, v in bsd.optional_named(DMU_TX_ASSIGN, pool).values.items() if v} == \
+            {k: v for k, v in lin.optional_named(DMU_TX_ASSIGN, pool).values.items() if v}
     assert bsd.dirty_data_max() == lin.dirty_data_max() == 4 << 30
     assert bsd.delay_min_dirty_percent() == 60
     assert bsd.tunables()["txg.timeout"] == "5"
@@ -67,7 +67,7 @@ echo "unexpected arguments: $*" >&2; exit 2
     assert src.pools() == ["tank"]
     assert src.pool_state("tank") == "ONLINE"
     assert len(src.txgs("tank")) == 24
-    assert src.arcstats().values == {"hits": 48_211_907}
+    assert src.named(ARCSTATS).values == {"hits": 48_211_907}
 
 
 def test_missing_sysctl_command():

@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from tests.conftest import LINUX_VERSIONS, copy_tree, linux_tree
-from zfsnas.sources.kstat import KstatFormatError
+from zfsnas.sources.kstat import ARCSTATS, IOSTATS, KstatFormatError
 from zfsnas.sources.linux import ProcfsKstatSource
 from zfsnas.sources.model import SourceError, read_bounded, read_bounded_bytes
 
@@ -35,10 +35,10 @@ def test_pools_objsets_state(version):
     ("2.3.2", True, False)])
 def test_pool_io_kstats_by_version(version, iostats, io):
     src = source(version)
-    assert (src.pool_iostats("tank") is not None) == iostats
+    assert (src.optional_named(IOSTATS, "tank") is not None) == iostats
     assert (src.pool_io("tank") is not None) == io
     if version == "2.3.2":
-        assert src.pool_iostats("tank").values["arc_write_bytes"] == 98_784_247_808
+        assert src.optional_named(IOSTATS, "tank").values["arc_write_bytes"] == 98_784_247_808
 
 
 def test_a_pool_without_an_io_kstat_is_not_looked_at_again_until_it_leaves(tmp_path):
@@ -79,7 +79,7 @@ def test_no_zfs(tmp_path):
     src = ProcfsKstatSource(str(tmp_path / "proc"), str(tmp_path / "sys"))
     assert not src.zfs_loaded()
     with pytest.raises(SourceError, match="arcstats does not exist"):
-        src.arcstats()
+        src.named(ARCSTATS)
     with pytest.raises(SourceError, match="zfs/parameters does not exist"):
         src.tunables()
     assert src.version() is None

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from ..exposition import Families, Family, FieldLayout
+from ..sources.kstat import ARCSTATS
 from .base import Collector, Report
 
 
@@ -151,4 +152,4 @@ class ArcCollector(Collector):
     description = "ARC and L2ARC from arcstats"
 
     def collect(self, report: Report) -> Iterable[Family]:
-        return arc_families(self.ctx.kstat.arcstats().values)
+        return arc_families(self.ctx.kstat.named(ARCSTATS).values)

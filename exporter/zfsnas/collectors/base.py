@@ -1,14 +1,17 @@
 """The collector contract: what every collector is, is given and returns.
 
 Owns `Collector` (a name that `--collector.<name>` switches, its typed `settings` (a
-`settings.Settings` class declaring its own flags: defaults stated once), and `collect`, which
-returns `exposition.Family` objects: our families, rendered by `exposition.render`, are the whole
-output contract), `RefreshingCollector` (a collector whose values come from background
+`settings.Settings` class declaring its own flags: defaults stated once, and named once, as the
+collector's type parameter: `class TunablesCollector(RefreshingCollector[TunablesSettings])`), `setup`
+(what it makes once from its context and settings), `offer` (what it shares with the others) and
+`collect`, which returns `exposition.Family` objects: our families, rendered by `exposition.render`,
+are the whole output contract), `RefreshingCollector` (a collector whose values come from background
 `refresh.BackgroundRefresher`s, made with `add_refresher`), `Context` (what collectors are given, as
 typed fields: the kstat source, the shared command runner, the host's paths, the shared pool and
-device filters, the `pools` collector's `zpool status` and the `disks` collector's disk identities,
-the last two set by the exporter's wiring) and `Report` (how a collector says what failed without
-stopping: any failure means `zfs_exporter_collector_success 0` for it, and the rest is still served).
+device filters, and what collectors offer each other: the `pools` collector's `zpool status` and the
+`disks` collector's disk identities, each put there by its collector's `offer`) and `Report` (how a
+collector says what failed without stopping: any failure means `zfs_exporter_collector_success 0`
+for it, and the rest is still served).
 A collector does no I/O of its own beyond its sources and never closes what it did not create.
 """
 
@@ -17,7 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, ClassVar, TypeVar
+from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar, cast
 
 from ..exposition import Family
 from ..refresh import BackgroundRefresher
@@ -34,6 +37,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("zfsnas")
 T = TypeVar("T")
+S = TypeVar("S", bound=Settings)  # a collector's settings class
 
 
 class Paths(Settings):
@@ -48,7 +52,7 @@ class Context:
     """What collectors are given, every field typed: the kstat source, the command runner (shared by
     every collector: it runs one zfs/zpool command at a time and is closed by the exporter at
     shutdown, never by a collector), the host's paths, the filters several collectors share, and
-    what one collector offers others (set by the exporter's wiring, None when that collector is
+    what one collector offers others (put there by that collector's `offer`, None when it is
     off). (A plain class, not a dataclass: making a dataclass costs about half a millisecond of
     every start, and this one needs nothing of it.)"""
 
@@ -179,8 +183,10 @@ if not any(isinstance(f, _CapLength) for f in log.filters):
     log.addFilter(_CapLength())
 
 
-class Collector:
-    """One named group of metric families, switched by `--collector.<name>`."""
+class Collector(Generic[S]):
+    """One named group of metric families, switched by `--collector.<name>`. Its settings class is
+    its type parameter (`Collector[TunablesSettings]`; none: `NoSettings`): `settings_type` is
+    read from it and `self.settings` is typed by it."""
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
@@ -192,20 +198,37 @@ class Collector:
     # (smart: success 0 beside zfs_disk_smart_unavailable{reason}), logged at debug as already said
     optional_programs: ClassVar[tuple[str, ...]] = ()
     missing_hint: ClassVar[str] = ""
-    # Its own flags (named `--<name>.<option>`), declared once; an instance is `self.settings`.
+    # Its own flags (named `--<name>.<option>`): the class given as its type parameter, read from it
+    # when the class is made (`__init_subclass__`); an instance is `self.settings`.
     settings_type: ClassVar[type[Settings]] = NoSettings
     # The filters it reads from `Context` that other collectors read too (declared once, in filters.py).
     shared_settings: ClassVar[tuple[type[Settings], ...]] = ()
 
-    settings: Settings  # a subclass narrows it to its `settings_type`
+    settings: S
 
-    def __init__(self, ctx: Context, settings: Settings | None = None):
-        """`settings` None: every flag at its default (tests, embedding)."""
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        for base in cls.__dict__.get("__orig_bases__", ()):  # `Collector[TunablesSettings]`, as written
+            parameter = next(iter(getattr(base, "__args__", ())), None)
+            if isinstance(parameter, type) and issubclass(parameter, Settings):
+                cls.settings_type = parameter
+
+    def __init__(self, ctx: Context, settings: S | None = None):
+        """`settings` None: every flag at its default (tests, embedding). Then `setup()`."""
         if settings is not None and type(settings) is not self.settings_type:
             raise TypeError(f"collector {self.name} takes {self.settings_type.__name__}, "
                             f"not {type(settings).__name__}")
         self.ctx = ctx
-        self.settings = self.settings_type() if settings is None else settings
+        self.settings = cast(S, self.settings_type() if settings is None else settings)
+        self.setup()
+
+    def setup(self) -> None:
+        """What the collector makes once, from `self.ctx` and `self.settings`: its refreshers
+        (`add_refresher`), memos, compiled patterns. Nothing by default."""
+
+    def offer(self, ctx: Context) -> None:
+        """Put what this collector offers the others on the context they share (called once every
+        collector is made; see `Context`'s fields). Nothing by default."""
 
     def collect(self, report: Report) -> Iterable[Family]:
         """This scrape's families (a `Families` builder can be returned as it is). No I/O of its own
@@ -233,7 +256,7 @@ class Collector:
         """Stop background work."""
 
 
-class RefreshingCollector(Collector):
+class RefreshingCollector(Collector[S]):
     """A collector whose values all come from its `sources()` (BackgroundRefreshers), read with
     `current`: scrapes take the last good value and never wait for a refresh."""
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from ..exposition import Families, Family
 from ..refresh import RenderedOnce
 from ..settings import Settings, flag, interval
-from .base import Context, RefreshingCollector, Report
+from .base import RefreshingCollector, Report
 
 if TYPE_CHECKING:
     from ..store.reader import BenchConfig, BenchDbReader
@@ -53,15 +53,12 @@ class BenchSettings(Settings):
                                         "the others are counted in zfs_exporter_source_values_dropped_total")
 
 
-class BenchCollector(RefreshingCollector):
+class BenchCollector(RefreshingCollector[BenchSettings]):
     name = "bench"
     description = "zfsnas-bench results from its SQLite database"
     needs_zfs = False
-    settings_type = BenchSettings
-    settings: BenchSettings
 
-    def __init__(self, ctx: Context, settings: BenchSettings | None = None) -> None:
-        super().__init__(ctx, settings)
+    def setup(self) -> None:
         self.path = self.settings.db
         self.refresher = self.add_refresher("bench_db", self._read, self.settings.refresh_interval)
         self._reader: BenchDbReader | None = None   # made by the first refresh (its module is not imported at start)

@@ -50,7 +50,7 @@ from ..sources.zfs_datasets import (
     parse_dataset_line,
     summarise_snapshots,
 )
-from .base import Context, RefreshingCollector, Report
+from .base import RefreshingCollector, Report
 from .filters import PoolFilter, compile_pattern, name_selected
 
 LABELS = ("pool", "dataset")
@@ -161,17 +161,14 @@ class DatasetsSettings(Settings):
                                     "matching datasets are not exported (wins over --datasets.include)")
 
 
-class DatasetsCollector(RefreshingCollector):
+class DatasetsCollector(RefreshingCollector[DatasetsSettings]):
     name = "datasets"
     description = "space, compression and settings of every dataset, snapshot counts (zfs list, in the background)"
     programs = ("zfs",)
     parse_in_child: ClassVar[bool] = True  # benchmarks/refresh_bench.py --old sets False (the old way)
-    settings_type = DatasetsSettings
     shared_settings = (PoolFilter,)
-    settings: DatasetsSettings
 
-    def __init__(self, ctx: Context, settings: DatasetsSettings | None = None) -> None:
-        super().__init__(ctx, settings)
+    def setup(self) -> None:
         self.include = compile_pattern(self.settings.include, "--datasets.include")
         self.exclude = compile_pattern(self.settings.exclude, "--datasets.exclude")
         self.datasets = self.add_refresher("zfs_datasets", self._read_datasets, self.settings.refresh_interval,
@@ -191,7 +188,7 @@ class DatasetsCollector(RefreshingCollector):
         self._names_tried = threading.Event()  # snapshots are counted for listed datasets once there are some
         self._latest_snapshots: dict[str, Snapshots] | None = None
         self.max_page_bytes = self.settings.max_page_bytes
-        self.forked = ForkedWork(ctx.command_timeout)
+        self.forked = ForkedWork(self.ctx.command_timeout)
 
     def _selected(self, name: str) -> bool:
         return (self.ctx.pool_filter.selected(name.split("/", 1)[0])

@@ -33,13 +33,14 @@ from ..forked import ForkedWork
 from ..refresh import RenderedOnce
 from ..settings import Settings, flag, interval
 from ..sources.diskstats import SECTOR_BYTES, DiskStats, read_diskstats
-from .base import Context, RefreshingCollector, Report
+from .base import RefreshingCollector, Report
 from .filters import DeviceFilter
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from ..sources.blockdevices import BlockDevice, DiskIdentity
+    from .base import Context
 
 MS = 0.001
 INFO_LABELS = ("device", "serial", "model", "wwn", "by_id", "rotational", "pool", "vdev_guid")
@@ -74,21 +75,18 @@ class DisksSettings(Settings):
                          help="follow disk hotplug with a pyudev monitor (default on)")
 
 
-class DisksCollector(RefreshingCollector):
+class DisksCollector(RefreshingCollector[DisksSettings]):
     name = "disks"
     description = "per-disk I/O from /proc/diskstats with serial, model, by-id link and pool membership"
     needs_zfs = False
     scan_in_child: ClassVar[bool] = True  # benchmarks/diskscan_bench.py --old sets False (the old way)
-    settings_type = DisksSettings
     shared_settings = (DeviceFilter,)
-    settings: DisksSettings
 
-    def __init__(self, ctx: Context, settings: DisksSettings | None = None) -> None:
-        super().__init__(ctx, settings)
-        self.procfs = ctx.paths.procfs
-        self.sysfs = ctx.paths.sysfs
-        self.udev_data = ctx.paths.udev_data
-        self.exclude = ctx.device_filter.pattern
+    def setup(self) -> None:
+        self.procfs = self.ctx.paths.procfs
+        self.sysfs = self.ctx.paths.sysfs
+        self.udev_data = self.ctx.paths.udev_data
+        self.exclude = self.ctx.device_filter.pattern
         self.hotplug = self.settings.hotplug
         # pyudev reads the real /sys; a tree given with --path.sysfs is read directly. (os.path, not
         # pathlib: nothing else of a start needs pathlib, a few milliseconds of it.)
@@ -143,6 +141,9 @@ class DisksCollector(RefreshingCollector):
         from ..sources.blockdevices import identify
 
         return [i for i in identify(devices, self.ctx.vdevs()) if not self.exclude.search(i.device)]
+
+    def offer(self, ctx: Context) -> None:
+        ctx.disk_identities = self.current_identities  # the disks smart reads, labelled as zfs_disk_info
 
     def current_identities(self, wait: float = 0.0) -> list[DiskIdentity]:
         """Every whole disk's identity (`zfs_disk_info`'s labels; the same list object until the

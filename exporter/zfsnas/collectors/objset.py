@@ -16,11 +16,10 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ..exposition import Families, Family, RowTable
-from ..settings import NoSettings
 from .base import Collector, Report
 
 if TYPE_CHECKING:
-    from .base import Context
+    pass
 
 _NAMES = {
     "writes": ("zfs_dataset_writes_total", "Write operations on the dataset."),
@@ -62,8 +61,7 @@ class ObjsetCollector(Collector):
     name = "objset"
     description = "per-dataset I/O from objset kstats"
 
-    def __init__(self, ctx: Context, settings: NoSettings | None = None):
-        super().__init__(ctx, settings)
+    def setup(self) -> None:
         self._rows = RowTable(LABELS, columns_of)
 
     def collect(self, report: Report) -> Iterable[Family]:

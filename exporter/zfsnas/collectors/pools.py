@@ -35,7 +35,7 @@ from ..exposition import Families, Family
 from ..refresh import BackgroundRefresher, Follower, RenderedOnce
 from ..settings import Settings, flag, interval
 from ..sources.model import Dropped
-from .base import Context, RefreshingCollector, Report, log, one_line
+from .base import RefreshingCollector, Report, log, one_line
 from .filters import PoolFilter
 
 if TYPE_CHECKING:
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from ..refresh import Source
     from ..sources.zpool import Pool, PoolStatus, VdevSpace, ZpoolStatus
     from ..sources.zpool_events import EventCounts, EventReader
+    from .base import Context
 
 FRESH_WAIT = 2.0   # seconds a scrape that saw a pool's state change waits for the zpool sources to follow it
 # Seconds at least between the starts of two refreshes a source does for events: a failing disk
@@ -110,17 +111,14 @@ class PoolsSettings(Settings):
                              "refresh on a vdev's state change (default on)")
 
 
-class PoolsCollector(RefreshingCollector):
+class PoolsCollector(RefreshingCollector[PoolsSettings]):
     name = "pools"
     description = "pool space and health, vdev states and errors, scrub/resilver status (zpool, in the background)"
     programs = ("zpool",)
 
-    settings_type = PoolsSettings
     shared_settings = (PoolFilter,)
-    settings: PoolsSettings
 
-    def __init__(self, ctx: Context, settings: PoolsSettings | None = None) -> None:
-        super().__init__(ctx, settings)
+    def setup(self) -> None:
         self.expected = expected_pools(self.settings.expected)
         interval = self.settings.refresh_interval
         # zpool runs after the exporter's first answer (refresh.START): that answer comes sooner
@@ -220,6 +218,9 @@ class PoolsCollector(RefreshingCollector):
                 for attr, name, documentation in VDEV_SPACE:
                     if (number := getattr(vdev, attr)) is not None:
                         families.gauge(name, documentation, labels, number)
+
+    def offer(self, ctx: Context) -> None:
+        ctx.zpool_status = self.status  # pool membership for disks and smart, pool names for vdevlatency
 
     def start(self) -> None:
         if self.events is not None:   # not among the sources before the start (it runs only then)

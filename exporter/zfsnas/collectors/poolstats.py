@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterable
 
 from ..exposition import Families, Family, FieldLayout
+from ..sources.kstat import IOSTATS
 from .base import Collector, Report
 
 POOL_STATES = ("ONLINE", "DEGRADED", "FAULTED", "OFFLINE", "REMOVED", "UNAVAIL", "SUSPENDED")
@@ -72,7 +73,7 @@ class PoolstatsCollector(Collector):
                                           ("pool", "state")).samples
                 samples.extend(("", (pool, known), 1 if known == state else 0) for known in _states(state))
             with report.guard(f"pool {pool} iostats"):
-                named = kstat.pool_iostats(pool)
+                named = kstat.optional_named(IOSTATS, pool)
                 if named and named.values:
                     iostats.append((pool, named.values))
             with report.guard(f"pool {pool} io"):

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from ..exposition import Families, Family
 from ..refresh import RenderedOnce
 from ..settings import Settings, flag, interval
-from .base import Context, RefreshingCollector, Report
+from .base import RefreshingCollector, Report
 from .filters import DeviceFilter
 
 if TYPE_CHECKING:
@@ -130,19 +130,16 @@ class SmartSettings(Settings):
                                               "bridge it does not know")
 
 
-class SmartCollector(RefreshingCollector):
+class SmartCollector(RefreshingCollector[SmartSettings]):
     name = "smart"
     description = ("SMART health, temperature and wear of every disk (smartctl --json in the background, "
                    "never waking a sleeping disk)")
     needs_zfs = False
     optional_programs = ("smartctl",)
     missing_hint = "install smartmontools 7.0 or later; docs/disks.md#smart"
-    settings_type = SmartSettings
     shared_settings = (DeviceFilter,)
-    settings: SmartSettings
 
-    def __init__(self, ctx: Context, settings: SmartSettings | None = None) -> None:
-        super().__init__(ctx, settings)
+    def setup(self) -> None:
         self.default_type, self.types = parse_device_types(self.settings.device_type)
         self.refresher = self.add_refresher("smartctl", self._survey, self.settings.interval, wait_for_start=True)
         self._kept: dict[str, DiskSmart] = {}

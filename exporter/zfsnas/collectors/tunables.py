@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from ..exposition import Families, Family
 from ..refresh import RenderedOnce
 from ..settings import Settings, interval
-from .base import Context, RefreshingCollector, Report
+from .base import RefreshingCollector, Report
 
 
 def numeric(text: str) -> int | None:
@@ -30,14 +30,11 @@ class TunablesSettings(Settings):
     refresh_interval: float = interval("--tunables.refresh-interval", 30.0, "reads of the module parameters")
 
 
-class TunablesCollector(RefreshingCollector):
+class TunablesCollector(RefreshingCollector[TunablesSettings]):
     name = "tunables"
     description = "OpenZFS version and numeric module parameters"
-    settings_type = TunablesSettings
-    settings: TunablesSettings
 
-    def __init__(self, ctx: Context, settings: TunablesSettings | None = None) -> None:
-        super().__init__(ctx, settings)
+    def setup(self) -> None:
         self.refresher = self.add_refresher("module_parameters", self._read, self.settings.refresh_interval)
         self._rendered = RenderedOnce(1)  # the last read's families
 

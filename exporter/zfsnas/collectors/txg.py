@@ -21,9 +21,8 @@ import operator
 from collections.abc import Iterable, Sequence
 
 from ..exposition import Families, Family, FieldLayout
-from ..settings import NoSettings
-from ..sources.kstat import Txg, histogram_buckets
-from .base import Collector, Context, Report
+from ..sources.kstat import DMU_TX, DMU_TX_ASSIGN, Txg, histogram_buckets
+from .base import Collector, Report
 
 log = logging.getLogger("zfsnas")
 
@@ -135,8 +134,7 @@ class TxgCollector(Collector):
     name = "txg"
     description = "txgs, dirty data, tx-assign latency and write-throttle counters"
 
-    def __init__(self, ctx: Context, settings: NoSettings | None = None) -> None:
-        super().__init__(ctx, settings)
+    def setup(self) -> None:
         self.accumulators: dict[str, TxgAccumulator] = {}
         self._history_off_logged: set[str] = set()
         self._collected = False  # after the first scrape a new pool's ring is all new: counted
@@ -162,14 +160,14 @@ class TxgCollector(Collector):
                            "Share of zfs_dirty_data_max at which ZFS starts delaying writes "
                            "(zfs_delay_min_dirty_percent / 100).", {}, delay_percent / 100)
         with report.guard("dmu_tx"):
-            values = kstat.dmu_tx().values
+            values = kstat.named(DMU_TX).values
             families.add_fields(_dmu_tx_layout(tuple(values)), list(values.values()))
         pools = self.list_pools(report)
         for pool in pools:
             with report.guard(f"pool {pool} txgs"):
                 self._pool(pool, kstat.txgs(pool), dirty_max, delay_percent, families)
             with report.guard(f"pool {pool} dmu_tx_assign"):
-                named = kstat.tx_assign(pool)
+                named = kstat.optional_named(DMU_TX_ASSIGN, pool)
                 if named is not None:
                     buckets = tx_assign_buckets(histogram_buckets(named, f"{pool}/dmu_tx_assign"))
                     families.histogram("zfs_pool_tx_assign_seconds",

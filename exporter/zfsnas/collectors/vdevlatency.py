@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from ..exposition import Families, Family
 from ..settings import Settings, interval
 from ..sources.model import Dropped, SourceError
-from .base import Context, RefreshingCollector, Report
+from .base import RefreshingCollector, Report
 
 if TYPE_CHECKING:
     from ..sources.zpool_iostat import VdevLatency, VdevQueues
@@ -33,16 +33,13 @@ class VdevLatencySettings(Settings):
     refresh_interval: float = interval("--vdevlatency.refresh-interval", 60.0, "runs of zpool iostat -w/-q")
 
 
-class VdevLatencyCollector(RefreshingCollector):
+class VdevLatencyCollector(RefreshingCollector[VdevLatencySettings]):
     name = "vdevlatency"
     description = "per-vdev latency histograms and queue depths from zpool iostat -w/-q"
     programs = ("zpool",)
     default_enabled = False
-    settings_type = VdevLatencySettings
-    settings: VdevLatencySettings
 
-    def __init__(self, ctx: Context, settings: VdevLatencySettings | None = None) -> None:
-        super().__init__(ctx, settings)
+    def setup(self) -> None:
         self.refresher = self.add_refresher("zpool_iostat", self._fetch, self.settings.refresh_interval,
                                             wait_for_start=True)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from .commands import DEFAULT_MAX_OUTPUT, CommandRunner
-from .kstat import IO_COLUMNS, KstatFormatError, NamedKstat, Txg, parse_txgs
+from .kstat import IO_COLUMNS, KstatFormatError, KstatPath, NamedKstat, Txg, parse_txgs
 from .model import Objset, SourceError, read_bounded
 
 _ENTRY = re.compile(r"^(?P<name>(?:kstat|vfs)\.[^:]+):(?: (?P<value>.*))?$")
@@ -86,20 +86,20 @@ class SysctlKstatSource:
         except KeyError:
             raise SourceError(f"sysctl {name} is missing") from None
 
-    def _require(self, prefix: str) -> NamedKstat:
+    def named(self, kstat: KstatPath, pool: str | None = None) -> NamedKstat:
+        """The named kstat (of `pool`, for a pool's); none of its sysctls is a SourceError."""
+        prefix = kstat.sysctl_of(pool)
         named = _named(self.values, prefix)
         if named is None:
             raise SourceError(f"sysctl {prefix} is missing")
         return named
 
+    def optional_named(self, kstat: KstatPath, pool: str | None = None) -> NamedKstat | None:
+        """The named kstat, or None where this OpenZFS version does not publish it."""
+        return _named(self.values, kstat.sysctl_of(pool))
+
     def zfs_loaded(self) -> bool:
         return any(name.startswith("kstat.zfs.") for name in self.values)
-
-    def arcstats(self) -> NamedKstat:
-        return self._require("kstat.zfs.misc.arcstats")
-
-    def dmu_tx(self) -> NamedKstat:
-        return self._require("kstat.zfs.misc.dmu_tx")
 
     def pools(self) -> list[str]:
         pools = _pool_names(self.values)
@@ -116,18 +116,12 @@ class SysctlKstatSource:
         name = f"kstat.zfs.{pool}.misc.txgs"
         return parse_txgs(self._get(name), name, self._txg_rows.setdefault(pool, {}))
 
-    def tx_assign(self, pool: str) -> NamedKstat | None:
-        return _named(self.values, f"kstat.zfs.{pool}.misc.dmu_tx_assign")
-
     def pool_state(self, pool: str) -> str:
         self._check_pool(pool)
         state = self._get(f"kstat.zfs.{pool}.misc.state").strip()
         if not state.isalpha():
             raise SourceError(f"kstat.zfs.{pool}.misc.state: unexpected content {state[:40]!r}")
         return state
-
-    def pool_iostats(self, pool: str) -> NamedKstat | None:
-        return _named(self.values, f"kstat.zfs.{pool}.misc.iostats")
 
     def pool_io(self, pool: str) -> dict[str, int] | None:
         text = self.values.get(f"kstat.zfs.{pool}.misc.io")

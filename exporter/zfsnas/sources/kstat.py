@@ -4,6 +4,11 @@ This module owns turning kstat text into plain values: named kstats (`arcstats`,
 `objset-0x*`, `dmu_tx_assign`, `iostats`), the raw `txgs` table and the old `io` kstat.
 It does no I/O and knows nothing of Prometheus; readers in `linux.py` and `freebsd.py` feed it.
 Every malformed input raises `KstatFormatError` with a one-line reason.
+
+It also names where each named kstat a collector reads is published (`KstatPath`, one line each,
+as node_exporter maps a subsystem to its file): both platforms' sources read any of them through
+one generic reader (`named`, `optional_named`), so a new named kstat is one line here, not a
+reader method on each platform.
 """
 
 from __future__ import annotations
@@ -11,6 +16,33 @@ from __future__ import annotations
 import functools
 import re
 from typing import NamedTuple
+
+
+class KstatPath(NamedTuple):
+    """Where one named kstat is published: `procfs`, its file under `<procfs>/spl/kstat/zfs`
+    (Linux), and `sysctl`, the prefix of its fields' sysctls (FreeBSD). A per-pool kstat has
+    `{pool}` in both. `blank_is_empty`: a file without even its header lines reads as a kstat
+    without rows (seen where every row can be absent), not as malformed."""
+
+    procfs: str
+    sysctl: str
+    blank_is_empty: bool = False
+
+    def procfs_of(self, pool: str | None) -> str:
+        return self.procfs if pool is None else self.procfs.replace("{pool}", pool)
+
+    def sysctl_of(self, pool: str | None) -> str:
+        return self.sysctl if pool is None else self.sysctl.replace("{pool}", pool)
+
+
+# The named kstats the collectors read, one line each (a collector imports the one it reads).
+ARCSTATS = KstatPath("arcstats", "kstat.zfs.misc.arcstats")
+DMU_TX = KstatPath("dmu_tx", "kstat.zfs.misc.dmu_tx")
+# Seen live (OpenZFS 2.3.2, a pool with no tx assignment yet recorded): with every bucket empty
+# the kstat holds no rows and the file reads as nothing at all.
+DMU_TX_ASSIGN = KstatPath("{pool}/dmu_tx_assign", "kstat.zfs.{pool}.misc.dmu_tx_assign", blank_is_empty=True)
+IOSTATS = KstatPath("{pool}/iostats", "kstat.zfs.{pool}.misc.iostats")
+
 
 # Kstat data type codes (sys/kstat.h).
 KSTAT_CHAR, KSTAT_INT32, KSTAT_UINT32, KSTAT_INT64, KSTAT_UINT64, KSTAT_LONG, KSTAT_ULONG, KSTAT_STRING = range(8)

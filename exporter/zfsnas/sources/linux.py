@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 
 from .kstat import (
+    KstatPath,
     NamedKstat,
     Txg,
     named_kstat_body,
@@ -76,13 +77,20 @@ class ProcfsKstatSource:
             self._no_io.clear()
         return loaded
 
-    def arcstats(self) -> NamedKstat:
-        path = f"{self._kstat}/arcstats"
-        return parse_named_kstat(self._read(path), path)
+    def named(self, kstat: KstatPath, pool: str | None = None) -> NamedKstat:
+        """The named kstat (of `pool`, for a pool's); a missing file is a SourceError."""
+        path = f"{self._kstat}/{kstat.procfs_of(pool)}"
+        return parse_named_kstat(self._read(path, pool), path)
 
-    def dmu_tx(self) -> NamedKstat:
-        path = f"{self._kstat}/dmu_tx"
-        return parse_named_kstat(self._read(path), path)
+    def optional_named(self, kstat: KstatPath, pool: str | None = None) -> NamedKstat | None:
+        """The named kstat, or None where this OpenZFS version does not publish it."""
+        path = f"{self._kstat}/{kstat.procfs_of(pool)}"
+        text = self._optional(path, pool)
+        if text is None:
+            return None
+        if kstat.blank_is_empty and not text.strip():
+            return NamedKstat({}, {})
+        return parse_named_kstat(text, path)
 
     def pools(self) -> list[str]:
         try:
@@ -101,26 +109,12 @@ class ProcfsKstatSource:
         path = f"{self._kstat}/{pool}/txgs"
         return parse_txgs(self._read(path, pool), path, self._txg_rows.setdefault(pool, {}))
 
-    def tx_assign(self, pool: str) -> NamedKstat | None:
-        path = f"{self._kstat}/{pool}/dmu_tx_assign"
-        text = self._optional(path, pool)
-        if text is not None and not text.strip():
-            # Seen live (OpenZFS 2.3.2, a pool with no tx assignment yet recorded): with every
-            # bucket empty the kstat holds no rows and the file reads as nothing at all.
-            return NamedKstat({}, {})
-        return None if text is None else parse_named_kstat(text, path)
-
     def pool_state(self, pool: str) -> str:
         path = f"{self._kstat}/{pool}/state"
         state = self._read(path, pool).strip()
         if not state or not state.isalpha():
             raise SourceError(f"{path}: unexpected content {state[:40]!r}")
         return state
-
-    def pool_iostats(self, pool: str) -> NamedKstat | None:
-        path = f"{self._kstat}/{pool}/iostats"
-        text = self._optional(path, pool)
-        return None if text is None else parse_named_kstat(text, path)
 
     def pool_io(self, pool: str) -> dict[str, int] | None:
         if pool in self._no_io:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, NamedTuple
 if TYPE_CHECKING:  # KstatSource is a type only: a Protocol class costs start-up and checks nothing at run time
     from typing import Protocol
 
-    from .kstat import NamedKstat, Txg
+    from .kstat import KstatPath, NamedKstat, Txg
 
 
 class SourceError(RuntimeError):
@@ -197,19 +197,17 @@ if TYPE_CHECKING:
 
         def zfs_loaded(self) -> bool: ...
 
-        def arcstats(self) -> NamedKstat: ...
+        def named(self, kstat: KstatPath, pool: str | None = None) -> NamedKstat:
+            """A named kstat (sources/kstat.py's `KstatPath`s), of `pool` for a pool's; SourceError when absent."""
 
-        def dmu_tx(self) -> NamedKstat: ...
+        def optional_named(self, kstat: KstatPath, pool: str | None = None) -> NamedKstat | None:
+            """A named kstat, or None where this OpenZFS version does not publish it."""
 
         def pools(self) -> list[str]: ...
 
         def txgs(self, pool: str) -> list[Txg]: ...
 
-        def tx_assign(self, pool: str) -> NamedKstat | None: ...
-
         def pool_state(self, pool: str) -> str: ...
-
-        def pool_iostats(self, pool: str) -> NamedKstat | None: ...
 
         def pool_io(self, pool: str) -> dict[str, int] | None: ...
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...sources.kstat import parse_named_kstat
+from ...sources.kstat import ARCSTATS, parse_named_kstat
 from ...sources.model import SourceError
 from ...store.configuration import leaf_paths
 from ...store.schema import ResultFigures
@@ -229,7 +229,7 @@ class Watcher:
         snapshot = probes.snapshot(self.procfs, self.sysfs, self.sysctl)
         try:
             self.source.refresh()
-            anon = self.source.arcstats().values.get("anon_size")
+            anon = self.source.named(ARCSTATS).values.get("anon_size")
         except (SourceError, ValueError):
             anon = None
         txgs: dict[str, list[Any]] = {}
