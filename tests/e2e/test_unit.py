@@ -86,6 +86,34 @@ def test_installed_and_enabled_as_documented(record):
     assert shown["ActiveState"] == "active" and shown["DynamicUser"] == "yes", shown
 
 
+def test_the_running_exporter_is_the_installed_wheels_code(record, unit):
+    """Every checkout says version 0.1.0, so neither pip nor `--version` tells the new code from the
+    old: after each install and upgrade the installed package is compared with the wheel file by file
+    (guest/unit.py installed_is), the exporter answering afterwards was started after that check,
+    and it says it answers on systemd's socket, which only this version's code does (the previous
+    one listened itself). Once a `pipx install --force` of the new wheel left the old code in place,
+    which could not listen under the new unit, and Restart= started it for ever."""
+    installs = ("previous", "upgraded") if record["previous"] else ("first",)
+    step(record, installs[0] if record["previous"] else "install")
+    installed = record.get("installed", {})
+    for name in installs:
+        assert name in installed, f"no check of the {name} install: {list(installed)}"
+        got = installed[name]
+        assert got["files_checked"] >= 20 and not got["differ"], (name, got)
+    if record["previous"]:
+        assert installed["previous"]["record_sha256"] != installed["upgraded"]["record_sha256"], \
+            "the previous wheel and this one have the same files: the upgrade proves nothing"
+    step(record, "upgrade" if record["previous"] else "first_answer")
+    shown = record["process"]["first"]["show"]
+    assert int(shown["ExecMainStartTimestampMonotonic"]) > installed[installs[-1]]["monotonic_us"], \
+        ("the exporter answering was started before the new code was installed", shown, installed[installs[-1]])
+    step(record, "journal")
+    entries = json.loads((unit / "journal.json").read_text())
+    starts = [e["message"] for e in entries if e["invocation"] == shown["InvocationID"]
+              and e["message"].startswith("zfsnas-exporter ") and "; listening on http://" in e["message"]]
+    assert len(starts) == 1 and starts[0].endswith(" (systemd's socket)"), starts
+
+
 def test_the_first_answer_is_complete_with_every_collector_succeeding(record, unit, expect):
     """Every collector and source, the unprivileged unit on live ZFS: the zpool and zfs commands,
     the kstats, udev's database, /proc/diskstats and `zpool events -f`; disks and pools in the first answer."""

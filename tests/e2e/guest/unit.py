@@ -17,17 +17,27 @@ upgraded and uninstalled as docs/stack.md and docs/maintenance.md tell a Proxmox
   uninstall    as docs/maintenance.md says; every path of the root file system before the install
                and after the uninstall is listed (tests/e2e/test_unit.py compares them)
 
+After each install and upgrade the installed package is compared with the wheel file by file (its
+RECORD's hashes): every checkout says version 0.1.0, so no version number tells the new code from
+the old (a `pipx install --force` of a new wheel once left the old code installed: pip keeps an
+installed distribution of the version a local wheel has). A scrape fails as soon as the unit's
+process exits while it waits, with the unit's journal; a failed step saves that journal too.
+
 Everything lands in results/unit/ (record.json, the scrapes, the journal). Standard library only.
 """
 
 from __future__ import annotations
 
+import base64
+import csv
+import hashlib
 import json
 import os
 import shutil
 import socket
 import sqlite3
 import subprocess
+import threading
 import time
 import traceback
 import urllib.request
@@ -39,6 +49,7 @@ UNIT = "zfsnas-exporter.service"
 SOCKET = "zfsnas-exporter.socket"   # systemd holds the port and passes it (since issue 42)
 UNIT_DIR = Path("/etc/systemd/system")
 DROPINS = UNIT_DIR / f"{UNIT}.d"
+EXPORTER = Path("/usr/local/bin/zfsnas-exporter")   # what the unit's ExecStart runs
 PORT = 9923                      # the socket's ListenStream (the previous unit's --web.listen-address=:9923)
 BENCH_DB = Path("/var/lib/zfsnas/bench.sqlite")   # the runner's default store, the unit's ReadOnlyPaths
 PIPX_ENV = {"PIPX_HOME": "/opt/pipx", "PIPX_BIN_DIR": "/usr/local/bin"}
@@ -108,14 +119,44 @@ class UnitPhase:
 
     def scrape(self, name: str, timeout: float = 120) -> str:
         """One /metrics answer as Prometheus asks for it, with a scrape timeout of `timeout` nominal
-        seconds at the guest's pace in the header (the exporter's scrape deadline), saved as <name>.txt."""
+        seconds at the guest's pace in the header (the exporter's scrape deadline), saved as <name>.txt.
+        The unit is watched meanwhile: with the socket, systemd accepts the connection whether or not
+        a process will ever answer it, so an exporter that exits at each start (Restart= starting it
+        again every RestartSec) would leave the scrape waiting out its whole timeout. It fails at once instead."""
         seconds = timeout * PACE.slowness()
         request = urllib.request.Request(f"http://127.0.0.1:{PORT}/metrics",
                                          headers={"X-Prometheus-Scrape-Timeout-Seconds": f"{seconds:.0f}"})
-        with urllib.request.urlopen(request, timeout=seconds + 60) as response:
-            text = response.read().decode()
-        (self.out / f"{name}.txt").write_text(text)
-        return text
+        restarts = self.restarts()
+        got: dict = {}
+
+        def fetch() -> None:
+            try:
+                with urllib.request.urlopen(request, timeout=seconds + 60) as response:
+                    got["text"] = response.read().decode()
+            except Exception as exc:   # raised below, in the caller's thread
+                got["error"] = exc
+
+        fetcher = threading.Thread(target=fetch, name=f"scrape-{name}", daemon=True)
+        fetcher.start()
+        while fetcher.is_alive():
+            fetcher.join(3)
+            if fetcher.is_alive():
+                self.still_running(restarts, f"while the scrape {name} waited")
+        if "error" in got:
+            raise got["error"]
+        (self.out / f"{name}.txt").write_text(got["text"])
+        return got["text"]
+
+    def restarts(self) -> int:
+        return int(self.show("NRestarts").get("NRestarts", "0") or 0)
+
+    def still_running(self, restarts: int, when: str) -> None:
+        """Raises, with the unit's journal, when its process exited since NRestarts was `restarts`:
+        the unit failed, waits to be restarted, or was restarted by Restart=."""
+        state = self.show("ActiveState", "SubState", "Result", "NRestarts")
+        if state.get("ActiveState") == "failed" or state.get("SubState") == "auto-restart" \
+                or int(state.get("NRestarts", "0") or 0) > restarts:
+            raise RuntimeError(f"{UNIT}'s process exited {when}: {state}; journal:\n{self.journal_text()[-3000:]}")
 
     def scrape_until(self, name: str, check, seconds: float = 180) -> str:
         """Scrapes until `check(text)` holds (the last one saved as <name>.txt either way)."""
@@ -127,7 +168,8 @@ class UnitPhase:
             time.sleep(1)
 
     def journal_text(self) -> str:
-        return self.sc.run(["journalctl", "--no-pager", "-u", UNIT, "-o", "short-monotonic"], check=False).stdout
+        return self.sc.run(["journalctl", "--no-pager", "-u", UNIT, "-u", SOCKET, "-o", "short-monotonic"],
+                           check=False).stdout
 
     def listing(self, name: str) -> None:
         """Every path of the root file system (its type: d, f, l), sorted, into <name>.txt."""
@@ -144,29 +186,80 @@ class UnitPhase:
         except Exception:
             self.sc.log(f"unit {name} failed:\n{traceback.format_exc()}")
             self.record["steps"][name] = {"ok": False, "error": traceback.format_exc()[-3000:]}
+            # what the unit and systemd said: the journal of the unit and its socket, and its status
+            status = self.sc.run(["systemctl", "status", "--no-pager", "--lines=0", SOCKET, UNIT], check=False).stdout
+            (self.out / f"journal-{name}.txt").write_text(f"{status}\n{self.journal_text()}")
         self.record["steps"][name].update(seconds=watch.wall(), nominal_seconds=watch.nominal())
         self.save()
 
     # --- install, upgrade, uninstall ------------------------------------------------------------
 
-    def install(self, wheel: Path, deploy: Path) -> None:
-        """The wheel the documented way (offline: --no-index, the dependencies' wheels from the share),
-        its unit file copied."""
+    def install(self, wheel: Path, deploy: Path, name: str, upgrade: bool = False) -> None:
+        """The wheel the documented way (offline: --no-index, the dependencies' wheels from the share):
+        docs/stack.md's install, or with `upgrade` docs/maintenance.md's; its unit file copied. Then
+        the installed package is checked to be the wheel's (`installed_is`)."""
         offline = ["--no-index", "--find-links", str(self.wheelhouse)]
         if self.install_method == "venv":
             if not Path("/opt/zfsnas/bin/pip").exists():
                 self.sh(["python3", "-m", "venv", "/opt/zfsnas"])
-            self.sh(["/opt/zfsnas/bin/pip", "install", "--upgrade", "--force-reinstall", *offline, str(wheel)],
-                    env=NO_BYTECODE)
+            self.sh(["/opt/zfsnas/bin/pip", "install", *(["--upgrade", "--force-reinstall"] if upgrade else []),
+                     *offline, str(wheel)], env=NO_BYTECODE)
             for script in ("zfsnas-exporter", "zfsnas-bench"):
                 if not os.path.lexists(f"/usr/local/bin/{script}"):
                     self.sh(["ln", "-s", f"/opt/zfsnas/bin/{script}", f"/usr/local/bin/{script}"])
         else:
             # pipx's own pip runs too (its shared pip, setuptools and wheel): offline through pip's
-            # environment, which every pip it starts reads (the wheelhouse carries those three)
-            self.sh(["pipx", "install", "--force", str(wheel)],
+            # environment, which every pip it starts reads (the wheelhouse carries those three).
+            # The upgrade: --force installs into the existing venv, where pip keeps an installed
+            # distribution of the same version as a local wheel; --pip-args=--force-reinstall replaces it.
+            self.sh(["pipx", "install", *(["--force", "--pip-args=--force-reinstall"] if upgrade else []), str(wheel)],
                     env={**PIPX_ENV, **NO_BYTECODE, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(self.wheelhouse)})
         self.sh(["cp", *(str(deploy / name) for name in (SOCKET, UNIT) if (deploy / name).exists()), str(UNIT_DIR)])
+        self.installed_is(wheel, name)
+
+    def installed_is(self, wheel: Path, name: str) -> None:
+        """The zfsnas that /usr/local/bin/zfsnas-exporter runs is `wheel`'s, file by file: each file
+        of the wheel's RECORD (but RECORD itself) read from the site-packages of the script's
+        Python and hashed as RECORD says. Recorded under installed.<name> with the time it was
+        checked (CLOCK_MONOTONIC, systemd's ExecMainStartTimestampMonotonic's clock); raises on any
+        difference, before any wait for the exporter."""
+        import zipfile
+
+        script = EXPORTER.resolve()
+        python = script.read_text().splitlines()[0].removeprefix("#!").strip()   # the venv's Python
+        schemes = json.loads(self.sc.run([python, "-c", "import json, sysconfig; print(json.dumps(sysconfig.get_paths()))"]).stdout)
+        site = Path(schemes["purelib"])
+        with zipfile.ZipFile(wheel) as archive:
+            record_name = next(n for n in archive.namelist() if n.endswith(".dist-info/RECORD"))
+            record = archive.read(record_name)
+        differ, checked = [], 0
+        for path, digest, *_ in csv.reader(record.decode().splitlines()):
+            if not digest:   # RECORD itself
+                continue
+            parts = Path(path).parts
+            if parts[0].endswith(".data"):   # <name>.data/<scheme>/...: installed under that scheme's path
+                if parts[1] == "scripts":        # their #! line is rewritten at install
+                    continue
+                target = Path(schemes[parts[1]], *parts[2:])
+            else:
+                target = site / path
+            algorithm, _, expected = digest.partition("=")
+            try:
+                data = target.read_bytes()
+            except OSError as exc:
+                differ.append(f"{path}: {exc.strerror}")
+                continue
+            checked += 1
+            if base64.urlsafe_b64encode(hashlib.new(algorithm, data).digest()).rstrip(b"=").decode() != expected:
+                differ.append(path)
+        info = {"wheel": wheel.name, "record_sha256": hashlib.sha256(record).hexdigest(), "script": str(script),
+                "python": python, "site_packages": str(site), "files_checked": checked, "differ": differ,
+                "monotonic_us": int(time.clock_gettime(time.CLOCK_MONOTONIC) * 1e6)}
+        self.record.setdefault("installed", {})[name] = info
+        self.save()
+        if differ or not checked:
+            raise RuntimeError(f"the installed zfsnas ({site}) is not {wheel}: {len(differ)} of its files differ "
+                               f"or are missing ({', '.join(differ[:8])}), {checked} checked")
 
     def uninstall(self) -> None:
         """docs/maintenance.md#uninstall, line by line."""
@@ -223,7 +316,7 @@ class UnitPhase:
                 "proc_seen": {"rc": seen.returncode, "pids": pids, "owners": owners, "stderr": seen.stderr.strip()},
                 "processes_in_guest": len(all_pids),
                 "show": self.show("User", "DynamicUser", "NRestarts", "ActiveState", "SubState", "ExecMainStartTimestamp",
-                                  "InvocationID")}
+                                  "ExecMainStartTimestampMonotonic", "InvocationID")}
         self.record.setdefault("process", {})[name] = info
         self.save()
         return info
@@ -317,7 +410,8 @@ class UnitPhase:
             raise RuntimeError(f"{BENCH_DB} exists before the unit phase")
         if self.previous:
             previous = self.share / "previous"
-            self.step("install_previous", lambda: (self.install(next(previous.glob("zfsnas-*.whl")), previous / "deploy"),
+            self.step("install_previous", lambda: (self.install(next(previous.glob("zfsnas-*.whl")), previous / "deploy",
+                                                                "previous"),
                                                    self.user_flags(),
                                                    self.sh(["systemctl", "daemon-reload"]),
                                                    self.sh(["systemctl", "enable", "--now", "zfsnas-exporter"])))
@@ -326,7 +420,7 @@ class UnitPhase:
                                                  self.scrape_until("previous_bench", lambda t: "zfs_bench_" in t, 120)))
             self.step("upgrade", self.upgrade)
         else:
-            self.step("install", lambda: (self.install(wheel, deploy), self.user_flags(),
+            self.step("install", lambda: (self.install(wheel, deploy, "first"), self.user_flags(),
                                           self.sh(["systemctl", "daemon-reload"]),
                                           self.sh(["systemctl", "enable", "--now", SOCKET, UNIT])))
             self.step("first_answer", lambda: (self.listening(), self.scrape("first"), self.process("first")))
@@ -350,7 +444,7 @@ class UnitPhase:
         """docs/maintenance.md#upgrade for the unit, then the database's first and second writer."""
         wheel = next((self.share / "wheels").glob("zfsnas-*.whl"))
         deploy = self.share / "deploy"
-        self.install(wheel, deploy)
+        self.install(wheel, deploy, "upgraded", upgrade=True)
         self.sh(["systemctl", "daemon-reload"])
         # the previous unit listened itself: the socket takes the port once it is let go
         self.sh(["systemctl", "stop", UNIT])
