@@ -212,22 +212,29 @@ class UnitPhase:
             # environment, which every pip it starts reads (the wheelhouse carries those three).
             # The upgrade: --force installs into the existing venv, where pip keeps an installed
             # distribution of the same version as a local wheel; --pip-args=--force-reinstall replaces it.
-            self.sh(["pipx", "install", *(["--force", "--pip-args=--force-reinstall"] if upgrade else []), str(wheel)],
-                    env={**PIPX_ENV, **NO_BYTECODE, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(self.wheelhouse)})
-        self.sh(["cp", *(str(deploy / name) for name in (SOCKET, UNIT) if (deploy / name).exists()), str(UNIT_DIR)])
+            self.pipx_install(wheel, *(["--force", "--pip-args=--force-reinstall"] if upgrade else []))
+        self.copy_units(deploy)
         self.installed_is(wheel, name)
 
-    def installed_is(self, wheel: Path, name: str) -> None:
+    def pipx_install(self, wheel: Path, *flags: str) -> None:
+        self.sh(["pipx", "install", *flags, str(wheel)],
+                env={**PIPX_ENV, **NO_BYTECODE, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(self.wheelhouse)})
+
+    def copy_units(self, deploy: Path) -> None:
+        self.sh(["cp", *(str(deploy / f) for f in (SOCKET, UNIT) if (deploy / f).exists()), str(UNIT_DIR)])
+
+    def installed_is(self, wheel: Path, name: str, strict: bool = True) -> None:
         """The zfsnas that /usr/local/bin/zfsnas-exporter runs is `wheel`'s, file by file: each file
         of the wheel's RECORD (but RECORD itself) read from the site-packages of the script's
         Python and hashed as RECORD says. Recorded under installed.<name> with the time it was
         checked (CLOCK_MONOTONIC, systemd's ExecMainStartTimestampMonotonic's clock); raises on any
-        difference, before any wait for the exporter."""
+        difference (unless not `strict`), before any wait for the exporter."""
         import zipfile
 
         script = EXPORTER.resolve()
         python = script.read_text().splitlines()[0].removeprefix("#!").strip()   # the venv's Python
-        schemes = json.loads(self.sc.run([python, "-c", "import json, sysconfig; print(json.dumps(sysconfig.get_paths()))"]).stdout)
+        paths = "import json, sysconfig; print(json.dumps(sysconfig.get_paths()))"   # purelib, data...
+        schemes = json.loads(self.sc.run([python, "-c", paths]).stdout)
         site = Path(schemes["purelib"])
         with zipfile.ZipFile(wheel) as archive:
             record_name = next(n for n in archive.namelist() if n.endswith(".dist-info/RECORD"))
@@ -257,7 +264,7 @@ class UnitPhase:
                 "monotonic_us": int(time.clock_gettime(time.CLOCK_MONOTONIC) * 1e6)}
         self.record.setdefault("installed", {})[name] = info
         self.save()
-        if differ or not checked:
+        if strict and (differ or not checked):
             raise RuntimeError(f"the installed zfsnas ({site}) is not {wheel}: {len(differ)} of its files differ "
                                f"or are missing ({', '.join(differ[:8])}), {checked} checked")
 
@@ -355,9 +362,9 @@ class UnitPhase:
                                "restarts_after": int(self.show("NRestarts")["NRestarts"])}
         self.process("after_kill")
 
-    def journal(self) -> None:
-        """The process's own journal entries (not systemd's lines about the unit), with priority
-        and invocation, into journal.json; the whole unit's journal into journal.txt."""
+    def journal_entries(self) -> list[dict]:
+        """The process's own journal entries (not systemd's lines about the unit): priority, message,
+        invocation, pid, CLOCK_MONOTONIC time in microseconds."""
         text = self.sc.run(["journalctl", "--no-pager", "-o", "json", f"_SYSTEMD_UNIT={UNIT}"], check=False).stdout
         entries = []
         for line in text.splitlines():
@@ -369,8 +376,13 @@ class UnitPhase:
             if isinstance(message, list):   # bytes that are not UTF-8
                 message = bytes(message).decode(errors="replace")
             entries.append({"priority": int(entry.get("PRIORITY", 6)), "message": message,
-                            "invocation": entry.get("_SYSTEMD_INVOCATION_ID"), "pid": entry.get("_PID")})
-        (self.out / "journal.json").write_text(json.dumps(entries, indent=1))
+                            "invocation": entry.get("_SYSTEMD_INVOCATION_ID"), "pid": entry.get("_PID"),
+                            "monotonic_us": int(entry.get("__MONOTONIC_TIMESTAMP", 0))})
+        return entries
+
+    def journal(self) -> None:
+        """The process's own journal entries into journal.json; the whole unit's journal into journal.txt."""
+        (self.out / "journal.json").write_text(json.dumps(self.journal_entries(), indent=1))
         (self.out / "journal.txt").write_text(self.journal_text())
 
     # --- the benchmark database across the upgrade -------------------------------------------------
@@ -418,6 +430,8 @@ class UnitPhase:
             self.step("previous_running", lambda: (self.listening(), self.scrape("previous"), self.process("previous")))
             self.step("previous_bench", lambda: (self.previous_bench_run(), self.bench_schema("previous"),
                                                  self.scrape_until("previous_bench", lambda t: "zfs_bench_" in t, 120)))
+            if self.install_method == "pipx":
+                self.step("upgrade_as_before", self.upgrade_as_before)
             self.step("upgrade", self.upgrade)
         else:
             self.step("install", lambda: (self.install(wheel, deploy, "first"), self.user_flags(),
@@ -438,6 +452,38 @@ class UnitPhase:
         for path in BENCH_DB.parent.glob(BENCH_DB.name + "*"):
             path.unlink()
         self.sc.run(["zfs", "destroy", "-r", "fast/upgrade"], check=False)
+        self.save()
+
+    def upgrade_as_before(self) -> None:
+        """The pipx upgrade docs/maintenance.md gave until 2026-11-29, `pipx install --force <wheel>`,
+        kept as the evidence of why it was wrong and as the files check's negative control. pipx
+        (1.1.0, Debian 12) installs into the existing venv with `pip install <wheel>`, and pip keeps
+        an installed distribution of the version a local wheel has (`zfsnas is already installed with
+        the same version as the provided wheel`): the previous code stays. Started by the new unit
+        and socket, that code cannot listen (the service may not open an AF_INET socket, and systemd
+        holds the port), exits, and Restart= starts it again every RestartSec. Recorded under
+        `as_before`: the files check's differences, the restarts, the unit's journal of the loop;
+        the unit is stopped afterwards and `upgrade` follows."""
+        wheel = next((self.share / "wheels").glob("zfsnas-*.whl"))
+        self.pipx_install(wheel, "--force")
+        self.copy_units(self.share / "deploy")
+        self.installed_is(wheel, "as_before", strict=False)
+        self.sh(["systemctl", "daemon-reload"])
+        self.sh(["systemctl", "stop", UNIT])
+        self.sh(["systemctl", "enable", "--now", SOCKET])
+        restarts, mark = self.restarts(), int(time.clock_gettime(time.CLOCK_MONOTONIC) * 1e6)
+        self.sh(["systemctl", "restart", UNIT])
+        looped = True
+        try:
+            wait_until("Restart= starting the unit again", lambda: self.restarts() > restarts, 120, 1.0)
+        except Exception:   # recorded: the host test says what it means
+            looped = False
+        self.sh(["systemctl", "stop", UNIT])
+        entries = [e for e in self.journal_entries() if e["monotonic_us"] >= mark]
+        self.record["as_before"] = {"restarted": looped, "restarts": self.restarts() - restarts,
+                                    "invocations": sorted({e["invocation"] for e in entries if e["invocation"]}),
+                                    "messages": [e["message"] for e in entries][:40]}
+        (self.out / "journal-as_before.txt").write_text(self.journal_text())
         self.save()
 
     def upgrade(self) -> None:
