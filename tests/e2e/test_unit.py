@@ -94,7 +94,7 @@ def test_the_running_exporter_is_the_installed_wheels_code(record, unit):
     one listened itself). Once a `pipx install --force` of the new wheel left the old code in place,
     which could not listen under the new unit, and Restart= started it for ever."""
     installs = ("previous", "upgraded") if record["previous"] else ("first",)
-    step(record, installs[0] if record["previous"] else "install")
+    step(record, "install_previous" if record["previous"] else "install")
     installed = record.get("installed", {})
     for name in installs:
         assert name in installed, f"no check of the {name} install: {list(installed)}"
