@@ -169,6 +169,7 @@ def test_tiers_give_every_phase_a_live_run_and_the_guest_knows_them_all(monkeypa
 
 def test_the_tier_and_only_decide_the_phases_written_for_the_guest(tmp_path, monkeypatch):
     monkeypatch.delenv("ZFSNAS_E2E_ONLY", raising=False)
+    monkeypatch.delenv("ZFSNAS_E2E_PHASES", raising=False)
     monkeypatch.delenv("ZFSNAS_E2E_TIER", raising=False)
     assert harness.phases("2.1") == ("smart",)
     monkeypatch.setenv("ZFSNAS_E2E_TIER", "full")
@@ -180,6 +181,28 @@ def test_the_tier_and_only_decide_the_phases_written_for_the_guest(tmp_path, mon
         harness.tier()
 
 
+def test_named_phases_replace_the_tiers_on_the_flavours_that_have_them(monkeypatch):
+    """ZFSNAS_E2E_PHASES (tests/e2e/run --phases): one phase on one flavour with the core moments and
+    none of the tier's other phases; a phase a flavour lacks (client, container on 2.1) is left out
+    there; a misspelt name stops the run before any guest."""
+    monkeypatch.delenv("ZFSNAS_E2E_ONLY", raising=False)
+    for tier in ("ci", "full"):
+        monkeypatch.setenv("ZFSNAS_E2E_TIER", tier)
+        monkeypatch.setenv("ZFSNAS_E2E_PHASES", "unit")
+        assert harness.phases("2.1") == harness.phases("2.3") == ("unit",)
+        assert harness.run_name() == "ZFSNAS_E2E_PHASES=unit"
+    monkeypatch.setenv("ZFSNAS_E2E_PHASES", "client,unit smart")
+    assert harness.phases("2.3") == ("client", "unit", "smart") and harness.phases("2.1") == ("unit", "smart")
+    for nothing in ("", "none"):
+        monkeypatch.setenv("ZFSNAS_E2E_PHASES", nothing)
+        assert harness.phases("2.1") == () and harness.run_name() == "ZFSNAS_E2E_PHASES=none"
+    monkeypatch.setenv("ZFSNAS_E2E_PHASES", "unit,units")
+    with pytest.raises(SystemExit, match="ZFSNAS_E2E_PHASES='unit,units': no phase units"):
+        harness.phases("2.1")
+    monkeypatch.delenv("ZFSNAS_E2E_PHASES")
+    assert harness.run_name() == "full"
+
+
 def test_a_phase_outside_the_run_is_skipped_with_how_to_run_it():
     from tests.e2e.conftest import require_phase
 
@@ -187,3 +210,5 @@ def test_a_phase_outside_the_run_is_skipped_with_how_to_run_it():
     require_phase({}, "unit")                                    # an older share: every phase ran
     with pytest.raises(pytest.skip.Exception, match=r"no 'predict' phase in this ci-tier run .*--full"):
         require_phase({"phases": ["unit"], "tier": "ci"}, "predict")
+    with pytest.raises(pytest.skip.Exception, match=r"no 'predict' phase in this ZFSNAS_E2E_PHASES=unit run "):
+        require_phase({"phases": ["unit"], "tier": "ZFSNAS_E2E_PHASES=unit"}, "predict")

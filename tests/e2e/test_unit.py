@@ -86,6 +86,52 @@ def test_installed_and_enabled_as_documented(record):
     assert shown["ActiveState"] == "active" and shown["DynamicUser"] == "yes", shown
 
 
+def test_the_running_exporter_is_the_installed_wheels_code(record, unit):
+    """Every checkout says version 0.1.0, so neither pip nor `--version` tells the new code from the
+    old: after each install and upgrade the installed package is compared with the wheel file by file
+    (guest/unit.py installed_is), the exporter answering afterwards was started after that check,
+    and it says it answers on systemd's socket, which only this version's code does (the previous
+    one listened itself). Once a `pipx install --force` of the new wheel left the old code in place,
+    which could not listen under the new unit, and Restart= started it for ever."""
+    installs = ("previous", "upgraded") if record["previous"] else ("first",)
+    step(record, "install_previous" if record["previous"] else "install")
+    installed = record.get("installed", {})
+    for name in installs:
+        assert name in installed, f"no check of the {name} install: {list(installed)}"
+        got = installed[name]
+        assert got["files_checked"] >= 20 and not got["differ"], (name, got)
+    if record["previous"]:
+        assert installed["previous"]["record_sha256"] != installed["upgraded"]["record_sha256"], \
+            "the previous wheel and this one have the same files: the upgrade proves nothing"
+    step(record, "upgrade" if record["previous"] else "first_answer")
+    shown = record["process"]["first"]["show"]
+    assert int(shown["ExecMainStartTimestampMonotonic"]) > installed[installs[-1]]["monotonic_us"], \
+        ("the exporter answering was started before the new code was installed", shown, installed[installs[-1]])
+    step(record, "journal")
+    entries = json.loads((unit / "journal.json").read_text())
+    starts = [e["message"] for e in entries if e["invocation"] == shown["InvocationID"]
+              and e["message"].startswith("zfsnas-exporter ") and "; listening on http://" in e["message"]]
+    assert len(starts) == 1 and starts[0].endswith(" (systemd's socket)"), starts
+
+
+def test_the_upgrade_documented_before_left_the_old_code_and_the_check_sees_it(record, unit):
+    """The negative control of the files check, and the evidence of the defect it guards against
+    (guest/unit.py upgrade_as_before): `pipx install --force <wheel>` (pipx 1.1.0, Debian 12) left
+    the previous code installed, and under the new unit and socket that code could not listen, exited
+    and was started again by Restart=. (Should a later pipx or pip replace the files, this fails:
+    docs/maintenance.md's reason for --pip-args=--force-reinstall would then need a new look.)"""
+    if not record["previous"] or record["install"] != "pipx":
+        pytest.skip("only the 2.1 guest upgrades with pipx")
+    step(record, "upgrade_as_before")
+    check = record["installed"]["as_before"]
+    assert check["files_checked"] >= 20 and len(check["differ"]) >= 20, check
+    assert check["record_sha256"] == record["installed"]["upgraded"]["record_sha256"], "not the new wheel checked"
+    before = record["as_before"]
+    journal = "\n".join(before["messages"])
+    assert before["restarted"] and before["restarts"] >= 1, (before, (unit / "journal-as_before.txt").read_text()[-2000:])
+    assert "cannot listen on :9923" in journal and "(systemd's socket)" not in journal, journal
+
+
 def test_the_first_answer_is_complete_with_every_collector_succeeding(record, unit, expect):
     """Every collector and source, the unprivileged unit on live ZFS: the zpool and zfs commands,
     the kstats, udev's database, /proc/diskstats and `zpool events -f`; disks and pools in the first answer."""
@@ -118,10 +164,12 @@ def test_the_journal_holds_the_start_up_line_and_nothing_else(record, unit):
     entries = json.loads((unit / "journal.json").read_text())
     assert entries, "no journal entries of the unit's process"
     with_smart = record["process"]["smart"]["show"]["InvocationID"]
-    previous = record["process"].get("previous", {}).get("show", {}).get("InvocationID")   # the old version's own
+    # the old version's own, and its code started by the new unit (the upgrade as it was documented before)
+    previous = {record["process"].get("previous", {}).get("show", {}).get("InvocationID"),
+                *record.get("as_before", {}).get("invocations", [])}
     invocations: dict[str, list[tuple[int, str]]] = {}
     for entry in entries:
-        if entry["priority"] <= 6 and entry["invocation"] != previous:
+        if entry["priority"] <= 6 and entry["invocation"] not in previous:
             invocations.setdefault(entry["invocation"], []).append((entry["priority"], entry["message"]))
     assert with_smart in invocations and len(invocations) >= 4, invocations   # first, restart, kill, SMART
     for invocation, lines in invocations.items():

@@ -17,17 +17,27 @@ upgraded and uninstalled as docs/stack.md and docs/maintenance.md tell a Proxmox
   uninstall    as docs/maintenance.md says; every path of the root file system before the install
                and after the uninstall is listed (tests/e2e/test_unit.py compares them)
 
+After each install and upgrade the installed package is compared with the wheel file by file (its
+RECORD's hashes): every checkout says version 0.1.0, so no version number tells the new code from
+the old (a `pipx install --force` of a new wheel once left the old code installed: pip keeps an
+installed distribution of the version a local wheel has). A scrape fails as soon as the unit's
+process exits while it waits, with the unit's journal; a failed step saves that journal too.
+
 Everything lands in results/unit/ (record.json, the scrapes, the journal). Standard library only.
 """
 
 from __future__ import annotations
 
+import base64
+import csv
+import hashlib
 import json
 import os
 import shutil
 import socket
 import sqlite3
 import subprocess
+import threading
 import time
 import traceback
 import urllib.request
@@ -39,6 +49,7 @@ UNIT = "zfsnas-exporter.service"
 SOCKET = "zfsnas-exporter.socket"   # systemd holds the port and passes it (since issue 42)
 UNIT_DIR = Path("/etc/systemd/system")
 DROPINS = UNIT_DIR / f"{UNIT}.d"
+EXPORTER = Path("/usr/local/bin/zfsnas-exporter")   # what the unit's ExecStart runs
 PORT = 9923                      # the socket's ListenStream (the previous unit's --web.listen-address=:9923)
 BENCH_DB = Path("/var/lib/zfsnas/bench.sqlite")   # the runner's default store, the unit's ReadOnlyPaths
 PIPX_ENV = {"PIPX_HOME": "/opt/pipx", "PIPX_BIN_DIR": "/usr/local/bin"}
@@ -108,14 +119,44 @@ class UnitPhase:
 
     def scrape(self, name: str, timeout: float = 120) -> str:
         """One /metrics answer as Prometheus asks for it, with a scrape timeout of `timeout` nominal
-        seconds at the guest's pace in the header (the exporter's scrape deadline), saved as <name>.txt."""
+        seconds at the guest's pace in the header (the exporter's scrape deadline), saved as <name>.txt.
+        The unit is watched meanwhile: with the socket, systemd accepts the connection whether or not
+        a process will ever answer it, so an exporter that exits at each start (Restart= starting it
+        again every RestartSec) would leave the scrape waiting out its whole timeout. It fails at once instead."""
         seconds = timeout * PACE.slowness()
         request = urllib.request.Request(f"http://127.0.0.1:{PORT}/metrics",
                                          headers={"X-Prometheus-Scrape-Timeout-Seconds": f"{seconds:.0f}"})
-        with urllib.request.urlopen(request, timeout=seconds + 60) as response:
-            text = response.read().decode()
-        (self.out / f"{name}.txt").write_text(text)
-        return text
+        restarts = self.restarts()
+        got: dict = {}
+
+        def fetch() -> None:
+            try:
+                with urllib.request.urlopen(request, timeout=seconds + 60) as response:
+                    got["text"] = response.read().decode()
+            except Exception as exc:   # raised below, in the caller's thread
+                got["error"] = exc
+
+        fetcher = threading.Thread(target=fetch, name=f"scrape-{name}", daemon=True)
+        fetcher.start()
+        while fetcher.is_alive():
+            fetcher.join(3)
+            if fetcher.is_alive():
+                self.still_running(restarts, f"while the scrape {name} waited")
+        if "error" in got:
+            raise got["error"]
+        (self.out / f"{name}.txt").write_text(got["text"])
+        return got["text"]
+
+    def restarts(self) -> int:
+        return int(self.show("NRestarts").get("NRestarts", "0") or 0)
+
+    def still_running(self, restarts: int, when: str) -> None:
+        """Raises, with the unit's journal, when its process exited since NRestarts was `restarts`:
+        the unit failed, waits to be restarted, or was restarted by Restart=."""
+        state = self.show("ActiveState", "SubState", "Result", "NRestarts")
+        if state.get("ActiveState") == "failed" or state.get("SubState") == "auto-restart" \
+                or int(state.get("NRestarts", "0") or 0) > restarts:
+            raise RuntimeError(f"{UNIT}'s process exited {when}: {state}; journal:\n{self.journal_text()[-3000:]}")
 
     def scrape_until(self, name: str, check, seconds: float = 180) -> str:
         """Scrapes until `check(text)` holds (the last one saved as <name>.txt either way)."""
@@ -127,7 +168,8 @@ class UnitPhase:
             time.sleep(1)
 
     def journal_text(self) -> str:
-        return self.sc.run(["journalctl", "--no-pager", "-u", UNIT, "-o", "short-monotonic"], check=False).stdout
+        return self.sc.run(["journalctl", "--no-pager", "-u", UNIT, "-u", SOCKET, "-o", "short-monotonic"],
+                           check=False).stdout
 
     def listing(self, name: str) -> None:
         """Every path of the root file system (its type: d, f, l), sorted, into <name>.txt."""
@@ -144,29 +186,87 @@ class UnitPhase:
         except Exception:
             self.sc.log(f"unit {name} failed:\n{traceback.format_exc()}")
             self.record["steps"][name] = {"ok": False, "error": traceback.format_exc()[-3000:]}
+            # what the unit and systemd said: the journal of the unit and its socket, and its status
+            status = self.sc.run(["systemctl", "status", "--no-pager", "--lines=0", SOCKET, UNIT], check=False).stdout
+            (self.out / f"journal-{name}.txt").write_text(f"{status}\n{self.journal_text()}")
         self.record["steps"][name].update(seconds=watch.wall(), nominal_seconds=watch.nominal())
         self.save()
 
     # --- install, upgrade, uninstall ------------------------------------------------------------
 
-    def install(self, wheel: Path, deploy: Path) -> None:
-        """The wheel the documented way (offline: --no-index, the dependencies' wheels from the share),
-        its unit file copied."""
+    def install(self, wheel: Path, deploy: Path, name: str, upgrade: bool = False) -> None:
+        """The wheel the documented way (offline: --no-index, the dependencies' wheels from the share):
+        docs/stack.md's install, or with `upgrade` docs/maintenance.md's; its unit file copied. Then
+        the installed package is checked to be the wheel's (`installed_is`)."""
         offline = ["--no-index", "--find-links", str(self.wheelhouse)]
         if self.install_method == "venv":
             if not Path("/opt/zfsnas/bin/pip").exists():
                 self.sh(["python3", "-m", "venv", "/opt/zfsnas"])
-            self.sh(["/opt/zfsnas/bin/pip", "install", "--upgrade", "--force-reinstall", *offline, str(wheel)],
-                    env=NO_BYTECODE)
+            self.sh(["/opt/zfsnas/bin/pip", "install", *(["--upgrade", "--force-reinstall"] if upgrade else []),
+                     *offline, str(wheel)], env=NO_BYTECODE)
             for script in ("zfsnas-exporter", "zfsnas-bench"):
                 if not os.path.lexists(f"/usr/local/bin/{script}"):
                     self.sh(["ln", "-s", f"/opt/zfsnas/bin/{script}", f"/usr/local/bin/{script}"])
         else:
             # pipx's own pip runs too (its shared pip, setuptools and wheel): offline through pip's
-            # environment, which every pip it starts reads (the wheelhouse carries those three)
-            self.sh(["pipx", "install", "--force", str(wheel)],
-                    env={**PIPX_ENV, **NO_BYTECODE, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(self.wheelhouse)})
-        self.sh(["cp", *(str(deploy / name) for name in (SOCKET, UNIT) if (deploy / name).exists()), str(UNIT_DIR)])
+            # environment, which every pip it starts reads (the wheelhouse carries those three).
+            # The upgrade: --force installs into the existing venv, where pip keeps an installed
+            # distribution of the same version as a local wheel; --pip-args=--force-reinstall replaces it.
+            self.pipx_install(wheel, *(["--force", "--pip-args=--force-reinstall"] if upgrade else []))
+        self.copy_units(deploy)
+        self.installed_is(wheel, name)
+
+    def pipx_install(self, wheel: Path, *flags: str) -> None:
+        self.sh(["pipx", "install", *flags, str(wheel)],
+                env={**PIPX_ENV, **NO_BYTECODE, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(self.wheelhouse)})
+
+    def copy_units(self, deploy: Path) -> None:
+        self.sh(["cp", *(str(deploy / f) for f in (SOCKET, UNIT) if (deploy / f).exists()), str(UNIT_DIR)])
+
+    def installed_is(self, wheel: Path, name: str, strict: bool = True) -> None:
+        """The zfsnas that /usr/local/bin/zfsnas-exporter runs is `wheel`'s, file by file: each file
+        of the wheel's RECORD (but RECORD itself) read from the site-packages of the script's
+        Python and hashed as RECORD says. Recorded under installed.<name> with the time it was
+        checked (CLOCK_MONOTONIC, systemd's ExecMainStartTimestampMonotonic's clock); raises on any
+        difference (unless not `strict`), before any wait for the exporter."""
+        import zipfile
+
+        script = EXPORTER.resolve()
+        python = script.read_text().splitlines()[0].removeprefix("#!").strip()   # the venv's Python
+        paths = "import json, sysconfig; print(json.dumps(sysconfig.get_paths()))"   # purelib, data...
+        schemes = json.loads(self.sc.run([python, "-c", paths]).stdout)
+        site = Path(schemes["purelib"])
+        with zipfile.ZipFile(wheel) as archive:
+            record_name = next(n for n in archive.namelist() if n.endswith(".dist-info/RECORD"))
+            record = archive.read(record_name)
+        differ, checked = [], 0
+        for path, digest, *_ in csv.reader(record.decode().splitlines()):
+            if not digest:   # RECORD itself
+                continue
+            parts = Path(path).parts
+            if parts[0].endswith(".data"):   # <name>.data/<scheme>/...: installed under that scheme's path
+                if parts[1] == "scripts":        # their #! line is rewritten at install
+                    continue
+                target = Path(schemes[parts[1]], *parts[2:])
+            else:
+                target = site / path
+            algorithm, _, expected = digest.partition("=")
+            try:
+                data = target.read_bytes()
+            except OSError as exc:
+                differ.append(f"{path}: {exc.strerror}")
+                continue
+            checked += 1
+            if base64.urlsafe_b64encode(hashlib.new(algorithm, data).digest()).rstrip(b"=").decode() != expected:
+                differ.append(path)
+        info = {"wheel": wheel.name, "record_sha256": hashlib.sha256(record).hexdigest(), "script": str(script),
+                "python": python, "site_packages": str(site), "files_checked": checked, "differ": differ,
+                "monotonic_us": int(time.clock_gettime(time.CLOCK_MONOTONIC) * 1e6)}
+        self.record.setdefault("installed", {})[name] = info
+        self.save()
+        if strict and (differ or not checked):
+            raise RuntimeError(f"the installed zfsnas ({site}) is not {wheel}: {len(differ)} of its files differ "
+                               f"or are missing ({', '.join(differ[:8])}), {checked} checked")
 
     def uninstall(self) -> None:
         """docs/maintenance.md#uninstall, line by line."""
@@ -223,7 +323,7 @@ class UnitPhase:
                 "proc_seen": {"rc": seen.returncode, "pids": pids, "owners": owners, "stderr": seen.stderr.strip()},
                 "processes_in_guest": len(all_pids),
                 "show": self.show("User", "DynamicUser", "NRestarts", "ActiveState", "SubState", "ExecMainStartTimestamp",
-                                  "InvocationID")}
+                                  "ExecMainStartTimestampMonotonic", "InvocationID")}
         self.record.setdefault("process", {})[name] = info
         self.save()
         return info
@@ -262,9 +362,9 @@ class UnitPhase:
                                "restarts_after": int(self.show("NRestarts")["NRestarts"])}
         self.process("after_kill")
 
-    def journal(self) -> None:
-        """The process's own journal entries (not systemd's lines about the unit), with priority
-        and invocation, into journal.json; the whole unit's journal into journal.txt."""
+    def journal_entries(self) -> list[dict]:
+        """The process's own journal entries (not systemd's lines about the unit): priority, message,
+        invocation, pid, CLOCK_MONOTONIC time in microseconds."""
         text = self.sc.run(["journalctl", "--no-pager", "-o", "json", f"_SYSTEMD_UNIT={UNIT}"], check=False).stdout
         entries = []
         for line in text.splitlines():
@@ -276,8 +376,13 @@ class UnitPhase:
             if isinstance(message, list):   # bytes that are not UTF-8
                 message = bytes(message).decode(errors="replace")
             entries.append({"priority": int(entry.get("PRIORITY", 6)), "message": message,
-                            "invocation": entry.get("_SYSTEMD_INVOCATION_ID"), "pid": entry.get("_PID")})
-        (self.out / "journal.json").write_text(json.dumps(entries, indent=1))
+                            "invocation": entry.get("_SYSTEMD_INVOCATION_ID"), "pid": entry.get("_PID"),
+                            "monotonic_us": int(entry.get("__MONOTONIC_TIMESTAMP", 0))})
+        return entries
+
+    def journal(self) -> None:
+        """The process's own journal entries into journal.json; the whole unit's journal into journal.txt."""
+        (self.out / "journal.json").write_text(json.dumps(self.journal_entries(), indent=1))
         (self.out / "journal.txt").write_text(self.journal_text())
 
     # --- the benchmark database across the upgrade -------------------------------------------------
@@ -317,16 +422,19 @@ class UnitPhase:
             raise RuntimeError(f"{BENCH_DB} exists before the unit phase")
         if self.previous:
             previous = self.share / "previous"
-            self.step("install_previous", lambda: (self.install(next(previous.glob("zfsnas-*.whl")), previous / "deploy"),
+            self.step("install_previous", lambda: (self.install(next(previous.glob("zfsnas-*.whl")), previous / "deploy",
+                                                                "previous"),
                                                    self.user_flags(),
                                                    self.sh(["systemctl", "daemon-reload"]),
                                                    self.sh(["systemctl", "enable", "--now", "zfsnas-exporter"])))
             self.step("previous_running", lambda: (self.listening(), self.scrape("previous"), self.process("previous")))
             self.step("previous_bench", lambda: (self.previous_bench_run(), self.bench_schema("previous"),
                                                  self.scrape_until("previous_bench", lambda t: "zfs_bench_" in t, 120)))
+            if self.install_method == "pipx":
+                self.step("upgrade_as_before", self.upgrade_as_before)
             self.step("upgrade", self.upgrade)
         else:
-            self.step("install", lambda: (self.install(wheel, deploy), self.user_flags(),
+            self.step("install", lambda: (self.install(wheel, deploy, "first"), self.user_flags(),
                                           self.sh(["systemctl", "daemon-reload"]),
                                           self.sh(["systemctl", "enable", "--now", SOCKET, UNIT])))
             self.step("first_answer", lambda: (self.listening(), self.scrape("first"), self.process("first")))
@@ -346,11 +454,43 @@ class UnitPhase:
         self.sc.run(["zfs", "destroy", "-r", "fast/upgrade"], check=False)
         self.save()
 
+    def upgrade_as_before(self) -> None:
+        """The pipx upgrade docs/maintenance.md gave until 2026-11-29, `pipx install --force <wheel>`,
+        kept as the evidence of why it was wrong and as the files check's negative control. pipx
+        (1.1.0, Debian 12) installs into the existing venv with `pip install <wheel>`, and pip keeps
+        an installed distribution of the version a local wheel has (`zfsnas is already installed with
+        the same version as the provided wheel`): the previous code stays. Started by the new unit
+        and socket, that code cannot listen (the service may not open an AF_INET socket, and systemd
+        holds the port), exits, and Restart= starts it again every RestartSec. Recorded under
+        `as_before`: the files check's differences, the restarts, the unit's journal of the loop;
+        the unit is stopped afterwards and `upgrade` follows."""
+        wheel = next((self.share / "wheels").glob("zfsnas-*.whl"))
+        self.pipx_install(wheel, "--force")
+        self.copy_units(self.share / "deploy")
+        self.installed_is(wheel, "as_before", strict=False)
+        self.sh(["systemctl", "daemon-reload"])
+        self.sh(["systemctl", "stop", UNIT])
+        self.sh(["systemctl", "enable", "--now", SOCKET])
+        restarts, mark = self.restarts(), int(time.clock_gettime(time.CLOCK_MONOTONIC) * 1e6)
+        self.sh(["systemctl", "restart", UNIT])
+        looped = True
+        try:
+            wait_until("Restart= starting the unit again", lambda: self.restarts() > restarts, 120, 1.0)
+        except Exception:   # recorded: the host test says what it means
+            looped = False
+        self.sh(["systemctl", "stop", UNIT])
+        entries = [e for e in self.journal_entries() if e["monotonic_us"] >= mark]
+        self.record["as_before"] = {"restarted": looped, "restarts": self.restarts() - restarts,
+                                    "invocations": sorted({e["invocation"] for e in entries if e["invocation"]}),
+                                    "messages": [e["message"] for e in entries][:40]}
+        (self.out / "journal-as_before.txt").write_text(self.journal_text())
+        self.save()
+
     def upgrade(self) -> None:
         """docs/maintenance.md#upgrade for the unit, then the database's first and second writer."""
         wheel = next((self.share / "wheels").glob("zfsnas-*.whl"))
         deploy = self.share / "deploy"
-        self.install(wheel, deploy)
+        self.install(wheel, deploy, "upgraded", upgrade=True)
         self.sh(["systemctl", "daemon-reload"])
         # the previous unit listened itself: the socket takes the port once it is let go
         self.sh(["systemctl", "stop", UNIT])
