@@ -24,6 +24,7 @@ markers, the disk health table) change no alert, and were half of promtool's tim
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -35,7 +36,7 @@ from pathlib import Path
 
 import yaml
 
-from .model import ROOT, SKIPS, Life, Tier
+from .model import DAY, HOUR, ROOT, SKIPS, Life, Tier
 from .nas import BRIDGE
 from .series import Grid, Series, render, subtract, union
 
@@ -43,7 +44,7 @@ RULES = ROOT / "alerts" / "zfsnas.rules.yml"
 ALERTMANAGER = ROOT / "deploy" / "alertmanager" / "alertmanager.yml"
 JUDGED = "warning|critical"
 CHECKS = ("unexpected", "missed", "flapping", "record")
-PER_FILE = {"minutes": 30, "days": 10, "weeks": 5}
+PER_FILE = {"minutes": 300, "days": 100, "weeks": 40}
 COST = {"minutes": 1.0, "days": 0.8, "weeks": 2.0}   # promtool CPU per life, relative (measured)
 
 
@@ -120,47 +121,45 @@ def judged(rules: dict) -> dict:
     return {**rules, "groups": groups}
 
 
-def checks(tier: Tier) -> list[tuple[str, str]]:
-    """(check, expr) pairs; each check twice: the steps it fails at, and the first of them (seconds)."""
-    span = f"[{tier.horizon}s:{tier.evaluation}s]"
+CHECKED_GROUP = "zfsnas.test_checks"
+
+
+def check_rules(tier: Tier) -> dict:
+    """The invariants as recording rules, in a group evaluated after every rule of the file: at each
+    step they record what fails there (`zfsnas_check:unexpected`, `:missed`, `:flapping` with the
+    step's time as value, `:record` with the rate read). Recorded, not asked of a subquery over the
+    horizon at the end: a subquery holds its operand's samples of every step at once, and promtool
+    allows MAX_SAMPLES, which the firing alerts of a few dozen sick lives exceed; recorded series
+    are read one at a time."""
     now, before = life_of(delivered()), life_of(delivered(f" offset {tier.evaluation}s"))
     quiet = "unless on (life) zfsnas_test_quiet"
     firing = life_of('ALERTS{alertstate="firing"}')
-    failing = {
-        "unexpected": ("life, alertname, severity", f"{now} unless on (life, alertname) zfsnas_test_allowed {quiet}"),
-        "missed": ("life, alertname", f"zfsnas_test_must unless on (life, alertname) {firing} {quiet}"),
+    records = {
+        "unexpected": f"time() + 0 * ({now} unless on (life, alertname) zfsnas_test_allowed {quiet})",
+        "missed": f"time() + 0 * (zfsnas_test_must unless on (life, alertname) {firing} {quiet})",
+        "flapping": f"time() + 0 * (({now} unless {before}) {quiet})",
+        "record": f"{life_of(RECORD_CHECKED)} > on (life, pool) group_left () zfsnas_test_bound",
     }
+    return {"name": CHECKED_GROUP, "rules": [{"record": f"zfsnas_check:{name}", "expr": expr} for name, expr in records.items()]}
+
+
+def checks(tier: Tier) -> list[tuple[str, str]]:
+    """(check, expr) pairs asked at the horizon of what check_rules recorded at every step; the
+    unexpected and missed checks twice: the steps they fail at, and the first of them (seconds)."""
+    window = f"[{tier.horizon + tier.evaluation}s]"
     out = []
-    for name, (by, expr) in failing.items():
-        out.append((name, f"sum by ({by}) (count_over_time(({expr}){span}))"))
-        out.append((name + " first", f"min by ({by}) (min_over_time(timestamp({expr}){span}))"))
-    out.append(("flapping", f"max by (life, alertname) (count_over_time((({now} unless {before}) {quiet}){span})) "
+    for name, by in (("unexpected", "life, alertname, severity"), ("missed", "life, alertname")):
+        out.append((name, f"sum by ({by}) (count_over_time(zfsnas_check:{name}{window}))"))
+        out.append((name + " first", f"min by ({by}) (min_over_time(zfsnas_check:{name}{window}))"))
+    out.append(("flapping", f"max by (life, alertname) (count_over_time(zfsnas_check:flapping{window})) "
                             f"> on (life, alertname) zfsnas_test_episodes"))
-    out.append(("record", record_check(tier.horizon, tier)))
+    out.append(("record", f"max by (life, pool) (max_over_time(zfsnas_check:record{window}))"))
     return out
 
 
 # promtool's unit-test engine holds at most 10,000 samples in one query (promql.LazyLoader's
-# MaxSamples), and a subquery holds its operands at every step: the record check reads the pools'
-# rates in windows that each stay under that (test_file)
+# MaxSamples; a Prometheus server's default is 50 million): see check_rules and split
 MAX_SAMPLES = 10_000
-RECORD = "max by (life, pool) (max_over_time(("
-
-
-def record_check(window: int, tier: Tier) -> str:
-    """The record check over the `window` seconds before its evaluation."""
-    return (f"{RECORD}{life_of('pool:zfs_pool_written_bytes:rate5m')} "
-            f"> on (life, pool) group_left () zfsnas_test_bound)[{window}s:{tier.evaluation}s]))")
-
-
-def record_checks(tier: Tier, pools: int) -> list[dict]:
-    """The record check over the horizon for `pools` rate series, in as many windows as the limit asks."""
-    steps = tier.horizon // tier.evaluation + 1
-    windows = max(1, -(-pools * steps // (MAX_SAMPLES * 2 // 3)))
-    window = -(-tier.horizon // windows)
-    window += -window % tier.evaluation
-    return [{"expr": record_check(window, tier), "eval_time": f"{min(tier.horizon, window * (n + 1))}s", "exp_samples": []}
-            for n in range(windows)]
 
 
 def markers(life: Life) -> list[Series]:
@@ -312,10 +311,7 @@ def test_file(tier: Tier, lives: list[Life], rules: Path) -> dict:
         # an exporter always up: in a store whose NAS are all off at once, absent(up{job="zfsnas"}) would fire
         series = [{"series": 'up{instance="sentinel:9923", job="zfsnas"}', "values": f"1x{grid.points - 1}"},
                   *(s for life in group for s in input_series(life, grid))]
-        tests_ = [{"expr": expr, "eval_time": f"{tier.horizon}s", "exp_samples": []}
-                  for name, expr in checks(tier) if name != "record"]
-        if any(getattr(life, "write_bound", None) for life in group):   # the lives that bound their records
-            tests_ += record_checks(tier, sum(1 for s in series if s["series"].startswith("zfs_pool_txg_written_bytes_total{")))
+        tests_ = [{"expr": expr, "eval_time": f"{tier.horizon}s", "exp_samples": []} for _, expr in checks(tier)]
         tests.append({"interval": f"{interval}s", "input_series": series, "promql_expr_test": tests_})
     return {"rule_files": [str(rules)], "evaluation_interval": f"{tier.evaluation}s",
             "group_eval_order": groups, "tests": tests}
@@ -337,7 +333,7 @@ def parse(output: str, tier: Tier) -> tuple[list[Violation], list[str]]:
         if text.startswith("expr:"):
             quoted = text[len("expr: "):text.rindex(", time:")]
             expr = yaml.safe_load(quoted)
-            check = exprs.get(expr) or ("record" if expr.startswith(RECORD) else None)
+            check = exprs.get(expr)
         elif text.startswith("got:") and check:
             for labels, value in _GOT.findall(text):
                 got = dict(_LABEL.findall(labels))
@@ -357,24 +353,36 @@ def parse(output: str, tier: Tier) -> tuple[list[Violation], list[str]]:
     return list(found.values()), errors
 
 
-# pool:zfs_pool_imported:ratio7d's `[7d:1h]` subquery holds every zfs_pool_state series of a file at
-# each of its 169 steps before it groups them: under MAX_SAMPLES (with a margin) in every file
-POOL_STATES_PER_FILE = int(MAX_SAMPLES * 0.95) // (7 * 24 + 1)
+def subquery_steps(tier: Tier, days: int) -> int:
+    """The steps of a `[<days>d:1h]` subquery that hold samples of a life of `tier` (and one more)."""
+    return min(tier.horizon, days * DAY) // HOUR + 2
+
+
+def pool_states_per_file(tier: Tier) -> int:
+    """How many pools (pool_states) one file of `tier` may hold: pool:zfs_pool_imported:ratio7d's
+    `[7d:1h]` subquery holds a series of each at each of its steps, and
+    pool:zfs_pool_free_bytes:delta1d_median3d's `[3d:1h]` two (now and a day before), under
+    MAX_SAMPLES with a margin. A 6-hour life fills 8 steps of the first, a 56-day one 170 (55 pools
+    a file)."""
+    return int(MAX_SAMPLES * 0.95) // max(subquery_steps(tier, 7), 2 * subquery_steps(tier, 3))
 
 
 def pool_states(life: Life) -> int:
-    """The zfs_pool_state series a life writes (each label epoch of its exporter one more)."""
+    """The zfs_pool_state{state="ONLINE"} series a life writes, one a pool (each label epoch of its
+    exporter one more): what the rules' `[7d:1h]` subquery holds."""
     target = life.targets.get("zfsnas")
-    return sum(1 for _, series in life.series if series.name == "zfs_pool_state") * (len(target.epochs) if target else 1)
+    return (sum(1 for _, series in life.series if series.name == "zfs_pool_state" and series.labels.get("state") == "ONLINE")
+            * (len(target.epochs) if target else 1))
 
 
 def split(group: list[Life], size: int) -> list[list[Life]]:
-    """`group` in files of at most `size` lives and POOL_STATES_PER_FILE pool state series (a life
-    with more is alone in its file)."""
+    """`group` (lives of one tier) in files of at most `size` lives and pool_states_per_file pool
+    state series (a life with more is alone in its file)."""
     out: list[list[Life]] = []
     states = 0
+    limit = pool_states_per_file(group[0].tier) if group else 0
     for life in group:
-        if not out or len(out[-1]) >= size or states + pool_states(life) > POOL_STATES_PER_FILE:
+        if not out or len(out[-1]) >= size or states + pool_states(life) > limit:
             out.append([])
             states = 0
         out[-1].append(life)
@@ -396,8 +404,12 @@ def run(lives: list[Life], rules: Path = RULES, jobs: int = 2, keep: Path | None
     with tempfile.TemporaryDirectory(prefix="zfsnas-lives-") as tmp:
         directory = keep or Path(tmp)
         directory.mkdir(parents=True, exist_ok=True)
-        judged_rules = directory / "judged.rules.yml"
-        judged_rules.write_text(yaml.safe_dump(judged(yaml.safe_load(rules.read_text())), sort_keys=False, width=10 ** 6))
+        kept = judged(yaml.safe_load(rules.read_text()))
+        rule_files = {}
+        for name, group in tiers.items():   # one file per tier: the checks' offset is its evaluation step
+            rule_files[name] = directory / f"judged-{name}.rules.yml"
+            with_checks = {**kept, "groups": [*kept["groups"], check_rules(group[0].tier)]}
+            rule_files[name].write_text(yaml.safe_dump(with_checks, sort_keys=False, width=10 ** 6))
         chunks = []
         for name, group in tiers.items():
             # at most PER_FILE lives of a tier in one file: promtool refuses a query over too many
@@ -411,8 +423,11 @@ def run(lives: list[Life], rules: Path = RULES, jobs: int = 2, keep: Path | None
         def one(chunk: tuple[Path, list[Life]]) -> str:
             path, group = chunk
             # JSON is YAML to promtool, and written in a tenth of the time PyYAML takes
-            path.write_text(json.dumps(test_file(group[0].tier, group, judged_rules.resolve()), indent=0))
-            done = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True, timeout=3600)
+            path.write_text(json.dumps(test_file(group[0].tier, group, rule_files[group[0].tier.name].resolve()), indent=0))
+            # GOGC=400: a file of a hundred lives keeps a heap of some 100 MB, which Go's default
+            # collects four times as often for a fifth more CPU (measured: 88 s against 73 s)
+            done = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True,
+                                  env={**os.environ, "GOGC": os.environ.get("GOGC", "400")})
             path.with_suffix(".out").write_text(done.stdout + done.stderr)   # with --keep: a long run read as it goes
             return done.stdout + done.stderr
 
