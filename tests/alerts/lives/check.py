@@ -173,7 +173,8 @@ def markers(life: Life) -> list[Series]:
     for alert in skipped:
         by_alert.setdefault(alert, [])
     off = away(life)
-    gone = off if life.topology != "stack" else []
+    # the series are gone across a gap of a NAS a remote store watches, and across a relabel anywhere
+    gone = [(a, b) for a, b in off if life.topology != "stack" or a == b]
     for alert, found in by_alert.items():
         allowed = Series("zfsnas_test_allowed", {"life": life.id, "alertname": alert})
         spans = [(0.0, life.horizon)] if alert in skipped else union((e.start, e.end + e.resolve) for e in found)
@@ -210,13 +211,20 @@ def to_horizon(end: float, life: Life) -> float:
 
 
 def away(life: Life) -> list[tuple[float, float]]:
-    """Where nothing of the NAS's exporter was seen for longer than the rules' gauges bridge (their
-    last_over_time(...[10m])): it was off."""
+    """Where the rules lost the NAS's exporter: from its last sample before a gap longer than their
+    gauges bridge (last_over_time(...[10m])) to its next one. In samples, not in time answered: at a
+    scale whose samples are further apart than the bridge (the weeks', every 30 minutes) a reboot
+    of minutes that takes one sample away is such a gap. A relabel is one too, of no length: the
+    alert's series under the old labels ends there, and one under the new labels takes its `for`."""
     target = life.targets.get("zfsnas")
     if target is None:
         return []
-    answered = union(target.answered)
-    return [(b, c) for (_, b), (c, _) in zip(answered, answered[1:]) if c - b > BRIDGE]
+    grid = Grid(life.interval, life.horizon)
+    samples = [k * life.interval for k0, k1 in grid.indices(union(target.answered)) for k in range(k0, k1)
+               if k not in target.missed]
+    gaps = [(a, b) for a, b in zip(samples, samples[1:]) if b - a > BRIDGE]
+    relabels = {a for t in life.targets.values() for a, _, _ in t.epochs[1:]}
+    return sorted([*gaps, *((a, a) for a in relabels)])
 
 
 def bounds(life: Life, nas_pools: dict[str, float]) -> list[Series]:

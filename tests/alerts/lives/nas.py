@@ -577,14 +577,20 @@ class Nas:
             jobs["node"] = Target("node", epochs, scraped, subtract(list(self.on), union(self.node_down)))
         if life.topology == "agent":
             jobs["prometheus"] = Target("prometheus", epochs, list(self.on), list(self.on))
-        # scrapes that failed (a timeout): up 0 and stale markers for one grid point
+        # scrapes that failed (a timeout): up 0 and stale markers for one grid point. Two of them
+        # within two evaluation steps of the scale would read as one outage between them to its
+        # evaluator (the days', every 15 minutes: `up == 0` for 5m fired on two failures 16 minutes
+        # apart), where Prometheus, every 15 s, sees two single failures: kept further apart.
         per_day = {"minutes": 4, "days": 4, "weeks": 0}[self.tier]
+        apart = 2 * life.tier.evaluation
         for job in jobs.values():
             count = self.rng.randint(0, int(per_day * H / DAY))
             for _ in range(count):
                 t = self.rng.uniform(0, H)
-                if any(a + 600 < t < b - 600 for a, b in job.answered):
-                    job.missed.add(round(t / life.interval))
+                k = round(t / life.interval)
+                if (any(a + 600 < t < b - 600 for a, b in job.answered)
+                        and all(abs(k - m) * life.interval > apart for m in job.missed)):
+                    job.missed.add(k)
         life.targets = jobs
         if life.topology == "stack":  # its Prometheus is off with the NAS: nothing is judged then, nor just after
             life.quiet = union((a, b + 15 * MINUTE) for a, b in subtract([(0.0, H)], self.on))
