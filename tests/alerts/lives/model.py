@@ -131,6 +131,9 @@ SKIPS = {
     ("ZfsDatasetSnapshotsStopped", "vacation"):
         "after a power-off longer than a dataset's schedule allows, its newest snapshot is that old "
         "until the next one is taken: true, and told until then",
+    ("ZfsPoolMissing", "vacation"):
+        "a backup pool whose import fell due while the NAS was off has been away longer than ever when "
+        "it comes back: true, and told until its next import",
     ("ZfsPoolScrubOverdue", "vacation"):
         "a pool whose scrub fell due while the NAS was off is overdue when it comes back: true, and "
         "told until a scrub finishes",
