@@ -36,7 +36,7 @@ from pathlib import Path
 
 import yaml
 
-from .model import DAY, HOUR, ROOT, SKIPS, Life, Tier
+from .model import BASELINES, DAY, HOUR, ROOT, SKIPS, Life, Tier
 from .nas import BRIDGE
 from .series import Grid, Series, render, subtract, union
 
@@ -187,6 +187,8 @@ def markers(life: Life) -> list[Series]:
             spans = union((e.start + e.delay, e.end) for e in found if e.must)
             for e in found:
                 spans = subtract(spans, union((a, b + e.delay) for a, b in off if e.start <= b and a <= e.end))
+            if alert in BASELINES:
+                spans = subtract(spans, union((a, a + BASELINES[alert]) for a, b in off if a == b))
             for a, b in spans:
                 must.add(a, b, 1.0)
         if must.pieces:
