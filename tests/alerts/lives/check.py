@@ -6,7 +6,8 @@ label carries its id), so the rules run once for all of them. Beside a life's se
 `zfsnas_test_allowed{life,alertname}` where an alert may fire, `zfsnas_test_must` where it must,
 `zfsnas_test_quiet{life}` where nothing is judged, `zfsnas_test_episodes` how often an alert
 series may start firing, `zfsnas_test_bound` the highest pool write rate a record may read. At
-the horizon, promql_expr_tests over the ALERTS series the rules wrote at every step say, each
+every step, recording rules evaluated after the alerts (`check_rules`) record from the ALERTS
+series what fails there, and at the horizon promql_expr_tests over those records say, each
 expecting nothing:
 
 - unexpected: a warning or critical alert, as Alertmanager would deliver it (its inhibit_rules,
@@ -172,9 +173,11 @@ def markers(life: Life) -> list[Series]:
         by_alert.setdefault(e.alert, []).append(e)
     for alert in skipped:
         by_alert.setdefault(alert, [])
-    off = away(life)
+    lost = away(life)
+    moved = [(a, a) for a in relabels(life)]   # a relabel: a gap of no length, in every topology
+    off = sorted([*lost, *moved])
     # the series are gone across a gap of a NAS a remote store watches, and across a relabel anywhere
-    gone = [(a, b) for a, b in off if life.topology != "stack" or a == b]
+    gone = [*(lost if life.topology != "stack" else []), *moved]
     for alert, found in by_alert.items():
         allowed = Series("zfsnas_test_allowed", {"life": life.id, "alertname": alert})
         spans = [(0.0, life.horizon)] if alert in skipped else union((e.start, e.end + e.resolve) for e in found)
@@ -188,7 +191,7 @@ def markers(life: Life) -> list[Series]:
             for e in found:
                 spans = subtract(spans, union((a, b + e.delay) for a, b in off if e.start <= b and a <= e.end))
             if alert in BASELINES:
-                spans = subtract(spans, union((a, a + BASELINES[alert]) for a, b in off if a == b))
+                spans = subtract(spans, union((a, a + BASELINES[alert]) for a, _ in moved))
             for a, b in spans:
                 must.add(a, b, 1.0)
         if must.pieces:
@@ -216,17 +219,20 @@ def away(life: Life) -> list[tuple[float, float]]:
     """Where the rules lost the NAS's exporter: from its last sample before a gap longer than their
     gauges bridge (last_over_time(...[10m])) to its next one. In samples, not in time answered: at a
     scale whose samples are further apart than the bridge (the weeks', every 30 minutes) a reboot
-    of minutes that takes one sample away is such a gap. A relabel is one too, of no length: the
-    alert's series under the old labels ends there, and one under the new labels takes its `for`."""
+    of minutes that takes one sample away is such a gap."""
     target = life.targets.get("zfsnas")
     if target is None:
         return []
     grid = Grid(life.interval, life.horizon)
     samples = [k * life.interval for k0, k1 in grid.indices(union(target.answered)) for k in range(k0, k1)
                if k not in target.missed]
-    gaps = [(a, b) for a, b in zip(samples, samples[1:]) if b - a > BRIDGE]
-    relabels = {a for t in life.targets.values() for a, _, _ in t.epochs[1:]}
-    return sorted([*gaps, *((a, a) for a in relabels)])
+    return [(a, b) for a, b in zip(samples, samples[1:]) if b - a > BRIDGE]
+
+
+def relabels(life: Life) -> list[float]:
+    """When a target's labels changed: the alert's series under the old labels ends there, and one
+    under the new labels takes its `for` again (and a baseline starts afresh)."""
+    return sorted({a for t in life.targets.values() for a, _, _ in t.epochs[1:]})
 
 
 def bounds(life: Life, nas_pools: dict[str, float]) -> list[Series]:
@@ -422,8 +428,8 @@ def run(lives: list[Life], rules: Path = RULES, jobs: int = 2, keep: Path | None
             rule_files[name].write_text(yaml.safe_dump(with_checks, sort_keys=False, width=10 ** 6))
         chunks = []
         for name, group in tiers.items():
-            # at most PER_FILE lives of a tier in one file: promtool refuses a query over too many
-            # samples (ZfsPoolMissing's [7d:1h] over 30 weeks lives, the record check over 30 days lives)
+            # at most PER_FILE lives of a tier in one file, and as many pools as the rules' own
+            # subqueries allow (split)
             size = max(1, min(PER_FILE[name], -(-len(group) // max(1, jobs))))
             chunks += [(directory / f"{name}-{n}.yml", chunk) for n, chunk in enumerate(split(group, size))]
         # the costliest first (a weeks life takes promtool about twice a minutes one), so that the
