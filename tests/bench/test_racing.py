@@ -14,6 +14,7 @@ import pytest
 
 from zfsnas.bench.cli import main
 from zfsnas.bench.running.copy import SustainedRate, copy_sampled
+from zfsnas.bench.statistics.sampling import stratified_windows
 from zfsnas.bench.running.matrix import Cell
 from zfsnas.bench.running.planner import CellPlan, PlanOptions, in_kept_child, plan_cell
 from zfsnas.bench.running.racing import Race, RaceSettings, parse_duration
@@ -170,6 +171,51 @@ def test_a_racing_copy_copies_a_stratified_prefix(tmp_path):
         assert p.read_bytes() == (corpus / p.relative_to(tmp_path / "dest")).read_bytes()
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_every_prefix_of_a_racing_copy_holds_each_kind_s_share_of_the_bytes(tmp_path, seed):
+    """Seeded corpora of a few large files and many small ones (as a FITS archive with a few disk images):
+    every prefix of the racing copy's windows holds each type's share of the bytes (a whole-file order
+    gave one large file's key the say), each window is written at its own offset of its file, and
+    copied to the end every file is whole (holes, tails and empty files included)."""
+    rng = random.Random(seed)
+    corpus = tmp_path / "corpus"
+    shares: dict[str, int] = {}
+    for kind, count, largest in (("img", rng.randint(1, 3), 3 << 20), ("fits", rng.randint(3, 8), 1 << 20),
+                                 ("txt", rng.randint(20, 60), 40 << 10), ("cfg", rng.randint(5, 30), 600)):
+        (corpus / kind).mkdir(parents=True)
+        for i in range(count):
+            size = rng.randint(0 if kind == "cfg" else largest // 3, largest)
+            (corpus / kind / f"{i}.{kind}").write_bytes(rng.randbytes(size))
+            shares[kind] = shares.get(kind, 0) + size
+    total = sum(shares.values())
+    window = 64 << 10
+    order = stratified_windows(corpus, seed, window)
+    assert sum(p.length for p in order) == total
+    assert all(p.offset % window == 0 and 0 <= p.length <= window for p in order)
+    for cut in (0.15, 0.3, 0.5):
+        prefix, got = 0, {}
+        for p in order:
+            if prefix >= cut * total:
+                break
+            kind = p.file.relative.split("/")[0]
+            got[kind] = got.get(kind, 0) + p.length
+            prefix += p.length
+        for kind, size in shares.items():
+            # each type within a few windows of its share (whole files: off by a whole 3 MiB image)
+            assert abs(got.get(kind, 0) - size / total * prefix) <= 3 * window + 0.1 * size, (cut, kind, got, shares)
+    part = copy_sampled(corpus, tmp_path / "part", limit=total // 3, window=window)
+    for path in (tmp_path / "part").rglob("*.*"):
+        source = (corpus / path.relative_to(tmp_path / "part")).read_bytes()
+        written = path.read_bytes()
+        for at in range(0, len(written), window):      # a window is the source's bytes, or not written (zeros)
+            chunk = written[at:at + window]
+            assert chunk == source[at:at + len(chunk)] or chunk == bytes(len(chunk))
+    whole = copy_sampled(corpus, tmp_path / "whole", window=window)
+    assert whole.bytes == total
+    for path in corpus.rglob("*.*"):
+        assert (tmp_path / "whole" / path.relative_to(corpus)).read_bytes() == path.read_bytes()
+
+
 def test_fio_steady_state_only_where_the_job_allows(tmp_path):
     opts = PlanOptions("tank/scratch", "r1", JOBS, tmp_path, racing=True, dirty_data_max=1 << 30)
     timed = plan_cell(1, Cell("seq-write", "lz4", "1M", "off", "1G", 1, runtime=60), opts)
@@ -182,7 +228,10 @@ def test_fio_steady_state_only_where_the_job_allows(tmp_path):
                      PlanOptions("tank/scratch", "r1", JOBS, tmp_path))
     assert not any(a.startswith("--steadystate") for s in full.steps for a in s.argv)
     copy = plan_cell(4, Cell("copy", "lz4", "1M", "off", "all", 1, corpus=str(tmp_path)), opts)
-    assert next(s for s in copy.steps if s.kind == "copy").argv[-2:] == ("--stratified", f"--until-sustained={1 << 30}")
+    assert next(s for s in copy.steps if s.kind == "copy").argv[-3:] == ("--stratified", f"--window={1 << 20}",
+                                                                       f"--until-sustained={1 << 30}")
+    big = plan_cell(5, Cell("copy", "lz4", "4M", "off", "all", 1, corpus=str(tmp_path)), opts)
+    assert f"--window={4 << 20}" in next(s for s in big.steps if s.kind == "copy").argv     # whole records
     # the child's space read before the copy (a racing cell's space is what its copy adds), and its mark
     assert [s.kind for s in copy.steps] == ["create", "baseline", "copy", "sync", "space", "destroy"]
     assert copy.steps[1].argv[-2:] == ("type,origin,org.zfsnas:bench-run,used,logicalused", copy.child)

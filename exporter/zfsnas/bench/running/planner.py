@@ -158,7 +158,7 @@ def plan_cell(index: int, cell: Cell, opts: PlanOptions) -> CellPlan:
         data.update(corpus_data(cell.corpus) if Path(cell.corpus).is_dir() else {"corpus": cell.corpus})
         if opts.racing:
             steps.append(baseline_step(child))
-        steps.append(Step("copy", ("zfsnas-bench-copy", cell.corpus, target, str(size), *racing_copy(opts))))
+        steps.append(Step("copy", ("zfsnas-bench-copy", cell.corpus, target, str(size), *racing_copy(opts, cell))))
         estimate = 0.0
     else:
         data.update(compressibility=str(cell.compressibility), runtime=f"{runtime:g}", ramp_time=f"{ramp:g}")
@@ -198,12 +198,15 @@ def steady_state(cell: Cell, runtime: float) -> tuple[str, ...]:
             f"--steadystate_ramp_time={fio_time(ramp)}")
 
 
-def racing_copy(opts: PlanOptions) -> tuple[str, ...]:
-    """A racing copy copies the corpus in stratified order (every prefix mixes it as a whole does) and
-    ends at the sustained rate, once the dirty data buffer has filled."""
+def racing_copy(opts: PlanOptions, cell: Cell) -> tuple[str, ...]:
+    """A racing copy copies the corpus window by window in stratified order (every prefix holds each
+    stratum's share of the bytes, as the whole corpus does; a window is 1 MiB, or the recordsize
+    when larger: whole records) and ends at the sustained rate, once the dirty data buffer has filled."""
     if not opts.racing:
         return ()
-    return ("--stratified", *([f"--until-sustained={opts.dirty_data_max}"] if opts.dirty_data_max else []))
+    window = max(1 << 20, int(parse_size(cell.recordsize)))
+    return ("--stratified", f"--window={window}",
+            *([f"--until-sustained={opts.dirty_data_max}"] if opts.dirty_data_max else []))
 
 
 def baseline_step(child: str) -> Step:

@@ -400,12 +400,14 @@ class Runner:
 
     def _copy(self, step: Step) -> CopyResult:
         """The copy step: the whole corpus (or its first `size` bytes), or the racing copy's flags:
-        `--stratified` and `--until-sustained=<zfs_dirty_data_max>`."""
+        `--stratified`, `--window=<bytes>` and `--until-sustained=<zfs_dirty_data_max>`."""
         corpus, target, size, *flags = step.argv[1:]
         if "--stratified" not in flags:
             return copy_corpus(corpus, target, self.stop, int(size))
-        buffer = next((int(f.split("=", 1)[1]) for f in flags if f.startswith("--until-sustained=")), None)
-        return copy_sampled(corpus, target, self.stop, int(size), SustainedRate(buffer) if buffer else None)
+        value = {k: int(v) for k, _, v in (f.partition("=") for f in flags) if v}
+        buffer = value.get("--until-sustained")
+        return copy_sampled(corpus, target, self.stop, int(size), SustainedRate(buffer) if buffer else None,
+                            window=value.get("--window", 1 << 20))
 
     def _job(self, plan: CellPlan, step: Step) -> dict[str, Any]:
         sysctl = self.zfs.sysctl if self.s.freebsd else None
@@ -418,8 +420,8 @@ class Runner:
             rate = result.sustained if result.sustained else result.bytes / seconds if seconds else 0.0
             figures.update(bytes=result.bytes, throughput_bytes_per_second=rate)
             if result.sustained:
-                figures["details"] = {"sustained": f"the rate once the dirty data buffer was full, over the "
-                                                   f"stratified first {result.bytes} bytes of the corpus"}
+                figures["details"] = {"sustained": f"the rate once the dirty data buffer was full; {result.bytes} "
+                                                   f"bytes of the corpus copied, its windows in stratified order"}
         else:
             _code, out, err = self._run_fio(step)
             seconds = time.monotonic() - started
