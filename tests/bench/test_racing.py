@@ -14,11 +14,11 @@ import pytest
 
 from zfsnas.bench.cli import main
 from zfsnas.bench.running.copy import SustainedRate, copy_sampled
-from zfsnas.bench.statistics.sampling import stratified_windows
 from zfsnas.bench.running.matrix import Cell
 from zfsnas.bench.running.planner import CellPlan, PlanOptions, in_kept_child, plan_cell
 from zfsnas.bench.running.racing import Race, RaceSettings, parse_duration
 from zfsnas.bench.statistics.intervals import mean, objective, pick_confidence, race_state, t_quantile
+from zfsnas.bench.statistics.sampling import stratified_windows
 from zfsnas.store.configuration import Configuration, pairs
 from zfsnas.store.schema import ResultFigures
 
@@ -204,6 +204,7 @@ def test_every_prefix_of_a_racing_copy_holds_each_kind_s_share_of_the_bytes(tmp_
             # each type within a few windows of its share (whole files: off by a whole 3 MiB image)
             assert abs(got.get(kind, 0) - size / total * prefix) <= 3 * window + 0.1 * size, (cut, kind, got, shares)
     part = copy_sampled(corpus, tmp_path / "part", limit=total // 3, window=window)
+    assert total // 3 <= part.bytes < total // 3 + window
     for path in (tmp_path / "part").rglob("*.*"):
         source = (corpus / path.relative_to(tmp_path / "part")).read_bytes()
         written = path.read_bytes()
