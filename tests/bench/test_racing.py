@@ -396,3 +396,21 @@ def test_a_racing_copy_without_room_for_another_copy_keeps_no_child(fake_zfs, tm
     assert all(r["logicalused_bytes"] == total for r in rows)
     kinds = [c[1] for c in fake_zfs.commands() if c[:2] in (["zfs", "create"], ["zfs", "destroy"])]
     assert kinds == ["create", "destroy"] * 6
+
+
+def test_the_sustained_rate_spans_a_txg_timeout_at_least(tmp_path):
+    """The runner measures a racing copy over zfs_txg_timeout or more (a whole txg cycle, however fast
+    the pool drains the buffer): read from the module parameters, 5 s where they cannot be read."""
+    from zfsnas.bench.running.zfs import ZfsOps
+
+    params = tmp_path / "sys/module/zfs/parameters"
+    params.mkdir(parents=True)
+    (params / "zfs_txg_timeout").write_text("7\n")
+    assert ZfsOps(None, sysfs=str(tmp_path / "sys")).txg_timeout() == 7.0
+    assert ZfsOps(None, sysfs=str(tmp_path / "nowhere")).txg_timeout() == 5.0
+    meter = SustainedRate(1 << 20, min_seconds=7.0)
+    t, copied = 0.0, 0
+    while not meter.observe(copied, t):       # a steady 10 MB/s: known once 7 s are measured
+        t += 0.1
+        copied += 1_000_000
+    assert meter.rate == pytest.approx(10e6) and t >= 7.0 + 0.1

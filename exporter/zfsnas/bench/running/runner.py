@@ -406,8 +406,9 @@ class Runner:
             return copy_corpus(corpus, target, self.stop, int(size))
         value = {k: int(v) for k, _, v in (f.partition("=") for f in flags) if v}
         buffer = value.get("--until-sustained")
-        return copy_sampled(corpus, target, self.stop, int(size), SustainedRate(buffer) if buffer else None,
-                            window=value.get("--window", 1 << 20))
+        # measured over a txg timeout at least: a whole txg cycle, however fast the pool drains the buffer
+        until = SustainedRate(buffer, min_seconds=self.zfs.txg_timeout()) if buffer else None
+        return copy_sampled(corpus, target, self.stop, int(size), until, window=value.get("--window", 1 << 20))
 
     def _job(self, plan: CellPlan, step: Step) -> dict[str, Any]:
         sysctl = self.zfs.sysctl if self.s.freebsd else None
