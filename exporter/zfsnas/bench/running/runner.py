@@ -355,6 +355,8 @@ class Runner:
                 cell.created = False
                 return
             self.zfs.destroy(self.cleared, plan.child, self.s.run_id)
+            # a kept child this repeat filled too far goes too: the next repeat makes its own
+            self.kept = {cid: kept for cid, kept in self.kept.items() if kept.child != plan.child}
             cell.created = False
 
     def _destroy_child(self, plan: CellPlan, cell: _CellState) -> None:
@@ -406,8 +408,7 @@ class Runner:
             return copy_corpus(corpus, target, self.stop, int(size))
         value = {k: int(v) for k, _, v in (f.partition("=") for f in flags) if v}
         buffer = value.get("--until-sustained")
-        # measured over a txg timeout at least: a whole txg cycle, however fast the pool drains the buffer
-        until = SustainedRate(buffer, min_seconds=self.zfs.txg_timeout()) if buffer else None
+        until = SustainedRate(buffer) if buffer else None
         return copy_sampled(corpus, target, self.stop, int(size), until, window=value.get("--window", 1 << 20))
 
     def _job(self, plan: CellPlan, step: Step) -> dict[str, Any]:

@@ -153,13 +153,6 @@ class ZfsOps:
         except (OSError, ValueError):
             return None
 
-    def txg_timeout(self) -> float:
-        """zfs_txg_timeout: the longest a txg stays open (5 s unless changed, or when unreadable)."""
-        try:
-            return float((self.sysfs / "module/zfs/parameters/zfs_txg_timeout").read_text())
-        except (OSError, ValueError):
-            return 5.0
-
     def versions(self) -> str:
         try:
             return " ".join(self.runner.run(["zfs", "version"]).split())
