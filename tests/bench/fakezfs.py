@@ -75,8 +75,9 @@ def value(state: dict, name: str, prop: str) -> tuple[str, str]:
         return (str(ROOT / name) if ds["type"] == "filesystem" else "-"), "default"
     if prop in ("used", "logicalused", "referenced", "logicalreferenced", "compressratio", "available"):
         used, logical = disk_usage(ROOT / name) if ds["type"] == "filesystem" else (0, 0)
-        if prop == "available":
-            return str(state.get("available", 1 << 40)), "-"
+        if prop == "available":      # with a capacity, a pool that fills: less what every dataset holds
+            free = state["capacity"] - disk_usage(ROOT)[0] if "capacity" in state else state.get("available", 1 << 40)
+            return str(free), "-"
         if prop == "compressratio":
             return f"{(logical / used) if used else 1.0:.2f}", "-"
         return str(used if prop in ("used", "referenced") else logical), "-"

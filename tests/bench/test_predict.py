@@ -23,7 +23,7 @@ from zfsnas.bench.predicting import lz4zfs, zfsalloc
 from zfsnas.bench.predicting import predict as predict_module
 from zfsnas.bench.predicting.predict import CSV_COLUMNS, PredictOptions, predict
 from zfsnas.bench.predicting.zfsalloc import RecordSizer, Rules, Vdev, block_size, parse_compression
-from zfsnas.bench.statistics.sampling import StratifiedSampler, Types, Window, stratified_order
+from zfsnas.bench.statistics.sampling import StratifiedSampler, Types, Window
 from zfsnas.store.database import Store
 
 from .seeds import load_fits
@@ -150,16 +150,6 @@ def test_the_sampler_keeps_a_few_windows_per_stratum_whatever_the_corpus():
     assert len(topped) + sum(1 for _ in ()) <= 4 * 20
     types = Types()
     assert len({types.of(f"x.e{i}") for i in range(500)}) == 65          # 64 types, the rest pooled
-
-
-def test_stratified_order_mixes_every_prefix(tmp_path):
-    for i in range(40):
-        (tmp_path / f"a{i:02d}.txt").write_bytes(b"t" * 5000)
-        (tmp_path / f"b{i:02d}.bin").write_bytes(b"b" * 5000)
-    order = [Path(f.path).suffix for f in stratified_order(tmp_path, seed=3)]
-    for cut in (10, 20, 40):
-        assert abs(order[:cut].count(".txt") - cut / 2) <= 1
-    assert sorted(order) == sorted([".txt"] * 40 + [".bin"] * 40)
 
 
 # --- the command ----------------------------------------------------------------------------------

@@ -8,15 +8,17 @@ import random
 import shutil
 import sqlite3
 import statistics
+from dataclasses import replace
 
 import pytest
 
 from zfsnas.bench.cli import main
 from zfsnas.bench.running.copy import SustainedRate, copy_sampled
 from zfsnas.bench.running.matrix import Cell
-from zfsnas.bench.running.planner import CellPlan, PlanOptions, plan_cell
+from zfsnas.bench.running.planner import CellPlan, PlanOptions, in_kept_child, plan_cell
 from zfsnas.bench.running.racing import Race, RaceSettings, parse_duration
 from zfsnas.bench.statistics.intervals import mean, objective, pick_confidence, race_state, t_quantile
+from zfsnas.bench.statistics.sampling import stratified_windows
 from zfsnas.store.configuration import Configuration, pairs
 from zfsnas.store.schema import ResultFigures
 
@@ -169,6 +171,52 @@ def test_a_racing_copy_copies_a_stratified_prefix(tmp_path):
         assert p.read_bytes() == (corpus / p.relative_to(tmp_path / "dest")).read_bytes()
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_every_prefix_of_a_racing_copy_holds_each_kind_s_share_of_the_bytes(tmp_path, seed):
+    """Seeded corpora of a few large files and many small ones (as a FITS archive with a few disk images):
+    every prefix of the racing copy's windows holds each type's share of the bytes (a whole-file order
+    gave one large file's key the say), each window is written at its own offset of its file, and
+    copied to the end every file is whole (holes, tails and empty files included)."""
+    rng = random.Random(seed)
+    corpus = tmp_path / "corpus"
+    shares: dict[str, int] = {}
+    for kind, count, largest in (("img", rng.randint(1, 3), 3 << 20), ("fits", rng.randint(3, 8), 1 << 20),
+                                 ("txt", rng.randint(20, 60), 40 << 10), ("cfg", rng.randint(5, 30), 600)):
+        (corpus / kind).mkdir(parents=True)
+        for i in range(count):
+            size = rng.randint(0 if kind == "cfg" else largest // 3, largest)
+            (corpus / kind / f"{i}.{kind}").write_bytes(rng.randbytes(size))
+            shares[kind] = shares.get(kind, 0) + size
+    total = sum(shares.values())
+    window = 64 << 10
+    order = stratified_windows(corpus, seed, window)
+    assert sum(p.length for p in order) == total
+    assert all(p.offset % window == 0 and 0 <= p.length <= window for p in order)
+    for cut in (0.15, 0.3, 0.5):
+        prefix, got = 0, {}
+        for p in order:
+            if prefix >= cut * total:
+                break
+            kind = p.file.relative.split("/")[0]
+            got[kind] = got.get(kind, 0) + p.length
+            prefix += p.length
+        for kind, size in shares.items():
+            # each type within a few windows of its share (whole files: off by a whole 3 MiB image)
+            assert abs(got.get(kind, 0) - size / total * prefix) <= 3 * window + 0.1 * size, (cut, kind, got, shares)
+    part = copy_sampled(corpus, tmp_path / "part", limit=total // 3, window=window)
+    assert total // 3 <= part.bytes < total // 3 + window
+    for path in (tmp_path / "part").rglob("*.*"):
+        source = (corpus / path.relative_to(tmp_path / "part")).read_bytes()
+        written = path.read_bytes()
+        for at in range(0, len(written), window):      # a window is the source's bytes, or not written (zeros)
+            chunk = written[at:at + window]
+            assert chunk == source[at:at + len(chunk)] or chunk == bytes(len(chunk))
+    whole = copy_sampled(corpus, tmp_path / "whole", window=window)
+    assert whole.bytes == total
+    for path in corpus.rglob("*.*"):
+        assert (tmp_path / "whole" / path.relative_to(corpus)).read_bytes() == path.read_bytes()
+
+
 def test_fio_steady_state_only_where_the_job_allows(tmp_path):
     opts = PlanOptions("tank/scratch", "r1", JOBS, tmp_path, racing=True, dirty_data_max=1 << 30)
     timed = plan_cell(1, Cell("seq-write", "lz4", "1M", "off", "1G", 1, runtime=60), opts)
@@ -181,7 +229,20 @@ def test_fio_steady_state_only_where_the_job_allows(tmp_path):
                      PlanOptions("tank/scratch", "r1", JOBS, tmp_path))
     assert not any(a.startswith("--steadystate") for s in full.steps for a in s.argv)
     copy = plan_cell(4, Cell("copy", "lz4", "1M", "off", "all", 1, corpus=str(tmp_path)), opts)
-    assert next(s for s in copy.steps if s.kind == "copy").argv[-2:] == ("--stratified", f"--until-sustained={1 << 30}")
+    assert next(s for s in copy.steps if s.kind == "copy").argv[-3:] == ("--stratified", f"--window={1 << 20}",
+                                                                       f"--until-sustained={1 << 30}")
+    big = plan_cell(5, Cell("copy", "lz4", "4M", "off", "all", 1, corpus=str(tmp_path)), opts)
+    assert f"--window={4 << 20}" in next(s for s in big.steps if s.kind == "copy").argv     # whole records
+    # the child's space read before the copy (a racing cell's space is what its copy adds), and its mark
+    assert [s.kind for s in copy.steps] == ["create", "baseline", "copy", "sync", "space", "destroy"]
+    assert copy.steps[1].argv[-2:] == ("type,origin,org.zfsnas:bench-run,used,logicalused", copy.child)
+    repeat = in_kept_child(plan_cell(9, replace(copy.cell, repeat=2), opts), copy)
+    assert [s.kind for s in repeat.steps] == ["baseline", "copy", "sync", "space", "destroy"]
+    assert repeat.child == copy.child and repeat.target == copy.target + "-r2"
+    assert all(s.argv[-1] == copy.child for s in repeat.steps if s.kind in ("baseline", "space", "destroy"))
+    assert next(s for s in repeat.steps if s.kind == "copy").argv[2] == repeat.target
+    with pytest.raises(ValueError):
+        in_kept_child(timed, copy)
 
 
 def test_durations():
@@ -269,3 +330,86 @@ def test_the_race_verdict_is_kept_with_the_run_and_the_answers_state_it(tmp_path
     html = tmp_path / "r.html"
     assert main(["report", "--db", str(db), "--matrix", "fio-seq", "--format", "html", "-o", str(html)]) == 0
     assert said[0] in html.read_text()
+
+
+# --- a race of copies: each configuration's child kept for its repeats ----------------------------------
+
+COPY_RACE = """name = "copy-race"
+workload = "copy"
+compression = ["off", "lz4"]
+recordsize = ["1M"]
+size = ["all"]
+repeats = 3
+"""
+
+
+def copy_race(fake_zfs, tmp_path, room_for_one: bool = False, capacity: float | None = None) -> tuple[list[dict], int]:
+    """A race of two copy configurations (compression changes nothing on a temporary directory, so
+    nothing is decided: the repeat cap ends it) on a corpus of mixed files; its rows and corpus size."""
+    corpus = tmp_path / "corpus"
+    rng = random.Random(40)
+    for kind in ("txt", "fits", "bin"):
+        (corpus / kind).mkdir(parents=True)
+        for i in range(6):
+            (corpus / kind / f"{i}.{kind}").write_bytes(rng.randbytes(rng.randrange(1, 200_000)))
+    total = sum(p.stat().st_size for p in corpus.rglob("*.*"))
+    if room_for_one:     # the run starts (room for one copy), no child is kept beside another copy
+        state = fake_zfs.read()
+        state["available"] = total + total // 10 + 4096
+        fake_zfs.write(state)
+    if capacity is not None:     # a pool of `capacity` corpora that fills as the copies land
+        state = fake_zfs.read()
+        state["capacity"] = int(capacity * sum(p.stat().st_blocks * 512 for p in corpus.rglob("*.*")))
+        fake_zfs.write(state)
+    matrix = tmp_path / "copy-race.toml"
+    matrix.write_text(COPY_RACE + f'corpus = "{corpus}"\n')
+    db = tmp_path / "bench.sqlite"
+    rc = main(["run", str(matrix), "--dataset", "tank/scratch", *fake_zfs.flags(db), "--mountpoint",
+               str(fake_zfs.root / "tank/scratch"), "--dirty-data-max", str(64 << 10),
+               "--until-decided", "--max-repeats", "3"])
+    assert rc == 0
+    con = sqlite3.connect(db)
+    con.row_factory = sqlite3.Row
+    return [dict(r) for r in con.execute("SELECT * FROM results ORDER BY id")], total
+
+
+def test_a_racing_copy_repeats_in_the_child_its_configuration_kept(fake_zfs, tmp_path):
+    """Repeats copy into the child their configuration's first cell made (no create, no destroy per
+    repeat: the children go when the run ends); every cell's space is what its own copy added."""
+    rows, total = copy_race(fake_zfs, tmp_path)
+    assert len(rows) == 6 and all(r["status"] == "complete" for r in rows)
+    first = {}
+    for r in rows:
+        first.setdefault(r["compression"], r["dataset"])
+        assert r["dataset"] == first[r["compression"]]               # the first cell's child, kept
+        assert r["bytes"] == total and r["logicalused_bytes"] == total  # the copy's own bytes, not the child's
+        assert 0 < r["used_bytes"] and "what this copy added" in json.loads(r["details"])["space"]
+    assert len(set(first.values())) == 2
+    commands = [c for c in fake_zfs.commands() if c[:2] in (["zfs", "create"], ["zfs", "destroy"], ["zpool", "sync"])]
+    kinds = [c[1] for c in commands]
+    assert kinds == ["create", "sync", "create", "sync", *["sync"] * 4, "destroy", "destroy"]
+    assert {c[-1] for c in commands if c[1] == "destroy"} == set(first.values())
+    assert set(fake_zfs.datasets()) == {"tank", "tank/scratch", "tank/scratchX", "tank/home"}   # nothing left
+
+
+def test_a_racing_copy_without_room_for_another_copy_keeps_no_child(fake_zfs, tmp_path):
+    """Where the scratch dataset could not hold the corpus once more beside a kept child, every cell
+    makes and destroys its own, as a full run does."""
+    rows, total = copy_race(fake_zfs, tmp_path, room_for_one=True)
+    assert len(rows) == 6 and len({r["dataset"] for r in rows}) == 6
+    assert all(r["logicalused_bytes"] == total for r in rows)
+    kinds = [c[1] for c in fake_zfs.commands() if c[:2] in (["zfs", "create"], ["zfs", "destroy"])]
+    assert kinds == ["create", "destroy"] * 6
+
+
+def test_a_kept_child_that_fills_the_pool_goes_and_the_next_repeat_makes_its_own(fake_zfs, tmp_path):
+    """On a pool with room for three and a half corpora: both first copies are kept, the first repeat
+    that leaves too little room beside its child takes that child with it (seen live: the next repeat
+    then failed on a child that no longer existed), and later repeats make their own; nothing fails,
+    nothing is left."""
+    rows, total = copy_race(fake_zfs, tmp_path, capacity=3.5)
+    assert len(rows) == 6 and all(r["status"] == "complete" for r in rows), [r["error"] for r in rows]
+    assert all(r["logicalused_bytes"] == total for r in rows)
+    creates = [c for c in fake_zfs.commands() if c[:2] == ["zfs", "create"]]
+    assert 2 < len(creates) < 6          # some repeats went into a kept child, some made their own
+    assert set(fake_zfs.datasets()) == {"tank", "tank/scratch", "tank/scratchX", "tank/home"}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ...store.configuration import Configuration, measured_properties, pairs
@@ -22,13 +22,14 @@ from .matrix import Cell, Matrix, is_dirty_multiple, parse_size
 from .parameters import Change, Parameters, changes
 
 SPACE_PROPERTIES = ("compressratio", "used", "logicalused", "referenced", "logicalreferenced")
+BASELINE_PROPERTIES = ("type", "origin", RUN_PROPERTY, "used", "logicalused")
 MIN_SIZE = 4 << 20
 
 
 @dataclass(frozen=True)
 class Step:
-    """One command of a run. `kind` is create, prefill, settle (the sync after a prefill), fio,
-    copy, sync, space or destroy."""
+    """One command of a run. `kind` is create, baseline (a racing copy's child's space before the
+    copy), prefill, settle (the sync after a prefill), fio, copy, sync, space or destroy."""
 
     kind: str
     argv: tuple[str, ...]
@@ -155,7 +156,9 @@ def plan_cell(index: int, cell: Cell, opts: PlanOptions) -> CellPlan:
     data = {"bytes": str(size), "kind": cell.kind}
     if cell.workload == "copy":
         data.update(corpus_data(cell.corpus) if Path(cell.corpus).is_dir() else {"corpus": cell.corpus})
-        steps.append(Step("copy", ("zfsnas-bench-copy", cell.corpus, target, str(size), *racing_copy(opts))))
+        if opts.racing:
+            steps.append(baseline_step(child))
+        steps.append(Step("copy", ("zfsnas-bench-copy", cell.corpus, target, str(size), *racing_copy(opts, cell))))
         estimate = 0.0
     else:
         data.update(compressibility=str(cell.compressibility), runtime=f"{runtime:g}", ramp_time=f"{ramp:g}")
@@ -195,12 +198,38 @@ def steady_state(cell: Cell, runtime: float) -> tuple[str, ...]:
             f"--steadystate_ramp_time={fio_time(ramp)}")
 
 
-def racing_copy(opts: PlanOptions) -> tuple[str, ...]:
-    """A racing copy copies the corpus in stratified order (every prefix mixes it as a whole does) and
-    ends at the sustained rate, once the dirty data buffer has filled."""
+def racing_copy(opts: PlanOptions, cell: Cell) -> tuple[str, ...]:
+    """A racing copy copies the corpus window by window in stratified order (every prefix holds each
+    stratum's share of the bytes, as the whole corpus does; a window is 1 MiB, or the recordsize
+    when larger: whole records) and ends at the sustained rate, once the dirty data buffer has filled."""
     if not opts.racing:
         return ()
-    return ("--stratified", *([f"--until-sustained={opts.dirty_data_max}"] if opts.dirty_data_max else []))
+    window = max(1 << 20, int(parse_size(cell.recordsize)))
+    return ("--stratified", f"--window={window}",
+            *([f"--until-sustained={opts.dirty_data_max}"] if opts.dirty_data_max else []))
+
+
+def baseline_step(child: str) -> Step:
+    """A racing copy's child read before the copy: its space (the cell's own is what the copy adds)
+    and its mark (a kept child is written again only when this run made it)."""
+    return Step("baseline", ("zfs", "get", "-Hp", "-o", "property,value,source", ",".join(BASELINE_PROPERTIES), child))
+
+
+def in_kept_child(plan: CellPlan, kept: CellPlan) -> CellPlan:
+    """A racing copy's repeat, planned into the child its configuration's earlier cell kept (`kept`):
+    no create and no destroy (the runner destroys kept children when the run ends), the copy into a
+    directory of its own beside the earlier copies, its space what it adds to the child's. A copy
+    writes new files only, whose blocks follow the child's compression and recordsize as a fresh
+    child's would; what a repeat saves is a `zfs create` and a `zfs destroy` (each a txg sync, and the
+    destroy's frees would run during the next cell's copy)."""
+    if plan.cell.workload != "copy" or kept.cell.workload != "copy":
+        raise ValueError("only a copy's repeat goes into a kept child")
+    copy = next(s for s in plan.steps if s.kind == "copy")
+    target = f"{kept.target}-r{plan.cell.repeat}"
+    steps = [baseline_step(kept.child), Step("copy", (copy.argv[0], copy.argv[1], target, *copy.argv[3:]))]
+    steps += [Step(s.kind, s.argv[:-1] + (kept.child,)) if s.kind in ("space", "destroy") else s
+              for s in plan.steps if s.kind in ("sync", "space", "destroy")]
+    return replace(plan, child=kept.child, target=target, steps=tuple(steps))
 
 
 def plan_matrix(matrix: Matrix, opts: PlanOptions) -> list[CellPlan]:

@@ -37,7 +37,7 @@ from .copy import CopyResult, SustainedRate, copy_corpus, copy_sampled
 from .fio import FioProcess, parse_fio_json
 from .guard import Cleared, GuardError
 from .parameters import Parameters, ParameterSwitch
-from .planner import CellPlan, Environment, Step, cell_text, configuration, varying_fields
+from .planner import CellPlan, Environment, Step, cell_text, configuration, in_kept_child, varying_fields
 from .racing import Race
 from .zfs import ZfsOps
 
@@ -145,6 +145,9 @@ class Runner:
         self.stop = threading.Event()
         self.fio: FioProcess | None = None
         self.env: Environment | None = None
+        # a race's copies: the child each configuration's first cell kept, for its repeats
+        self.kept: dict[str, CellPlan] = {}
+        self.racing = False
 
     def environment(self, plans: list[CellPlan]) -> tuple[Environment, str]:
         """The host's part of every configuration, read once at run start; and `zpool status -P`."""
@@ -168,6 +171,7 @@ class Runner:
         """Run every cell (with a race: the first round, then what the race asks for, until it is
         decided or its budget is spent); returns the matrix status (complete, aborted, failed)."""
         self._check_space(plans, int(self.cleared.props["available"].value))
+        self.racing = race is not None
         self.env, status_text = self.environment(plans)
         self.store.start_matrix(self.s.run_id, self.s.matrix, self.s.scratch, len(plans), self.env.zfs_version,
                                 self.s.fio_version, platform.release(), status_text, self.params.read_all())
@@ -188,6 +192,7 @@ class Runner:
             try:
                 self.switch.restore()  # at the end, also after an error or a signal
             finally:
+                self._destroy_kept()
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)
                 self.store.finish_matrix(self.s.run_id, status)
@@ -208,6 +213,8 @@ class Runner:
             except GuardError as exc:
                 self._stopped(plan, str(exc))
                 return "aborted"
+            if race is not None:
+                plan = self._into_kept(plan)
             started = time.monotonic()
             ticker = _Ticker(progress, plan.index, started)
             try:
@@ -225,6 +232,39 @@ class Runner:
             if cell_status == "failed":
                 status = "failed"
         return status
+
+    def _into_kept(self, plan: CellPlan) -> CellPlan:
+        """A racing copy's repeat goes into the child its configuration kept (planner.in_kept_child),
+        when the scratch dataset has room for the whole corpus once more; else that child goes and
+        the repeat makes its own."""
+        kept = self.kept.get(self.configuration(plan).id)
+        if kept is None or plan.cell.workload != "copy":
+            return plan
+        if int(self.cleared.props["available"].value) >= plan.size_bytes + plan.size_bytes // 10:
+            return in_kept_child(plan, kept)
+        self._destroy_kept(kept.child)
+        return plan
+
+    def _keeps(self, plan: CellPlan, added: int | None) -> bool:
+        """Whether this cell's child stays for its configuration's repeats: a racing copy's, when what
+        it `added` leaves the scratch dataset room for another cell (the whole corpus once more)."""
+        if not (self.racing and plan.cell.workload == "copy") or added is None:
+            return False
+        room = int(self.cleared.props["available"].value) - added
+        return room >= plan.size_bytes + plan.size_bytes // 10
+
+    def _destroy_kept(self, child: str | None = None) -> None:
+        """Destroy the kept children (or the one named) unless --keep; at the run's end, however it ends."""
+        for cid, kept in list(self.kept.items()):
+            if child is not None and kept.child != child:
+                continue
+            del self.kept[cid]
+            if self.s.keep:
+                continue
+            try:
+                self.zfs.destroy(self.cleared, kept.child, self.s.run_id)
+            except Exception as exc:  # the others still go; the error is said
+                log.error("could not destroy %s: %s", kept.child, exc)
 
     def _stopped(self, plan: CellPlan, reason: str) -> None:
         """The cell that never started, recorded `aborted` with the one-line reason."""
@@ -276,7 +316,9 @@ class Runner:
             status = "aborted" if self.stop.is_set() else "failed"   # aborted: the job broke off because we stopped it
             cell.figures["error"] = str(exc)
             log.error("cell %d (%s) failed: %s", plan.index, _describe(plan), exc)
-        if cell.created and status != "complete" and not self.s.keep:
+        if status != "complete" and any(k.child == plan.child for k in self.kept.values()):
+            self._destroy_kept(plan.child)     # a kept child a repeat broke off in: not written again
+        elif cell.created and status != "complete" and not self.s.keep:
             self._destroy_child(plan, cell)
         return status
 
@@ -294,13 +336,27 @@ class Runner:
             figures.update(self._job(plan, step))
         elif step.kind == "sync":
             figures["sync_seconds"] = self.zfs.sync(self.cleared, plan.pool)
+        elif step.kind == "baseline":
+            cell.baseline = self.zfs.baseline(self.cleared, plan.child, self.s.run_id)
         elif step.kind == "space":
             space = self.zfs.space(step.argv)
             figures["compressratio"] = _compressratio_or_none(space.get("compressratio"))
-            figures["used_bytes"] = _int(space.get("used"))
-            figures["logicalused_bytes"] = _int(space.get("logicalused"))
+            used, logical = _int(space.get("used")), _int(space.get("logicalused"))
+            if cell.baseline is not None and used is not None and logical is not None:
+                # what this copy added: a kept child also holds its configuration's earlier copies
+                used, logical = used - cell.baseline[0], logical - cell.baseline[1]
+                figures.setdefault("details", {})["space"] = (
+                    f"used and logicalused are what this copy added to {plan.child} (they were {cell.baseline[0]} "
+                    f"and {cell.baseline[1]} bytes before it); compressratio is the child's")
+            figures["used_bytes"], figures["logicalused_bytes"] = used, logical
         elif step.kind == "destroy":
+            if self._keeps(plan, figures.get("used_bytes")):
+                self.kept[self.configuration(plan).id] = self.kept.get(self.configuration(plan).id, plan)
+                cell.created = False
+                return
             self.zfs.destroy(self.cleared, plan.child, self.s.run_id)
+            # a kept child this repeat filled too far goes too: the next repeat makes its own
+            self.kept = {cid: kept for cid, kept in self.kept.items() if kept.child != plan.child}
             cell.created = False
 
     def _destroy_child(self, plan: CellPlan, cell: _CellState) -> None:
@@ -346,12 +402,14 @@ class Runner:
 
     def _copy(self, step: Step) -> CopyResult:
         """The copy step: the whole corpus (or its first `size` bytes), or the racing copy's flags:
-        `--stratified` and `--until-sustained=<zfs_dirty_data_max>`."""
+        `--stratified`, `--window=<bytes>` and `--until-sustained=<zfs_dirty_data_max>`."""
         corpus, target, size, *flags = step.argv[1:]
         if "--stratified" not in flags:
             return copy_corpus(corpus, target, self.stop, int(size))
-        buffer = next((int(f.split("=", 1)[1]) for f in flags if f.startswith("--until-sustained=")), None)
-        return copy_sampled(corpus, target, self.stop, int(size), SustainedRate(buffer) if buffer else None)
+        value = {k: int(v) for k, _, v in (f.partition("=") for f in flags) if v}
+        buffer = value.get("--until-sustained")
+        until = SustainedRate(buffer) if buffer else None
+        return copy_sampled(corpus, target, self.stop, int(size), until, window=value.get("--window", 1 << 20))
 
     def _job(self, plan: CellPlan, step: Step) -> dict[str, Any]:
         sysctl = self.zfs.sysctl if self.s.freebsd else None
@@ -364,8 +422,8 @@ class Runner:
             rate = result.sustained if result.sustained else result.bytes / seconds if seconds else 0.0
             figures.update(bytes=result.bytes, throughput_bytes_per_second=rate)
             if result.sustained:
-                figures["details"] = {"sustained": f"the rate once the dirty data buffer was full, over the "
-                                                   f"stratified first {result.bytes} bytes of the corpus"}
+                figures["details"] = {"sustained": f"the rate once the dirty data buffer was full; {result.bytes} "
+                                                   f"bytes of the corpus copied, its windows in stratified order"}
         else:
             _code, out, err = self._run_fio(step)
             seconds = time.monotonic() - started
@@ -390,6 +448,7 @@ class _CellState:
     """What a cell has gathered so far: its figures (by ResultFigures field) and whether its child exists."""
     figures: dict[str, Any]
     created: bool = False
+    baseline: tuple[int, int] | None = None     # the child's (used, logicalused) before a racing copy
 
 
 class _Ticker:

@@ -87,6 +87,16 @@ class ZfsOps:
                     raise
                 time.sleep(attempt)
 
+    def baseline(self, cleared: Cleared, child: str, run_id: str) -> tuple[int, int]:
+        """(used, logicalused) of a child this run made, before a racing copy writes into it again
+        (GuardError if it is not this run's own child)."""
+        props = self.get(child, f"type,origin,{RUN_PROPERTY},used,logicalused")
+        check_own_child(cleared.dataset, child, run_id, props)
+        try:
+            return int(props["used"].value), int(props["logicalused"].value)
+        except (KeyError, ValueError):
+            raise GuardError(f"{child!r}: no used/logicalused to start a copy's space from") from None
+
     def destroy_leftovers(self, cleared: Cleared, dead_runs: set[str]) -> list[str]:
         """Destroy children that runs which died (power cut, kill -9) left; each passes the guard
         with its own run's id. Children of live or unknown runs are left alone."""

@@ -10,8 +10,8 @@ sampled (a seeded hash of its path and index: the same corpus and seed always gi
 sample), and the stratified sampler itself: a window is sampled when its key is below the
 fraction, and each stratum also keeps its `minimum` lowest keys, so that no stratum is left
 unsampled (conditionally on its size, each stratum's sample is a simple random sample).
-`predict` estimates from it; the racing copy copies in `stratified_order`. Reads names and sizes,
-never file contents; imports no compressor.
+`predict` estimates from it; the racing copy copies the windows in `stratified_windows`' order.
+Reads names and sizes, never file contents; imports no compressor.
 """
 
 from __future__ import annotations
@@ -185,19 +185,33 @@ class StratifiedSampler:
         return out
 
 
-def stratified_order(corpus: str | Path, seed: int = 0) -> list[CorpusFile]:
-    """The corpus's files in an order whose every prefix mixes the strata as the whole corpus does:
-    each stratum's files shuffled (seeded), then interleaved by their place within their stratum.
-    What a copy cut short copies (racing); holds the file list."""
+@dataclass(frozen=True)
+class Piece:
+    """Bytes [offset, offset + length) of a corpus file: one window (length 0: an empty file)."""
+    file: CorpusFile
+    offset: int
+    length: int
+
+
+def stratified_windows(corpus: str | Path, seed: int = 0, window: int = 1 << 20) -> list[Piece]:
+    """The corpus cut in windows of `window` bytes (whole records of every recordsize up to it, the
+    tail of a file its last one), in an order whose every prefix holds the same share of every
+    stratum's bytes as the whole corpus: each stratum's windows ordered by their keys, then
+    interleaved by their place within their stratum. A prefix of whole files would not: where a
+    few files are large against the prefix (a sparse image of 12 MiB in the first 8 MiB copied, or
+    none), one file's key decides a type's share. Holds the list (a few dozen bytes per window)."""
     types = Types()
-    strata: dict[tuple[int, str], list[tuple[float, CorpusFile]]] = {}
+    strata: dict[tuple[int, str], list[tuple[float, Piece]]] = {}
     for f in walk(corpus, Walk()):
-        key = next(window_keys(f.relative, 1, seed))
-        strata.setdefault((size_class(f.size), types.of(f.relative)), []).append((key, f))
+        stratum = strata.setdefault((size_class(f.size), types.of(f.relative)), [])
+        count = max(1, windows(f.size, window))
+        for index, key in enumerate(window_keys(f.relative, count, seed)):
+            offset = index * window
+            stratum.append((key, Piece(f, offset, max(0, min(window, f.size - offset)))))
     placed = []
     for members in strata.values():
         members.sort(key=lambda m: m[0])
         n = len(members)
-        placed += [((i + key) / n, f.relative, f) for i, (key, f) in enumerate(members)]
-    placed.sort(key=lambda p: (p[0], p[1]))
-    return [f for _place, _name, f in placed]
+        placed += [((i + key) / n, p.file.relative, p.offset, p) for i, (key, p) in enumerate(members)]
+    placed.sort(key=lambda p: (p[0], p[1], p[2]))
+    return [p for _place, _name, _offset, p in placed]
