@@ -35,7 +35,7 @@ class Tier:
 TIERS = {
     "minutes": Tier("minutes", MINUTE, 6 * HOUR, (15, 30, 60, 120)),
     "days": Tier("days", 15 * MINUTE, 3 * DAY, (60, 120)),
-    "weeks": Tier("weeks", 2 * HOUR, 56 * DAY, (30 * MINUTE,)),
+    "weeks": Tier("weeks", 4 * HOUR, 56 * DAY, (30 * MINUTE,)),
 }
 
 

@@ -12,6 +12,7 @@ so that a fault (faults.py) can change any of them first.
 
 from __future__ import annotations
 
+import bisect
 import math
 import random
 from dataclasses import dataclass, field
@@ -47,6 +48,16 @@ def at(steps: Steps, t: float) -> float | None:
         if when <= t:
             value = v
     return value
+
+
+def longest_gap(whens: list[float], gaps: list[float], t: float) -> float | None:
+    """What dataset:zfs_dataset_snapshot_gap_seconds:max35d holds at `t`, of the gaps between
+    snapshots seen at the sorted `whens`: the longest in the 35 days to `t` when they are two at
+    least, else the one it last held (the last two), else nothing."""
+    end, start = bisect.bisect_right(whens, t), bisect.bisect_right(whens, t - 35 * DAY)
+    if end - start >= 2:
+        return max(gaps[start:end])
+    return max(gaps[end - 2:end]) if end >= 2 else None
 
 
 def sampled(steps: Steps, times: list[float]) -> list[float | None]:
@@ -235,11 +246,6 @@ class Nas:
             self.part(f"{reboots} reboot(s)")
         self.on = subtract([(0.0, H)], union(clip(offs, 0, H)))
         self.boots = [a for a, _ in self.on if a > 0]
-        if self.life.topology in REMOTE:   # a reboot is a NAS down for its minutes, and may be told
-            for a, b in subtract([(0.0, H)], self.on):
-                if b - a < 20 * MINUTE:
-                    for alert in ("ZfsHostDown", "ZfsExporterDown", "ZfsExporterAbsent"):
-                        self.expect(alert, a, b, must=False)
         self.exporter_starts = [a for a, _ in self.on]
         restarts = rng.randint(0, {"minutes": 2, "days": 4, "weeks": 6}[self.tier])
         for _ in range(restarts):
@@ -459,6 +465,42 @@ class Nas:
             steps.append((when + rng.uniform(0, 900), when))
         return sorted(steps, key=lambda s: s[0])
 
+    def downs_told(self) -> None:
+        """A NAS that a remote store watches is down while it is off, as far as that store can tell:
+        every power-off the life has (its reboots, and those a kind adds) may be told (a nightly
+        one, or a holiday, is off on purpose: SKIPS)."""
+        if self.life.topology in REMOTE:
+            for a, b in subtract([(0.0, self.H)], self.on):
+                for alert in ("ZfsHostDown", "ZfsExporterDown", "ZfsExporterAbsent"):
+                    self.expect(alert, a, b, must=False)
+
+    def snapshots_told(self) -> None:
+        """Where ZfsDatasetSnapshotsStopped may fire on a schedule that the life's own power-offs
+        made irregular (a daily cron slot that falls while the NAS is off most nights): once the
+        newest snapshot is older than the rule allows (snapshot_gap_factor times the longest gap
+        between snapshots seen in 35 days, for a dataset with two such gaps, remembered after; never
+        under snapshot_max_age_days), snapshots have stopped as far as the schedule shows, which is
+        true until the next one is seen. Followed hour by hour, as the rule learns it."""
+        max_age, factor = THRESHOLDS["snapshot_max_age_days"] * DAY, THRESHOLDS["snapshot_gap_factor"]
+        for dataset in self.datasets:
+            if any(v is not None and v > t + HOUR for t, v in dataset.newest):
+                continue   # a snapshot dated ahead hides the others: its own kind says what is told
+            seen: list[tuple[float, float]] = []    # (served, created) of each new snapshot
+            for t, created in sorted(dataset.newest):
+                if created is not None and (not seen or created > seen[-1][1]):
+                    seen.append((t, created))
+            whens = [t for t, _ in seen[1:]]
+            gaps = [created - before for (_, created), (_, before) in zip(seen[1:], seen)]
+            for n, (_served, created) in enumerate(seen):
+                until = seen[n + 1][0] if n + 1 < len(seen) else self.H
+                t = created + max_age   # never before snapshot_max_age_days
+                while t < until:
+                    most = longest_gap(whens, gaps, t)
+                    if most is not None and t - created > max(max_age, factor * most):
+                        self.expect("ZfsDatasetSnapshotsStopped", t, until, must=False)
+                        break
+                    t += HOUR
+
     def is_on(self, t: float) -> bool:
         return any(a <= t < b for a, b in self.on)
 
@@ -608,6 +650,8 @@ class Nas:
 
     def emit(self) -> None:
         self.targets()
+        self.downs_told()
+        self.snapshots_told()
         z = self.life.series
         H = self.H
         warm = self.warm_ups()
@@ -800,6 +844,20 @@ class Nas:
         else:
             smart("zfs_disk_smart_pending_sectors", {}, disk.pending)
             smart("zfs_disk_smart_reallocated_sectors", {}, disk.reallocated)
+
+    def arc_warming(self, t: float) -> bool:
+        """instance:zfs_arc_warming:bool as documented: the ARC's hit counter (since the last boot)
+        was under a tenth of its count at `t` 6 hours before (a counter begun within them was
+        nothing). The ARC warms with reads, not with time: after an idle start that lasts longer
+        than the life's own warm-up. Half an hour more for the rules' steps and samples."""
+        boot = max(b for b in [0.0, *self.boots] if b <= t)
+        then = t - 6.5 * HOUR
+        return then < boot or self.arc_hits(boot, then) * 10 < self.arc_hits(boot, t)
+
+    def arc_hits(self, boot: float, t: float) -> float:
+        reads, ratio = self.arc["reads"], self.arc["ratio"]
+        marks = sorted({boot, t, *(w for w, _ in reads if boot < w < t), *(w for w, _ in ratio if boot < w < t)})
+        return sum((at(reads, a) or 0.0) * (at(ratio, a) or 0.0) * (b - a) for a, b in zip(marks, marks[1:]))
 
     def emit_arc(self, add) -> None:
         H, arc = self.H, self.arc
