@@ -177,8 +177,11 @@ def markers(life: Life) -> list[Series]:
     lost = away(life)
     moved = [(a, a) for a in relabels(life)]   # a relabel: a gap of no length, in every topology
     off = sorted([*lost, *moved])
-    # the series are gone across a gap of a NAS a remote store watches, and across a relabel anywhere
-    gone = [*(lost if life.topology != "stack" else []), *moved]
+    # an alert's series is gone, and starts again after: across a power-off of the stack's own
+    # Prometheus (quiet), a gap in the exporter's samples longer than the rules bridge (lost: a NAS
+    # a remote store watches is off, or at the weeks scale's 30-minute samples an exporter restart
+    # took one), each counted once, and a relabel (moved)
+    breaks = [*life.quiet, *(gap for gap in lost if not any(q0 <= gap[1] and gap[0] <= q1 for q0, q1 in life.quiet)), *moved]
     for alert, found in by_alert.items():
         allowed = Series("zfsnas_test_allowed", {"life": life.id, "alertname": alert})
         spans = [(0.0, life.horizon)] if alert in skipped else union((e.start, e.end + e.resolve) for e in found)
@@ -197,10 +200,8 @@ def markers(life: Life) -> list[Series]:
                 must.add(a, b, 1.0)
         if must.pieces:
             out.append(must)
-        # a fault across a power-off of the stack's Prometheus may fire again after it, and so may one
-        # across a power-off of a NAS a remote store watches: its series are gone, the alert resolves
-        episodes = sum(e.episodes + sum(1 for q0, q1 in [*life.quiet, *gone] if e.start <= q1 and q0 <= e.end)
-                       for e in found)
+        # a fault across such a break may fire again after it: its series were gone, the alert resolved
+        episodes = sum(e.episodes + sum(1 for q0, q1 in breaks if e.start <= q1 and q0 <= e.end) for e in found)
         out.append(Series("zfsnas_test_episodes", {"life": life.id, "alertname": alert})
                    .add(0, life.horizon + 1, float(episodes if alert not in skipped else 10 ** 6)))
     if life.quiet:
@@ -225,9 +226,12 @@ def away(life: Life) -> list[tuple[float, float]]:
     if target is None:
         return []
     grid = Grid(life.interval, life.horizon)
+    # a sample in an exporter's first seconds lacks the series of its slower sources: no sample for them
+    warming = set(k for k0, k1 in grid.indices(life.warming) for k in range(k0, k1))
     samples = [k * life.interval for k0, k1 in grid.indices(union(target.answered)) for k in range(k0, k1)
-               if k not in target.missed]
-    return [(a, b) for a, b in zip(samples, samples[1:]) if b - a > BRIDGE]
+               if k not in target.missed and k not in warming]
+    # more than one sample interval apart (a sample is missing) and more than the bridge
+    return [(a, b) for a, b in zip(samples, samples[1:]) if b - a > max(BRIDGE, life.interval)]
 
 
 def relabels(life: Life) -> list[float]:

@@ -35,7 +35,7 @@ class Tier:
 TIERS = {
     "minutes": Tier("minutes", MINUTE, 6 * HOUR, (15, 30, 60, 120)),
     "days": Tier("days", 15 * MINUTE, 3 * DAY, (60, 120)),
-    "weeks": Tier("weeks", 4 * HOUR, 56 * DAY, (30 * MINUTE,)),
+    "weeks": Tier("weeks", 2 * HOUR, 56 * DAY, (30 * MINUTE,)),
 }
 
 
@@ -113,6 +113,7 @@ class Life:
     series: list[tuple[str, Series]] = field(default_factory=list)
     expects: list[Expect] = field(default_factory=list)
     quiet: Intervals = field(default_factory=list)  # no alert judged (the stack's Prometheus is off)
+    warming: Intervals = field(default_factory=list)   # some source's series not served yet (an exporter's start)
 
     @property
     def id(self) -> str:

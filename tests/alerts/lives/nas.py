@@ -655,6 +655,7 @@ class Nas:
         z = self.life.series
         H = self.H
         warm = self.warm_ups()
+        self.life.warming = union(span for spans in warm.values() for span in spans)
 
         def add(name: str, labels: dict[str, str], series: Series | None = None, job: str = "zfsnas") -> Series:
             made = series or Series(name, labels)
