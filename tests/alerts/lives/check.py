@@ -195,7 +195,9 @@ def markers(life: Life) -> list[Series]:
             for e in found:
                 spans = subtract(spans, union((a, b + e.delay) for a, b in off if e.start <= b and a <= e.end))
             if alert in BASELINES:
-                spans = subtract(spans, union((a, a + BASELINES[alert]) for a, _ in moved))
+                # and after it the alert's own delay, as after any break
+                delay = max((e.delay for e in found), default=0.0)
+                spans = subtract(spans, union((a, a + BASELINES[alert] + delay) for a, _ in moved))
             for a, b in spans:
                 must.add(a, b, 1.0)
         if must.pieces:

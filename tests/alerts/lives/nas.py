@@ -339,7 +339,14 @@ class Nas:
             if begin > first + first_length:
                 # at least two of the scale's evaluations: at the weeks scale (every 2 h) a shorter run
                 # can fall between them, unseen, and the pool looks away for two weeks (seed 37 L432)
-                runs.append((begin, begin + max(rng.uniform(1, 6) * HOUR, 2 * self.life.tier.evaluation)))
+                length = max(rng.uniform(1, 6) * HOUR, 2 * self.life.tier.evaluation)
+                # plugged in for a run while the NAS is on for all of it: the week's slot, or the next
+                # time it is on long enough (a run the schedule put across a nightly power-off went
+                # unseen, and the pool looked away for weeks: seed 38 L574)
+                begin = next((max(a + 10 * MINUTE, begin) for a, b in self.on
+                              if b > begin + 10 * MINUTE and b - max(a + 10 * MINUTE, begin) >= length), H)
+                if begin < H and begin > runs[-1][1]:   # a holiday moves several weeks' runs to one
+                    runs.append((begin, begin + length))
             week += 1
         pool = self.make_pool("usb-backup", runs, rng.uniform(0.2, 0.7), born=first)
         # scrubbed during its first run and every fourth week, however short that week's run (a
