@@ -9,6 +9,8 @@ EXPORTERS), `--keep DIR` keeps the promtool files.
 from __future__ import annotations
 
 import argparse
+import io
+import json
 import random
 import sys
 import time
@@ -105,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--exporter", choices=sorted(EXPORTERS), default="fixed")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--keep", type=Path)
+    parser.add_argument("--json", type=Path, help="also write the outcome here (lives by tier, violations, errors, "
+                                                   "the report): what tests/alerts/test_lives.py reads")
     parser.add_argument("--list", action="store_true", help="list the kinds and exit")
     args = parser.parse_args(argv)
     if args.list:
@@ -125,5 +129,13 @@ def main(argv: list[str] | None = None) -> int:
     outcome = run(lives, args.rules, args.jobs, args.keep)
     print(f"made in {made:.1f} s", flush=True)
     report(outcome)
+    if args.json:
+        text = io.StringIO()
+        report(outcome, text)
+        args.json.write_text(json.dumps({
+            "seed": seed, "lives": len(lives), "tiers": dict(Counter(life.tier.name for life in lives)),
+            "healthy": sum(1 for life in lives if not KINDS[life.kind].sick),
+            "violations": [vars(v) for v in outcome.violations], "errors": outcome.errors,
+            "seconds": outcome.seconds, "report": text.getvalue()}, indent=1))
     return 1 if outcome.violations or outcome.errors else 0
 
