@@ -386,8 +386,8 @@ def subquery_series_per_file(tier: Tier) -> int:
     with a margin: pool:zfs_pool_imported:ratio7d's `[7d:1h]` holds, at each of its steps with data,
     a pool's ONLINE state series and, divided by it, a target's poolstats success series (both
     operands at once), pool:zfs_pool_free_bytes:delta1d_median3d's `[3d:1h]` a pool's free bytes
-    now and a day before. A 6-hour life fills 8 steps of the first, a 56-day one 170 (55 series a
-    file: some 14 lives)."""
+    now and a day before. A 6-hour life fills 8 steps of the first, a 56-day one 170 (47 series a
+    file: some 12 lives)."""
     return int(MAX_SAMPLES * 0.8) // max(subquery_steps(tier, 7), 2 * subquery_steps(tier, 3))
 
 

@@ -593,7 +593,7 @@ def arc_collapse(nas: Nas) -> None:
         start, end = window(nas, 0.45, 0.8, (1.5 * HOUR, 4 * HOUR))
         nas.arc["reads"] = splice(before["reads"], start, end, nas.rng.uniform(400, 2000))
         nas.arc["ratio"] = splice(before["ratio"], start, end, nas.rng.uniform(0.1, 0.45))
-        if not any(nas.arc_warming(t) for t in range(int(start), int(end) + 1, 15 * MINUTE)):
+        if not nas.arc_warming(range(int(start), int(end) + 1, 15 * MINUTE)):
             break
     expect(nas, "ZfsArcHitRatioCollapsed", start, end, resolve=5 * MINUTE)
     nas.part(f"ARC hit ratio collapsed from day {start / DAY:.2f} to {end / DAY:.2f}")

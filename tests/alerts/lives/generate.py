@@ -128,10 +128,10 @@ def main(argv: list[str] | None = None) -> int:
     made = time.monotonic() - started
     outcome = run(lives, args.rules, args.jobs, args.keep)
     print(f"made in {made:.1f} s", flush=True)
-    report(outcome)
+    text = io.StringIO()
+    report(outcome, text)
+    print(text.getvalue(), end="")
     if args.json:
-        text = io.StringIO()
-        report(outcome, text)
         args.json.write_text(json.dumps({
             "seed": seed, "lives": len(lives), "tiers": dict(Counter(life.tier.name for life in lives)),
             "healthy": sum(1 for life in lives if not KINDS[life.kind].sick),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import bisect
 import math
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from .model import DAY, DELAYS, HOUR, MINUTE, THRESHOLDS, Expect, Exporter, Life, Target
@@ -853,29 +854,41 @@ class Nas:
             smart("zfs_disk_smart_pending_sectors", {}, disk.pending)
             smart("zfs_disk_smart_reallocated_sectors", {}, disk.reallocated)
 
-    def arc_warming(self, t: float) -> bool:
-        """instance:zfs_arc_warming:bool as documented: the ARC's hit counter (since the last boot)
-        was under a tenth of its count at `t` 6 hours before (a counter begun within them was
-        nothing). The ARC warms with reads, not with time: after an idle start that lasts longer
-        than the life's own warm-up. Half an hour more for the rules' steps and samples."""
-        boot = max(b for b in [0.0, *self.boots] if b <= t)
-        then = t - 6.5 * HOUR
-        return then < boot or self.arc_hits(boot, then) * 10 < self.arc_hits(boot, t)
-
-    def arc_hits(self, boot: float, t: float) -> float:
+    def arc_counters(self) -> tuple[Series, Series]:
+        """zfs_arc_hits_total and zfs_arc_misses_total as the exporter serves them, from each change
+        of the ARC's reads or hit ratio on, counted from 0 again at each boot."""
         reads, ratio = self.arc["reads"], self.arc["ratio"]
-        marks = sorted({boot, t, *(w for w, _ in reads if boot < w < t), *(w for w, _ in ratio if boot < w < t)})
-        return sum((at(reads, a) or 0.0) * (at(ratio, a) or 0.0) * (b - a) for a, b in zip(marks, marks[1:]))
+        marks = sorted({t for t, _ in reads} | {t for t, _ in ratio})
+        pairs = [(t, r or 0.0, q or 0.0) for t, r, q in zip(marks, sampled(reads, marks), sampled(ratio, marks))]
+        boots = [(b, 0.0) for b in self.boots]
+        return (counter("", {}, [(t, r * q) for t, r, q in pairs], self.H, boots),
+                counter("", {}, [(t, r * (1 - q)) for t, r, q in pairs], self.H, boots))
+
+    def arc_warming(self, times: Iterable[float]) -> bool:
+        """Whether instance:zfs_arc_warming:bool holds at any of `times`, as documented: the hit
+        counter (since the last boot) was under a tenth of its count at `t` 6 hours before (a counter
+        begun within them was nothing). The ARC warms with reads, not with time: after an idle start
+        that lasts longer than the life's own warm-up. Half an hour more for the rules' steps and
+        samples."""
+        hits = self.arc_counters()[0]
+        starts = [p.start for p in hits.pieces]
+
+        def count(t: float) -> float:
+            return hits.pieces[max(0, bisect.bisect_right(starts, t) - 1)].at(t)
+
+        for t in times:
+            boot = max(b for b in [0.0, *self.boots] if b <= t)
+            then = t - 6.5 * HOUR
+            if then < boot or count(then) * 10 < count(t):
+                return True
+        return False
 
     def emit_arc(self, add) -> None:
         H, arc = self.H, self.arc
-        reads, ratio = arc["reads"], arc["ratio"]
-        marks = sorted({t for t, _ in reads} | {t for t, _ in ratio})
-        hits = [(t, (at(reads, t) or 0.0) * (at(ratio, t) or 0.0)) for t in marks]
-        misses = [(t, (at(reads, t) or 0.0) * (1 - (at(ratio, t) or 0.0))) for t in marks]
+        hits, misses = self.arc_counters()
         boots = [(b, 0.0) for b in self.boots]
-        add("zfs_arc_hits_total", {}, counter("", {}, hits, H, boots))
-        add("zfs_arc_misses_total", {}, counter("", {}, misses, H, boots))
+        add("zfs_arc_hits_total", {}, hits)
+        add("zfs_arc_misses_total", {}, misses)
         for name, key in (("zfs_arc_size_bytes", "size"), ("zfs_arc_target_size_bytes", "target"),
                           ("zfs_arc_min_size_bytes", "min"), ("zfs_arc_no_grow", "no_grow"),
                           ("zfs_arc_memory_available_bytes", "available")):
