@@ -193,7 +193,7 @@ LIVES = "tests/alerts/test_lives.py::test_hundreds_of_lives_raise_exactly_their_
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """The 600 generated lives take promtool some 1,100 CPU seconds: when their test is to run, the
+    """The 600 generated lives take promtool some 1,500 CPU seconds: when their test is to run, the
     lives start now, in the background at the lowest priority (the CPU the other tests leave idle),
     and the test runs last, waiting for them."""
     lives = [item for item in session.items if item.nodeid == LIVES]

@@ -7,7 +7,7 @@ with every failure; `python -m tests.alerts.lives --seed S --life N` replays one
 `python -m tests.alerts.lives --healthy 3000 --sick 3000` runs thousands with a fresh seed.
 ZFSNAS_LIVES_SEED picks another seed for this test.
 
-The 600 lives take promtool some 1,100 CPU seconds (docs/alerts-proof.md#cost): a session that
+The 600 lives take promtool some 1,500 CPU seconds (docs/alerts-proof.md#cost): a session that
 collects test_hundreds_of_lives_raise_exactly_their_alerts starts them as it begins, in a process
 of its own at the lowest priority (tests/conftest.py), on the CPU the other tests leave idle, and
 runs that test last, which waits for them.
